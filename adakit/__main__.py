@@ -1,0 +1,3 @@
+from adakit.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""The ``adakit`` command: one subcommand family per paper object.
+
+Each module named in ``COMMAND_MODULES`` defines ``register_cli(subparsers)``, adding its
+subcommands with ``set_defaults(func=...)``; ``func(args)`` returns an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES = [
+    "adakit.world",  # adakit worlds list|fetch|stats
+    "adakit.tools",  # adakit tool WORLD TOOL --param value
+    "adakit.study",  # adakit launch STUDY.yaml
+    "adakit.judges",  # adakit judge CORPUS
+    "adakit.models",  # adakit models list
+    "adakit.pipeline",  # adakit study PROFILE (the whole pipeline)
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="adakit",
+        description="Launch Ada into repository worlds, record trajectories, read them through lenses.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # that part of the apparatus is not installed in this checkout
+            raise
+        module.register_cli(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``adakit`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted; everything recorded so far is on disk", file=sys.stderr)
+        return 130

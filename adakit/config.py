@@ -1,0 +1,52 @@
+"""Every path adakit reads or writes, in one place.
+
+The project root is found from the package location (an editable install inside a checkout);
+``ADAKIT_HOME`` overrides it, e.g. for a pip-installed adakit working on another folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _find_root() -> Path:
+    env = os.environ.get("ADAKIT_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    candidate = PACKAGE_DIR.parent
+    if (candidate / "pyproject.toml").exists():
+        return candidate
+    return Path.cwd().resolve()
+
+
+ROOT = _find_root()
+DATA = ROOT / "data"
+WORLDS = DATA / "worlds"
+RUNS = DATA / "runs"
+JUDGMENTS = DATA / "judgments"
+PROCESSED = DATA / "processed"
+CACHE = DATA / "cache"
+FIGURES = ROOT / "figures"
+STUDIES = ROOT / "studies"
+NOTEBOOKS = ROOT / "notebooks"
+PROMPTS = PACKAGE_DIR / "prompts"
+
+WORLDS_MANIFEST = PACKAGE_DIR / "worlds.yaml"
+MODELS_REGISTRY = PACKAGE_DIR / "models.yaml"
+TASKS_FILE = PACKAGE_DIR / "tasks.yaml"
+CONDITIONS_FILE = PACKAGE_DIR / "conditions.yaml"
+
+
+def worlds_dir() -> Path:
+    """Where downloaded worlds live (``ADAKIT_WORLDS`` overrides, e.g. a shared cache)."""
+    env = os.environ.get("ADAKIT_WORLDS")
+    return Path(env).expanduser().resolve() if env else WORLDS
+
+
+def cache_dir() -> Path:
+    """Where the model response cache lives (``ADAKIT_CACHE`` overrides)."""
+    env = os.environ.get("ADAKIT_CACHE")
+    return Path(env).expanduser().resolve() if env else CACHE

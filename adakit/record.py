@@ -1,0 +1,509 @@
+"""R, the recording scheme: one versioned JSONL file per run, and the loader that turns a
+corpus of such files into tidy DataFrames (runs, turns, reads) for the lenses.
+
+A run file holds a ``header`` record, one ``turn`` record per turn and an ``end`` record.
+Records are appended and flushed (and fsync'ed) one at a time, so a crash loses at most the
+turn in flight; a torn last line is ignored on reading. Credentials are never part of any
+record: model settings carry the *name* of the key variable, never its value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+
+#: Ada's seven tools in Table 1 order, with the paper's abbreviations.
+TOOL_ABBR: dict[str, str] = {
+    "get_structural_overview": "OVW",
+    "peek_code_region": "PKR",
+    "explore_code": "EXP",
+    "create_memory": "MEM",
+    "bookmark": "BKM",
+    "get_hint_on_snippet": "HNT",
+    "stash_conclusion": "CON",
+}
+ABBR_TOOL = {v: k for k, v in TOOL_ABBR.items()}
+TOOL_ORDER = list(TOOL_ABBR.values())
+NAV = frozenset({"OVW", "PKR", "EXP"})
+COG = frozenset({"MEM", "BKM", "HNT", "CON"})
+
+TerminationReason = Literal[
+    "finalize", "turn_bound", "malformed_limit", "model_error", "context_overflow"
+]
+ErrorType = Literal["tool_error", "unknown_tool", "malformed", "model_error"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelInfo(_Record):
+    """The foundation model (or baseline policy) that produced the run."""
+
+    name: str
+    kind: Literal["llm", "local", "baseline"] = "llm"
+    model_id: str = ""
+    base_url: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    context_window: int | None = None
+    mode: str = "xml"
+    constrained: bool = False
+
+
+class WorldInfo(_Record):
+    name: str
+    version: str = ""
+    language: str = ""
+    source: str = ""
+    sha256: str | None = None
+
+
+class TaskInfo(_Record):
+    family: str
+    target: str | None = None
+    prompt: str = ""
+
+
+class ConditionInfo(_Record):
+    name: str
+    budget: int | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Header(_Record):
+    kind: Literal["header"] = "header"
+    schema_version: str = SCHEMA_VERSION
+    run_id: str
+    study: str = ""
+    model: ModelInfo
+    world: WorldInfo
+    task: TaskInfo
+    condition: ConditionInfo
+    turn_bound: int
+    seed: int = 0
+    repeat: int = 0
+    adakit_version: str = ""
+    started_at: float = Field(default_factory=time.time)
+    system_prompt: str = ""
+
+
+class ToolCall(_Record):
+    tool: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ParseError(_Record):
+    kind: Literal[
+        "no_tool",
+        "multiple_tools",
+        "unknown_tool",
+        "unknown_param",
+        "missing_param",
+        "bad_value",
+        "empty_reply",
+    ]
+    message: str
+
+
+class ToolMetrics(_Record):
+    """What a tool call touched, for the lenses (Table 1 abbreviations in ``tool``)."""
+
+    tool: str | None = None
+    file: str | None = None
+    ranges: list[tuple[int, int]] = Field(default_factory=list)
+    lines_viewed: int = 0
+    structural: bool = False
+    block: str | None = None
+    symbol: str | None = None
+    action: str | None = None
+    result_count: int | None = None
+    error_type: ErrorType | None = None
+    confidence: str | None = None
+    finalize: bool | None = None
+
+
+class Injection(_Record):
+    source: Literal["reminder", "coach", "system"]
+    text: str
+
+
+class ModelCall(_Record):
+    """A secondary model call made inside a turn (e.g. the hint model behind HNT)."""
+
+    purpose: str
+    model: str
+    latency_s: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cached: bool = False
+    error: str | None = None
+
+
+class Turn(_Record):
+    kind: Literal["turn"] = "turn"
+    turn: int
+    started_at: float
+    ended_at: float
+    latency_s: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = None
+    cached: bool = False
+    constrained: bool = False
+    raw_text: str = ""
+    thinking: str = ""
+    call: ToolCall | None = None
+    parse_error: ParseError | None = None
+    observation: str = ""
+    metrics: ToolMetrics = Field(default_factory=ToolMetrics)
+    state_changes: list[dict[str, Any]] = Field(default_factory=list)
+    injected: list[Injection] = Field(default_factory=list)
+    coach: dict[str, Any] | None = None
+    model_calls: list[ModelCall] = Field(default_factory=list)
+    dropped_messages: int = 0
+
+
+class End(_Record):
+    kind: Literal["end"] = "end"
+    reason: TerminationReason
+    ended_at: float = Field(default_factory=time.time)
+    conclusion: str | None = None
+    conclusion_title: str | None = None
+    error: str | None = None
+    totals: dict[str, Any] = Field(default_factory=dict)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the three record kinds (exported into the docs)."""
+    return {
+        "title": f"adakit trajectory record, schema {SCHEMA_VERSION}",
+        "oneOf": [
+            Header.model_json_schema(),
+            Turn.model_json_schema(),
+            End.model_json_schema(),
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- writing
+
+
+class RunWriter:
+    """Append-only writer of one run file; each record is flushed and fsync'ed."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: Header | Turn | End) -> None:
+        line = record.model_dump_json()
+        self._fh.write(line + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class RunFile:
+    """A run file read back: header, complete turns, end (None if the run did not finish)."""
+
+    path: Path
+    header: Header
+    turns: list[Turn]
+    end: End | None
+    torn_bytes: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None
+
+
+def read_run(path: str | Path) -> RunFile:
+    """Parse and validate a run file; a torn final line (crash mid-write) is skipped."""
+    path = Path(path)
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    torn = 0
+    if lines and lines[-1] != b"":
+        torn = len(lines[-1])  # no trailing newline: the last write did not complete
+    complete = lines[:-1]
+    header: Header | None = None
+    turns: list[Turn] = []
+    end: End | None = None
+    for i, line in enumerate(complete, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{i}: not JSON ({exc})") from exc
+        kind = data.get("kind")
+        if kind == "header":
+            header = Header.model_validate(data)
+        elif kind == "turn":
+            turns.append(Turn.model_validate(data))
+        elif kind == "end":
+            end = End.model_validate(data)
+        else:
+            raise ValueError(f"{path}:{i}: unknown record kind {kind!r}")
+    if header is None:
+        raise ValueError(f"{path}: no header record")
+    if header.schema_version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        raise ValueError(
+            f"{path}: schema {header.schema_version} is not readable by this adakit "
+            f"(schema {SCHEMA_VERSION})"
+        )
+    return RunFile(path=path, header=header, turns=turns, end=end, torn_bytes=torn)
+
+
+def truncate_torn(path: str | Path) -> int:
+    """Cut a torn final line off a run file so appending can resume; returns bytes removed."""
+    path = Path(path)
+    raw = path.read_bytes()
+    if not raw or raw.endswith(b"\n"):
+        return 0
+    keep = raw.rfind(b"\n") + 1
+    with open(path, "r+b") as fh:
+        fh.truncate(keep)
+    return len(raw) - keep
+
+
+# --------------------------------------------------------------------------- loading
+
+RUN_COLUMNS = [
+    "run_id", "study", "model", "model_kind", "world", "task", "target", "condition",
+    "repeat", "seed", "turn_bound", "reason", "finished", "n_turns", "started_at",
+    "elapsed_s", "tokens_in", "tokens_out", "cost_usd", "cache_hits", "errors",
+    "conclusion", "conclusion_chars", "path",
+]
+TURN_COLUMNS = [
+    "run_id", "model", "world", "task", "condition", "turn", "tool", "tool_name", "action",
+    "file", "start_line", "end_line", "lines_viewed", "structural", "block", "symbol",
+    "result_count", "error_type", "parse_error", "finalize", "confidence", "thinking_chars",
+    "output_chars", "started_at", "ended_at", "t_rel_start", "t_rel_end", "duration_s",
+    "latency_s", "tokens_in", "tokens_out", "cached", "coach_decision", "n_injected",
+    "dropped_messages",
+]
+READ_COLUMNS = [
+    "run_id", "model", "world", "task", "condition", "turn", "tool", "file", "start_line",
+    "end_line", "n_lines",
+]
+
+
+def iter_run_files(source: str | Path | Iterable[str | Path]) -> Iterator[Path]:
+    """Run files under a folder (recursively), a single file, or an iterable of those."""
+    if isinstance(source, (str, Path)):
+        p = Path(source)
+        if p.is_dir():
+            yield from sorted(p.rglob("*.jsonl"))
+        elif p.exists():
+            yield p
+        else:
+            raise FileNotFoundError(f"no corpus at {p}")
+    else:
+        for item in source:
+            yield from iter_run_files(item)
+
+
+def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    h = rf.header
+    axes = {
+        "model": h.model.name,
+        "world": h.world.name,
+        "task": h.task.family,
+        "condition": h.condition.name,
+    }
+    t0 = h.started_at
+    t_end = rf.end.ended_at if rf.end else (rf.turns[-1].ended_at if rf.turns else t0)
+    span = max(t_end - t0, 1e-9)
+    turn_rows: list[dict[str, Any]] = []
+    read_rows: list[dict[str, Any]] = []
+    for t in rf.turns:
+        m = t.metrics
+        first = m.ranges[0] if m.ranges else (None, None)
+        error = m.error_type
+        coach_decision = (t.coach or {}).get("decision") if t.coach else None
+        turn_rows.append(
+            {
+                "run_id": h.run_id,
+                **axes,
+                "turn": t.turn,
+                "tool": m.tool,
+                "tool_name": t.call.tool if t.call else None,
+                "action": m.action,
+                "file": m.file,
+                "start_line": first[0],
+                "end_line": first[1],
+                "lines_viewed": m.lines_viewed,
+                "structural": m.structural,
+                "block": m.block,
+                "symbol": m.symbol,
+                "result_count": m.result_count,
+                "error_type": error,
+                "parse_error": t.parse_error.kind if t.parse_error else None,
+                "finalize": m.finalize,
+                "confidence": m.confidence,
+                "thinking_chars": len(t.thinking),
+                "output_chars": len(t.raw_text),
+                "started_at": t.started_at,
+                "ended_at": t.ended_at,
+                "t_rel_start": (t.started_at - t0) / span,
+                "t_rel_end": (t.ended_at - t0) / span,
+                "duration_s": t.ended_at - t.started_at,
+                "latency_s": t.latency_s,
+                "tokens_in": t.tokens_in,
+                "tokens_out": t.tokens_out,
+                "cached": t.cached,
+                "coach_decision": coach_decision,
+                "n_injected": len(t.injected),
+                "dropped_messages": t.dropped_messages,
+            }
+        )
+        if m.file and m.error_type is None:
+            for a, b in m.ranges:
+                read_rows.append(
+                    {
+                        "run_id": h.run_id,
+                        **axes,
+                        "turn": t.turn,
+                        "tool": m.tool,
+                        "file": m.file,
+                        "start_line": a,
+                        "end_line": b,
+                        "n_lines": b - a + 1,
+                    }
+                )
+    totals = rf.end.totals if rf.end else {}
+    conclusion = rf.end.conclusion if rf.end else None
+    run_row = {
+        "run_id": h.run_id,
+        "study": h.study,
+        "model": h.model.name,
+        "model_kind": h.model.kind,
+        "world": h.world.name,
+        "task": h.task.family,
+        "target": h.task.target,
+        "condition": h.condition.name,
+        "repeat": h.repeat,
+        "seed": h.seed,
+        "turn_bound": h.turn_bound,
+        "reason": rf.end.reason if rf.end else None,
+        "finished": rf.finished,
+        "n_turns": len(rf.turns),
+        "started_at": t0,
+        "elapsed_s": t_end - t0,
+        "tokens_in": sum(t.tokens_in for t in rf.turns),
+        "tokens_out": sum(t.tokens_out for t in rf.turns),
+        "cost_usd": totals.get("cost_usd"),
+        "cache_hits": sum(1 for t in rf.turns if t.cached),
+        "errors": sum(1 for t in rf.turns if t.metrics.error_type is not None),
+        "conclusion": conclusion,
+        "conclusion_chars": len(conclusion) if conclusion else 0,
+        "path": str(rf.path),
+    }
+    return run_row, turn_rows, read_rows
+
+
+@dataclass
+class Corpus:
+    """A corpus as three tidy tables; every lens consumes these."""
+
+    runs: pd.DataFrame
+    turns: pd.DataFrame
+    reads: pd.DataFrame
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def where(self, **axes: Any) -> Corpus:
+        """Keep the runs whose columns equal (or, for a list, are in) the given values."""
+        mask = pd.Series(True, index=self.runs.index)
+        for col, val in axes.items():
+            if isinstance(val, (list, tuple, set)):
+                mask &= self.runs[col].isin(list(val))
+            else:
+                mask &= self.runs[col] == val
+        keep = set(self.runs.loc[mask, "run_id"])
+        return Corpus(
+            runs=self.runs[mask].reset_index(drop=True),
+            turns=self.turns[self.turns["run_id"].isin(keep)].reset_index(drop=True),
+            reads=self.reads[self.reads["run_id"].isin(keep)].reset_index(drop=True),
+        )
+
+
+def corpus_from_runs(run_files: Iterable[RunFile]) -> Corpus:
+    """Build the tidy tables from already-parsed run files."""
+    runs, turns, reads = [], [], []
+    for rf in run_files:
+        r, t, d = _run_rows(rf)
+        runs.append(r)
+        turns.extend(t)
+        reads.extend(d)
+    return Corpus(
+        runs=pd.DataFrame(runs, columns=RUN_COLUMNS),
+        turns=pd.DataFrame(turns, columns=TURN_COLUMNS),
+        reads=pd.DataFrame(reads, columns=READ_COLUMNS),
+    )
+
+
+def _fingerprint(paths: list[Path]) -> str:
+    h = hashlib.sha256(SCHEMA_VERSION.encode())
+    for p in paths:
+        st = p.stat()
+        h.update(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def load_corpus(
+    source: str | Path | Iterable[str | Path],
+    cache: bool = True,
+    include_unfinished: bool = True,
+) -> Corpus:
+    """Load run files into a :class:`Corpus`, with a parquet cache beside a folder corpus.
+
+    The cache is keyed by every file's path, size and mtime, so any change re-reads.
+    """
+    paths = list(iter_run_files(source))
+    cache_dir: Path | None = None
+    if cache and isinstance(source, (str, Path)) and Path(source).is_dir():
+        cache_dir = Path(source) / ".adakit-cache" / _fingerprint(paths)
+        if (cache_dir / "runs.parquet").exists():
+            corpus = Corpus(
+                runs=pd.read_parquet(cache_dir / "runs.parquet"),
+                turns=pd.read_parquet(cache_dir / "turns.parquet"),
+                reads=pd.read_parquet(cache_dir / "reads.parquet"),
+            )
+            return corpus if include_unfinished else corpus.where(finished=True)
+    corpus = corpus_from_runs(read_run(p) for p in paths)
+    if cache_dir is not None:
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            corpus.runs.to_parquet(cache_dir / "runs.parquet")
+            corpus.turns.to_parquet(cache_dir / "turns.parquet")
+            corpus.reads.to_parquet(cache_dir / "reads.parquet")
+        except (OSError, ValueError, ImportError):
+            pass  # the cache is an optimisation; a read-only corpus still loads
+    return corpus if include_unfinished else corpus.where(finished=True)
