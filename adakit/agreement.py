@@ -1,0 +1,609 @@
+"""How far to trust lens 3: agreement, judge severity, human alignment, length robustness.
+
+Everything here reads the judgments table written by the judges (one row per verdict):
+
+``item_id, run_id, family, judge, turn, tool, label, score, rationale, valid``
+
+and, for the length checks, the runs table of :func:`adakit.record.load_corpus`. The tables of
+the paper's Appendix C map onto functions:
+
+====================  =====================================================
+Table C5              :func:`judge_agreement`
+Table C6              :func:`judge_severity`
+Table C7              :func:`human_alignment` (labels from :func:`load_human_labels`)
+Table C8              :func:`model_human_alignment`
+Table C9 / Fig. D9    :func:`length_robustness` (``length="conclusion_words"``)
+Table C10             :func:`length_robustness` (``length="valid_turns"``)
+Table C11             :func:`conclusion_length_by_model`
+Table D12             :func:`length_diagnostic_by_model`
+====================  =====================================================
+
+Scoring rules, stated once:
+
+* A verdict counts only when ``valid`` is true, its label is not ``"unclear"`` and its score
+  is on the family's scale. Unclear and failed verdicts are excluded (NaN), never scored low.
+* Conclusion families are scored 1..4 (one step = 1). Turn families carry the prior-leaning
+  index 0 / 0.5 / 1 (evidence-led or trajectory-grounded = 0, mixed = 0.5, prior-led or
+  prior-shaped = 1; one step = 0.5).
+* The panel vote (:func:`aggregate_votes`): among an item's counted verdicts, a label held by a
+  strict majority wins (2 of 3 agree); otherwise the item takes the median score (for three
+  different labels, the middle one; if only two counted verdicts disagree, their midpoint,
+  e.g. 2.5). An item with no counted verdict is NaN. Single-judge families reduce to that
+  judge's verdict.
+* Weighted kappa is Cohen's kappa with quadratic weights on the score values, so equally
+  spaced categories give the textbook statistic and a half-step median sits halfway between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# --------------------------------------------------------------------------- vocabulary
+
+CONCLUSION_FAMILIES: tuple[str, ...] = (
+    "task_relevance",
+    "trace_grounding",
+    "termination_calibration",
+)
+TURN_FAMILIES: tuple[str, ...] = ("navigation_prior", "reasoning_prior")
+FAMILIES: tuple[str, ...] = CONCLUSION_FAMILIES + TURN_FAMILIES
+
+FAMILY_TITLES: dict[str, str] = {
+    "task_relevance": "Task relevance",
+    "trace_grounding": "Trace grounding",
+    "termination_calibration": "Termination calibration",
+    "navigation_prior": "Navigation prior usage",
+    "reasoning_prior": "Reasoning prior usage",
+}
+
+_ORDINAL = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 4.0}
+#: The label -> score map of each family ("unclear" is deliberately absent: it has no score).
+LABEL_SCORES: dict[str, dict[str, float]] = {
+    "task_relevance": dict(_ORDINAL),
+    "trace_grounding": dict(_ORDINAL),
+    "termination_calibration": dict(_ORDINAL),
+    "navigation_prior": {"evidence-led": 0.0, "mixed": 0.5, "prior-led": 1.0},
+    "reasoning_prior": {"trajectory-grounded": 0.0, "mixed": 0.5, "prior-shaped": 1.0},
+}
+UNCLEAR = "unclear"
+
+#: The ordered score categories of each family, and the size of one ordinal step.
+SCALES: dict[str, tuple[float, ...]] = {
+    f: tuple(sorted(set(m.values()))) for f, m in LABEL_SCORES.items()
+}
+STEP: dict[str, float] = {f: 1.0 if f in CONCLUSION_FAMILIES else 0.5 for f in FAMILIES}
+
+JUDGMENT_COLUMNS: list[str] = [
+    "item_id", "run_id", "family", "judge", "turn", "tool", "label", "score", "rationale",
+    "valid",
+]
+#: The controls of the length checks (Tables C9, C10): categorical, entered as dummies.
+LENGTH_CONTROLS: tuple[str, ...] = ("model", "condition", "task", "world")
+#: Conditions outside the paper's main grid (the length checks use the main non-coach grid).
+NON_GRID_CONDITIONS: tuple[str, ...] = ("coach_judge",)
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def clean_judgments(judgments: pd.DataFrame) -> pd.DataFrame:
+    """Check a judgments table and return a copy whose ``score`` is NaN for every verdict that
+    does not count (invalid, failed, unclear), with a boolean ``counted`` column added.
+
+    Raises ``ValueError`` for missing columns, unknown families, or counted scores off the
+    family's scale.
+    """
+    missing = [c for c in ("item_id", "family", "judge", "label", "score", "valid")
+               if c not in judgments.columns]
+    if missing:
+        raise ValueError(
+            f"judgments table lacks column(s) {missing}; expected {JUDGMENT_COLUMNS}"
+        )
+    j = judgments.copy()
+    unknown = sorted(set(j["family"].dropna()) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"unknown evaluation family {unknown}; known: {list(FAMILIES)}")
+    if j["family"].isna().any():
+        raise ValueError(f"{int(j['family'].isna().sum())} judgment row(s) have no family")
+    j["item_id"] = j["item_id"].astype(str)
+    j["score"] = pd.to_numeric(j["score"], errors="coerce").astype(float)
+    label = j["label"].astype("string").str.strip().str.lower()
+    valid = j["valid"].fillna(False).astype(bool)
+    counted = valid & label.notna() & (label != UNCLEAR) & j["score"].notna()
+    j["counted"] = counted.to_numpy(dtype=bool)
+    j.loc[~j["counted"], "score"] = np.nan
+    for fam, grp in j[j["counted"]].groupby("family"):
+        bad = grp[~grp["score"].isin(SCALES[fam])]
+        if len(bad):
+            examples = [f"{r.item_id}/{r.judge}: {r.score}" for r in bad.head(5).itertuples()]
+            raise ValueError(
+                f"{len(bad)} {fam} score(s) off the scale {SCALES[fam]}, e.g. {examples}"
+            )
+    return j
+
+
+def judge_matrix(judgments: pd.DataFrame, family: str) -> pd.DataFrame:
+    """Items x judges matrix of counted scores for one family (NaN where a verdict is missing)."""
+    j = clean_judgments(judgments)
+    j = j[j["family"] == family]
+    if j.duplicated(["item_id", "judge"]).any():
+        dup = j[j.duplicated(["item_id", "judge"], keep=False)][["item_id", "judge"]]
+        raise ValueError(
+            f"{family}: more than one verdict per (item, judge), e.g. "
+            f"{dup.head(3).to_dict('records')}"
+        )
+    return j.pivot(index="item_id", columns="judge", values="score").sort_index(axis=1)
+
+
+def _vote(scores: np.ndarray, labels: list[str]) -> tuple[float, str | None, str]:
+    """(score, label, rule) of one item's counted verdicts."""
+    if len(scores) == 0:
+        return np.nan, None, "none"
+    values, counts = np.unique(scores, return_counts=True)
+    top = counts.argmax()
+    if counts[top] * 2 > len(scores):
+        score = float(values[top])
+        return score, labels[list(scores).index(score)], "majority"
+    score = float(np.median(scores))
+    label = labels[list(scores).index(score)] if score in scores else None
+    return score, label, "median"
+
+
+def aggregate_votes(judgments: pd.DataFrame) -> pd.DataFrame:
+    """One row per (family, item): the panel's score by majority-else-median (module doc).
+
+    Columns: family, item_id, run_id, turn, tool, score, label, rule ('majority', 'median' or
+    'none'), n_judges (verdict rows), n_counted (verdicts that count).
+    """
+    j = clean_judgments(judgments)
+    for col in ("run_id", "turn", "tool"):
+        if col not in j.columns:
+            j[col] = np.nan
+    rows = []
+    for (fam, item), grp in j.groupby(["family", "item_id"], sort=True):
+        c = grp[grp["counted"]]
+        score, label, rule = _vote(
+            c["score"].to_numpy(float), c["label"].astype(str).str.strip().tolist()
+        )
+        first = grp.iloc[0]
+        rows.append({
+            "family": fam, "item_id": item, "run_id": first["run_id"],
+            "turn": first["turn"], "tool": first["tool"], "score": score, "label": label,
+            "rule": rule, "n_judges": len(grp), "n_counted": len(c),
+        })
+    cols = ["family", "item_id", "run_id", "turn", "tool", "score", "label", "rule",
+            "n_judges", "n_counted"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def run_scores(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    families: Sequence[str] = FAMILIES,
+) -> pd.DataFrame:
+    """One row per run, one column per family on its own scale: the panel score for a
+    conclusion family, the mean item score (the prior-leaning index) for a turn family.
+
+    With ``runs``, the run table's columns are joined in front (every run kept, NaN where a
+    run has no judged item); ``n_<family>`` columns count the scored items per run.
+    """
+    agg = aggregate_votes(judgments)
+    agg = agg[agg["family"].isin(families) & agg["score"].notna()]
+    if agg["run_id"].isna().any():
+        raise ValueError("judgments without run_id cannot be placed on runs")
+    wide = agg.pivot_table(index="run_id", columns="family", values="score", aggfunc="mean")
+    counts = agg.pivot_table(index="run_id", columns="family", values="score", aggfunc="count")
+    counts.columns = [f"n_{c}" for c in counts.columns]
+    wide = wide.reindex(columns=list(families))
+    table = wide.join(counts).reset_index()
+    if runs is not None:
+        table = add_length_columns(runs).merge(table, on="run_id", how="left")
+        for fam in families:
+            table[f"n_{fam}"] = table.get(f"n_{fam}", pd.Series(0, index=table.index))
+            table[f"n_{fam}"] = table[f"n_{fam}"].fillna(0).astype(int)
+    return table
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def _pairs(x: Iterable[float], y: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(list(x), dtype=float)
+    b = np.asarray(list(y), dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired samples differ in length: {a.shape} vs {b.shape}")
+    keep = ~(np.isnan(a) | np.isnan(b))
+    return a[keep], b[keep]
+
+
+def pearson(x: Iterable[float], y: Iterable[float]) -> float:
+    """Pearson r over the pairs where both values exist; NaN if fewer than 2 or no variance."""
+    a, b = _pairs(x, y)
+    if len(a) < 2:
+        return np.nan
+    da, db = a - a.mean(), b - b.mean()
+    den = np.sqrt((da * da).sum() * (db * db).sum())
+    return float((da * db).sum() / den) if den > 0 else np.nan
+
+
+def spearman(x: Iterable[float], y: Iterable[float]) -> float:
+    """Spearman rho: Pearson r of the ranks, ties sharing their average rank."""
+    a, b = _pairs(x, y)
+    return pearson(pd.Series(a).rank().to_numpy(), pd.Series(b).rank().to_numpy())
+
+
+def weighted_kappa(
+    x: Iterable[float], y: Iterable[float], categories: Sequence[float] | None = None
+) -> float:
+    """Cohen's kappa with quadratic weights ``(v_i - v_j)**2`` over the score values.
+
+    ``categories`` fixes the scale (values seen in the data are added). Returns NaN when the
+    chance disagreement is zero (both raters constant on one value) or with no pairs.
+    """
+    a, b = _pairs(x, y)
+    if len(a) == 0:
+        return np.nan
+    cats = np.array(sorted(set(categories or ()) | set(a) | set(b)), dtype=float)
+    index = {v: i for i, v in enumerate(cats)}
+    observed = np.zeros((len(cats), len(cats)))
+    for u, v in zip(a, b, strict=True):
+        observed[index[u], index[v]] += 1
+    observed /= len(a)
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    weights = (cats[:, None] - cats[None, :]) ** 2
+    chance = (weights * expected).sum()
+    if chance == 0:
+        return np.nan
+    return float(1.0 - (weights * observed).sum() / chance)
+
+
+def r_squared(y: np.ndarray, design: np.ndarray) -> float:
+    """R^2 of the least-squares fit of ``y`` on the columns of ``design`` (with intercept)."""
+    y = np.asarray(y, dtype=float)
+    if len(y) == 0:
+        return np.nan
+    X = np.column_stack([np.ones(len(y)), design]) if design.size else np.ones((len(y), 1))
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = y - X @ beta
+    sst = ((y - y.mean()) ** 2).sum()
+    return float(1.0 - (resid @ resid) / sst) if sst > 0 else np.nan
+
+
+def dummies(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """Treatment-coded dummies (first level dropped) of categorical columns, as floats."""
+    cols = [c for c in columns if c in frame.columns]
+    if not cols or frame.empty:
+        return np.zeros((len(frame), 0))
+    d = pd.get_dummies(frame[cols].astype(str), drop_first=True, dtype=float)
+    return d.to_numpy(dtype=float)
+
+
+# --------------------------------------------------------------------------- C5, C6
+
+
+def judge_agreement(judgments: pd.DataFrame, families: Sequence[str] | None = None) -> pd.DataFrame:
+    """Table C5: per family, agreement among the judges over items.
+
+    ``pair_exact`` and ``mean_step_diff`` average over every (item, judge pair) where both
+    verdicts count (the step difference is ``|a - b|`` in ordinal steps); ``all_same_rate``
+    is the share of complete items (every judge counted) on which all judges agree.
+    """
+    j = clean_judgments(judgments)
+    fams = [f for f in (families or FAMILIES) if f in set(j["family"])]
+    rows = []
+    for fam in fams:
+        m = judge_matrix(j, fam)
+        diffs = []
+        for a, b in combinations(m.columns, 2):
+            x, y = _pairs(m[a], m[b])
+            diffs.append(np.abs(x - y) / STEP[fam])
+        d = np.concatenate(diffs) if diffs else np.array([])
+        complete = m.dropna()
+        same = (complete.nunique(axis=1) == 1) if len(complete) else pd.Series(dtype=bool)
+        rows.append({
+            "family": fam,
+            "n_items": int((m.notna().sum(axis=1) > 0).sum()),
+            "n_judges": m.shape[1],
+            "n_pairs": len(d),
+            "pair_exact": float((d == 0).mean()) if len(d) else np.nan,
+            "mean_step_diff": float(d.mean()) if len(d) else np.nan,
+            "n_complete": len(complete),
+            "all_same_rate": float(same.mean()) if len(complete) else np.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+def judge_severity(judgments: pd.DataFrame, families: Sequence[str] | None = None) -> pd.DataFrame:
+    """Table C6: mean counted score per judge per family (most lenient first), with n and sd.
+
+    ``excluded`` counts the judge's unclear or failed verdicts, which do not enter the mean.
+    """
+    j = clean_judgments(judgments)
+    if families is not None:
+        j = j[j["family"].isin(families)]
+    g = j.groupby(["family", "judge"])
+    out = pd.DataFrame({
+        "n": g["score"].count(),
+        "mean_score": g["score"].mean(),
+        "sd": g["score"].std(),
+        "excluded": g["counted"].apply(lambda s: int((~s).sum())),
+    }).reset_index()
+    order = {f: i for i, f in enumerate(FAMILIES)}
+    out["_f"] = out["family"].map(order)
+    out = out.sort_values(["_f", "mean_score"], ascending=[True, False]).drop(columns="_f")
+    return out.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- human labels
+
+
+def _norm_family(value: object) -> str:
+    return str(value).strip().lower().replace(" ", "_").replace("-", "_")
+
+
+def _parse_human(family: str, label: str, score_text: str) -> tuple[str | None, float, list[str]]:
+    """(label, score, problems) of one human label row; 'unclear' keeps its label, no score."""
+    problems: list[str] = []
+    scale = LABEL_SCORES[family]
+    if label.endswith(".0") and label[:-2] in scale:
+        label = label[:-2]  # '3.0' from a spreadsheet is the label '3'
+    label_score = np.nan
+    if label and label != UNCLEAR:
+        if label in scale:
+            label_score = scale[label]
+        else:
+            problems.append(f"label {label!r} is not one of {[*scale, UNCLEAR]} for {family}")
+    score = np.nan
+    if score_text:
+        try:
+            score = float(score_text)
+        except ValueError:
+            problems.append(f"score {score_text!r} is not a number")
+        else:
+            if score not in SCALES[family]:
+                problems.append(f"score {score_text} is off the {family} scale {SCALES[family]}")
+                score = np.nan
+    if not (np.isnan(label_score) or np.isnan(score)) and label_score != score:
+        problems.append(f"label {label!r} ({label_score}) contradicts score {score_text}")
+    if not label and not score_text:
+        problems.append("neither label nor score")
+    if label == UNCLEAR:
+        return UNCLEAR, np.nan, problems
+    final = label_score if not np.isnan(label_score) else score
+    return (label or _score_label(family, final)), final, problems
+
+
+def load_human_labels(
+    path: str | Path,
+    judgments: pd.DataFrame | None = None,
+    allow_unknown_items: bool = False,
+) -> pd.DataFrame:
+    """Read human labels from a CSV with columns ``item_id, family`` and ``label`` and/or
+    ``score`` (labels as in the judgments table; 'unclear' allowed and left unscored).
+
+    Families may be spelled as in the paper ('Task Relevance'). Returns ``item_id, family,
+    label, score``. Raises ``ValueError`` naming the offending CSV lines for unknown families,
+    labels or scores, label/score conflicts, duplicate (item, family) pairs, and, when
+    ``judgments`` is given, items never judged in that family (unless ``allow_unknown_items``).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no human labels file at {path}")
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    raw.columns = [c.strip().lower() for c in raw.columns]
+    if not {"item_id", "family"} <= set(raw.columns) or not {"label", "score"} & set(raw.columns):
+        raise ValueError(
+            f"{path}: need columns item_id, family and label or score; found {list(raw.columns)}"
+        )
+    if raw.empty:
+        raise ValueError(f"{path}: no label rows")
+    empty = pd.Series("", index=raw.index)
+    labels = raw["label"].str.strip().str.lower() if "label" in raw else empty
+    score_texts = raw["score"].str.strip() if "score" in raw else empty
+    rows, problems = [], []
+    for n, i in enumerate(raw.index, start=2):  # CSV line numbers: the header is line 1
+        item, fam = raw.at[i, "item_id"].strip(), _norm_family(raw.at[i, "family"])
+        if not item:
+            problems.append(f"line {n}: empty item_id")
+        if fam not in FAMILIES:
+            problems.append(f"line {n}: unknown family {raw.at[i, 'family']!r}")
+            continue
+        label, score, issues = _parse_human(fam, labels[i], score_texts[i])
+        problems.extend(f"line {n}: {msg}" for msg in issues)
+        rows.append({"line": n, "item_id": item, "family": fam, "label": label, "score": score})
+    out = pd.DataFrame(rows, columns=["line", "item_id", "family", "label", "score"])
+    for (item, fam), grp in out[out.duplicated(["item_id", "family"], keep=False)].groupby(
+        ["item_id", "family"]
+    ):
+        lines = ", ".join(str(x) for x in grp["line"])
+        problems.append(f"lines {lines}: item {item!r} labelled more than once for {fam}")
+    if judgments is not None and not allow_unknown_items:
+        judged = set(zip(judgments["item_id"].astype(str), judgments["family"], strict=True))
+        for r in out.itertuples():
+            if r.item_id and (r.item_id, r.family) not in judged:
+                problems.append(f"line {r.line}: item {r.item_id!r} has no {r.family} judgment")
+    if problems:
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise ValueError(
+            f"{path}: {len(problems)} problem(s) in the human labels:\n  {shown}{more}"
+        )
+    out["score"] = out["score"].astype(float)
+    return out.drop(columns="line").reset_index(drop=True)
+
+
+def _score_label(family: str, score: float) -> str | None:
+    for lab, val in LABEL_SCORES[family].items():
+        if val == score:
+            return lab
+    return None
+
+
+def _agreement_row(family: str, human: np.ndarray, model: np.ndarray) -> dict[str, float]:
+    h, m = _pairs(human, model)
+    diff = m - h
+    step = STEP[family]
+    return {
+        "n": len(h),
+        "pearson": pearson(h, m),
+        "spearman": spearman(h, m),
+        "weighted_kappa": weighted_kappa(h, m, SCALES[family]),
+        "exact": float((diff == 0).mean()) if len(h) else np.nan,
+        "within_one": float((np.abs(diff) <= step + 1e-9).mean()) if len(h) else np.nan,
+        "mean_diff": float(diff.mean()) if len(h) else np.nan,
+    }
+
+
+def human_alignment(human: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
+    """Table C7: human labels against the panel score (:func:`aggregate_votes`) per family.
+
+    Items where either side is unclear or missing are left out (``n`` counts the rest).
+    ``within_one`` allows one ordinal step; ``mean_diff`` is panel minus human on the family's
+    own scale (positive: the judges score higher).
+    """
+    agg = aggregate_votes(judgments)[["family", "item_id", "score"]]
+    both = human[["family", "item_id", "score"]].merge(
+        agg, on=["family", "item_id"], how="left", suffixes=("_human", "_llm")
+    )
+    rows = []
+    for fam in [f for f in FAMILIES if f in set(both["family"])]:
+        b = both[both["family"] == fam]
+        rows.append({"family": fam, **_agreement_row(
+            fam, b["score_human"].to_numpy(float), b["score_llm"].to_numpy(float))})
+    return pd.DataFrame(rows, columns=["family", "n", "pearson", "spearman", "weighted_kappa",
+                                       "exact", "within_one", "mean_diff"])
+
+
+def model_human_alignment(
+    human: pd.DataFrame,
+    judgments: pd.DataFrame,
+    families: Sequence[str] = CONCLUSION_FAMILIES,
+) -> pd.DataFrame:
+    """Table C8: mean Pearson r and weighted kappa over judge pairs (model-model, on every
+    judged item) against the mean over judges of each judge versus the human (human-model,
+    on the human-labelled items)."""
+    rows = []
+    for fam in families:
+        m = judge_matrix(judgments, fam)
+        h = human[human["family"] == fam].set_index("item_id")["score"]
+        if m.empty:
+            continue
+        mm = [(pearson(m[a], m[b]), weighted_kappa(m[a], m[b], SCALES[fam]))
+              for a, b in combinations(m.columns, 2)]
+        hm = []
+        for judge in m.columns:
+            pair = pd.concat([h.rename("h"), m[judge].rename("m")], axis=1, join="inner")
+            hm.append((pearson(pair["h"], pair["m"]),
+                       weighted_kappa(pair["h"], pair["m"], SCALES[fam])))
+        rows.append({
+            "family": fam,
+            "n_judges": m.shape[1],
+            "n_human": int(h.notna().sum()),
+            "model_model_r": _nanmean([r for r, _ in mm]),
+            "human_model_r": _nanmean([r for r, _ in hm]),
+            "model_model_kappa": _nanmean([k for _, k in mm]),
+            "human_model_kappa": _nanmean([k for _, k in hm]),
+        })
+    return pd.DataFrame(rows)
+
+
+def _nanmean(values: list[float]) -> float:
+    arr = np.asarray(values, dtype=float)
+    return float(np.nanmean(arr)) if np.isfinite(arr).any() else np.nan
+
+
+# --------------------------------------------------------------------------- length checks
+
+
+def add_length_columns(runs: pd.DataFrame) -> pd.DataFrame:
+    """Copy of the runs table with ``conclusion_words`` (whitespace-separated words of the
+    final conclusion, 0 without one) and ``valid_turns`` (turns without a tool or parse
+    error) added when their sources are present."""
+    out = runs.copy()
+    if "conclusion" in out.columns and "conclusion_words" not in out.columns:
+        out["conclusion_words"] = out["conclusion"].map(
+            lambda t: len(t.split()) if isinstance(t, str) else 0
+        )
+    if {"n_turns", "errors"} <= set(out.columns) and "valid_turns" not in out.columns:
+        out["valid_turns"] = out["n_turns"] - out["errors"]
+    return out
+
+
+def _grid(table: pd.DataFrame, exclude_conditions: Sequence[str]) -> pd.DataFrame:
+    if "condition" in table.columns and exclude_conditions:
+        table = table[~table["condition"].isin(list(exclude_conditions))]
+    return table
+
+
+def length_robustness(
+    scores: pd.DataFrame,
+    families: Sequence[str] = CONCLUSION_FAMILIES,
+    length: str = "conclusion_words",
+    controls: Sequence[str] = LENGTH_CONTROLS,
+    exclude_conditions: Sequence[str] = NON_GRID_CONDITIONS,
+) -> pd.DataFrame:
+    """Tables C9 and C10: does a length explain the scores beyond the run's design?
+
+    ``scores`` is :func:`run_scores` joined with the runs table. Per family: ``n`` runs with a
+    score, raw Pearson ``r`` of length against the score, ``raw_r2`` = r^2, ``r2_controls``
+    (OLS on dummies of ``controls``), ``r2_full`` (controls + length) and ``added_r2`` =
+    ``r2_full - r2_controls``. Conditions in ``exclude_conditions`` are left out (default:
+    the coach-judge runs, as in the paper's main grid).
+    """
+    table = _grid(add_length_columns(scores), exclude_conditions)
+    if length not in table.columns:
+        raise ValueError(f"no length column {length!r}; have {list(table.columns)}")
+    rows = []
+    for fam in families:
+        if fam not in table.columns:
+            continue
+        d = table[table[fam].notna() & table[length].notna()]
+        y = d[fam].to_numpy(float)
+        x = d[length].to_numpy(float)
+        ctrl = dummies(d, controls)
+        r2c = r_squared(y, ctrl)
+        r2f = r_squared(y, np.column_stack([ctrl, x]))
+        r = pearson(x, y)
+        rows.append({"family": fam, "length": length, "n": len(d), "r": r,
+                     "raw_r2": r * r, "r2_controls": r2c, "r2_full": r2f,
+                     "added_r2": r2f - r2c})
+    return pd.DataFrame(rows)
+
+
+def conclusion_length_by_model(
+    runs: pd.DataFrame,
+    by: str = "model",
+    exclude_conditions: Sequence[str] = NON_GRID_CONDITIONS,
+    only_with_conclusion: bool = True,
+) -> pd.DataFrame:
+    """Table C11: runs, mean and median conclusion words per ``by`` group (longest first)."""
+    t = _grid(add_length_columns(runs), exclude_conditions)
+    if only_with_conclusion and "conclusion" in t.columns:
+        t = t[t["conclusion"].map(lambda c: isinstance(c, str) and c.strip() != "")]
+    g = t.groupby(by)["conclusion_words"]
+    out = pd.DataFrame({"n": g.size(), "mean_words": g.mean(), "median_words": g.median()})
+    return out.sort_values("mean_words", ascending=False).reset_index()
+
+
+def length_diagnostic_by_model(
+    scores: pd.DataFrame,
+    family: str = "task_relevance",
+    by: str = "model",
+    length: str = "conclusion_words",
+    exclude_conditions: Sequence[str] = NON_GRID_CONDITIONS,
+) -> pd.DataFrame:
+    """Table D12: per model, runs with a score, median length, mean score (1-4 scale) and the
+    within-model Pearson r of length against the score."""
+    t = _grid(add_length_columns(scores), exclude_conditions)
+    t = t[t[family].notna()]
+    rows = []
+    for key, grp in t.groupby(by):
+        rows.append({by: key, "n": len(grp), f"median_{length}": grp[length].median(),
+                     f"mean_{family}": grp[family].mean(),
+                     "r": pearson(grp[length], grp[family])})
+    return pd.DataFrame(rows)
