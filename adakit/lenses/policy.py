@@ -1,0 +1,689 @@
+"""Lens 2, the action policy lens (mechanism layer): Table 5's transition codes, tag shares
+(Fig. 7, Fig. D6), deviation-from-average heatmaps (Fig. D7, D8), lifetime regimes (Fig. 12b)
+and plain n-gram mining of tool sequences.
+
+Every adjacent pair of tool calls within a run is tagged with one code of Table 5. The rules are
+data (:data:`RULE_TABLE`: tag, from-pattern, to-pattern, condition); :func:`ordered_rules`
+sorts them by the paper's precedence and :func:`tag_transitions` gives each transition the tag
+of the first rule that matches.
+
+Table 5 as used here
+--------------------
+Patterns are a tool abbreviation (OVW, PKR, EXP, MEM, BKM, HNT, CON), a class (NAV = {OVW,
+PKR, EXP}, COG = {MEM, BKM, HNT, CON}) or ANY. ``$`` and ``*`` qualify the to-side.
+
+=================  =====================================================
+close read         PKR -> PKR$ ; EXP -> PKR$
+skim               OVW -> OVW ; NAV -> PKR* ; ANY -> PKR*
+traverse           NAV -> PKR ; ANY -> PKR
+trace              ANY -> EXP ; ANY -> OVW*
+zoom in            OVW -> PKR ; OVW -> EXP
+zoom out           ANY -> OVW
+resume             COG -> NAV
+other read         ANY -> NAV
+close out          NAV -> CON (terminal)
+interim synth      NAV -> CON (non-terminal)
+dump               NAV -> COG ; ANY -> COG
+cognitive streak   COG -> COG
+other              ANY -> ANY
+=================  =====================================================
+
+How every ambiguity is resolved
+-------------------------------
+* **Broken glyphs in the extracted table.** In the text extraction of the PDF some arrows and
+  rule fragments left their cells: skim reads "NAV PKR*" with a lone arrow on the next line,
+  and "EXP;" / "ANY" / an arrow were pushed below the last row. The only reading that uses
+  every stray fragment exactly once is skim = ``NAV -> PKR*`` and trace = ``ANY -> EXP ;
+  ANY -> OVW*`` ("following code relations" is EXP; "shifting structural attention across
+  files" is OVW*). interim synth's cell "NAV -> non-terminal / CON" reads ``NAV -> CON``
+  with the non-terminal qualifier.
+* **Precedence.** Rules are sorted by four keys: (1) exact rules (a tool on both sides) before
+  wildcard rules; (2) among wildcard rules, those whose wildcards are only the classes NAV/COG
+  before those that use ANY; (3) ``$`` before ``*`` before plain rules (the terminal /
+  non-terminal qualifier counts as plain: the two are mutually exclusive); (4) ties by the
+  table's list order. Consequences: OVW -> PKR and OVW -> EXP are always *zoom in*; OVW -> OVW
+  is always *skim*, whether or not the file changes (the exact rule wins over ANY -> OVW*);
+  COG -> any NAV tool is always *resume* (the class rule wins over ANY -> PKR* / ANY -> EXP /
+  ANY -> OVW*); NAV -> CON is *close out* or *interim synth*, never *dump* (list order);
+  COG -> CON is a *cognitive streak* even when it finalizes. With Ada's seven tools *other
+  read* and *other* are reached only by a tool outside the seven (e.g. a custom tool).
+* **``*`` (different current file targets).** The current file target of a turn is the file
+  its tool call names and that call succeeded on: PKR's file, OVW's file (Table 1: the outline
+  of a file or of a block in it), EXP's recorded file (where the jump landed), BKM's / HNT's
+  file when they record one. A turn without a file (MEM, CON, an EXP over references in many
+  files) or whose call failed keeps the target of the latest earlier turn of the run (the agent
+  has not moved). ``*`` holds when both targets are known and differ; a folder target and a
+  file inside that folder are the same place.
+* **``$`` (continuous line ranges).** Both turns succeeded, name the same file, carry a line
+  range, and the next range starts inside the previous one or right after it:
+  ``prev.start <= next.start <= prev.end + 1``. Jumps backwards or past a gap are not
+  continuous. The first range of a turn (``start_line``/``end_line`` of the turns table) is used.
+* **Terminal CON.** A CON whose ``finalize`` flag is true is terminal (a finalize *attempt*: under
+  the coach condition a rejected attempt still counts as close out, as in Fig. 12b); false is
+  non-terminal; a missing flag counts as terminal only on the run's last tool turn.
+* **Turns without a tool call and errors.** Turns whose reply had no usable tool call (parse
+  errors, unknown tools, model errors, i.e. no ``tool`` or ``error_type`` in {malformed,
+  unknown_tool, model_error}) are not tool calls and are skipped: their neighbours become
+  adjacent and the transition keeps the real turn indices (``turn_to - turn_from > 1``
+  shows the bridge). Calls that reached a tool and failed (``tool_error``) are tool calls
+  and are tagged like any other, but they show nothing: they never satisfy ``$`` and do not
+  move the file target. ``drop_errors=True`` skips them as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+
+from adakit import figures
+from adakit.record import COG, NAV, TOOL_ORDER
+
+CLASSES: dict[str, frozenset[str]] = {"NAV": NAV, "COG": COG}
+CONDITIONS = ("$", "*", "terminal", "non-terminal")
+#: Turns with these error types carry no tool call and are skipped by the lens.
+NO_CALL_ERRORS = frozenset({"malformed", "unknown_tool", "model_error"})
+
+#: Table 5 as data: (tag, from-pattern, to-pattern, condition), in the table's list order.
+RULE_TABLE: tuple[tuple[str, str, str, str | None], ...] = (
+    ("close read", "PKR", "PKR", "$"),
+    ("close read", "EXP", "PKR", "$"),
+    ("skim", "OVW", "OVW", None),
+    ("skim", "NAV", "PKR", "*"),
+    ("skim", "ANY", "PKR", "*"),
+    ("traverse", "NAV", "PKR", None),
+    ("traverse", "ANY", "PKR", None),
+    ("trace", "ANY", "EXP", None),
+    ("trace", "ANY", "OVW", "*"),
+    ("zoom in", "OVW", "PKR", None),
+    ("zoom in", "OVW", "EXP", None),
+    ("zoom out", "ANY", "OVW", None),
+    ("resume", "COG", "NAV", None),
+    ("other read", "ANY", "NAV", None),
+    ("close out", "NAV", "CON", "terminal"),
+    ("interim synth", "NAV", "CON", "non-terminal"),
+    ("dump", "NAV", "COG", None),
+    ("dump", "ANY", "COG", None),
+    ("cognitive streak", "COG", "COG", None),
+    ("other", "ANY", "ANY", None),
+)
+
+#: The tags in Table 5 order.
+TAGS: list[str] = list(dict.fromkeys(r[0] for r in RULE_TABLE))
+#: Stacking / legend order of Fig. 7 (reading, orientation, cognition, closing).
+TAG_PLOT_ORDER: list[str] = [
+    "close read", "traverse", "trace", "zoom in", "skim", "zoom out", "dump", "resume",
+    "cognitive streak", "interim synth", "close out", "other read", "other",
+]
+#: One colour per tag: warm for reading, blue for orientation, green for cognition.
+TAG_COLORS: dict[str, str] = {
+    "close read": "#B2182B",
+    "traverse": "#EF8A62",
+    "trace": "#FDDBC7",
+    "zoom in": "#2166AC",
+    "skim": "#67A9CF",
+    "zoom out": "#D1E5F0",
+    "dump": "#1B7837",
+    "resume": "#7FBF7B",
+    "cognitive streak": "#D9F0D3",
+    "interim synth": "#9970AB",
+    "close out": "#40004B",
+    "other read": "#BABABA",
+    "other": "#878787",
+}
+
+TAG_COLUMNS = ["run_id", "turn_from", "turn_to", "from_tool", "to_tool", "tag", "rule"]
+_NEEDED_TURN_COLUMNS = ("run_id", "turn", "tool")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One operational rule of Table 5; ``order`` is its position in the table's list."""
+
+    tag: str
+    source: str
+    target: str
+    condition: str | None
+    order: int
+
+    def __post_init__(self) -> None:
+        for side in (self.source, self.target):
+            if side != "ANY" and side not in CLASSES and side not in TOOL_ORDER:
+                raise ValueError(
+                    f"rule {self.tag!r}: pattern {side!r} is not a tool ({', '.join(TOOL_ORDER)}),"
+                    " a class (NAV, COG) or ANY"
+                )
+        if self.condition is not None and self.condition not in CONDITIONS:
+            raise ValueError(
+                f"rule {self.tag!r}: condition {self.condition!r} is not one of {CONDITIONS}"
+            )
+
+    @property
+    def exact(self) -> bool:
+        return self.source not in CLASSES and self.source != "ANY" and (
+            self.target not in CLASSES and self.target != "ANY"
+        )
+
+    @property
+    def uses_any(self) -> bool:
+        return "ANY" in (self.source, self.target)
+
+    def precedence(self) -> tuple[int, int, int]:
+        """Sort key: exactness, wildcard class specificity, condition, list order."""
+        tier = 0 if self.exact else (2 if self.uses_any else 1)
+        cond = {"$": 0, "*": 1}.get(self.condition or "", 2)
+        return (tier, cond, self.order)
+
+    def __str__(self) -> str:
+        mark = self.condition if self.condition in ("$", "*") else ""
+        qual = f" ({self.condition})" if self.condition in ("terminal", "non-terminal") else ""
+        return f"{self.source} → {self.target}{mark}{qual}"
+
+
+def make_rules(table: Iterable[Sequence[Any]] = RULE_TABLE) -> list[Rule]:
+    """Rules from rows of (tag, from-pattern, to-pattern, condition), keeping list order."""
+    rules = []
+    for i, row in enumerate(table):
+        if len(row) != 4:
+            raise ValueError(f"rule row {i} needs (tag, from, to, condition), got {row!r}")
+        tag, src, dst, cond = row
+        rules.append(Rule(str(tag), str(src), str(dst), cond or None, i))
+    return rules
+
+
+def ordered_rules(table: Iterable[Sequence[Any]] | Iterable[Rule] = RULE_TABLE) -> list[Rule]:
+    """The rules sorted by precedence (the first match wins)."""
+    items = list(table)
+    rules = items if all(isinstance(r, Rule) for r in items) else make_rules(items)
+    return sorted(rules, key=Rule.precedence)
+
+
+def rules_frame(table: Iterable[Sequence[Any]] = RULE_TABLE) -> pd.DataFrame:
+    """The rule table with its precedence, in resolution order (for display)."""
+    rows = []
+    for rank, r in enumerate(ordered_rules(table), 1):
+        tier, cond, order = r.precedence()
+        rows.append(
+            {
+                "rank": rank,
+                "tag": r.tag,
+                "rule": str(r),
+                "from": r.source,
+                "to": r.target,
+                "condition": r.condition,
+                "kind": ("exact", "class wildcard", "ANY wildcard")[tier],
+                "list_order": order,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- tagging
+
+
+def _require(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} lacks column(s) {missing}; got {list(frame.columns)}")
+
+
+def tool_turns(turns: pd.DataFrame, drop_errors: bool = False) -> pd.DataFrame:
+    """The turns that are tool calls, sorted by run and turn (see the module notes)."""
+    _require(turns, _NEEDED_TURN_COLUMNS, "the turns table")
+    keep = turns["tool"].notna()
+    if "error_type" in turns.columns:
+        err = turns["error_type"]
+        keep &= ~err.isin(NO_CALL_ERRORS)
+        if drop_errors:
+            keep &= err.isna()
+    out = turns.loc[keep].sort_values(["run_id", "turn"], kind="stable")
+    return out.reset_index(drop=True)
+
+
+def _column(frame: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
+    if name in frame.columns:
+        return frame[name]
+    return pd.Series(default, index=frame.index, dtype=object)
+
+
+def _related(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Same place: equal paths, or one a folder containing the other."""
+    out = np.empty(len(a), dtype=bool)
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        out[i] = x == y or x.startswith(y.rstrip("/") + "/") or y.startswith(x.rstrip("/") + "/")
+    return out
+
+
+def _match(pattern: str, tools: np.ndarray) -> np.ndarray:
+    if pattern == "ANY":
+        return np.ones(len(tools), dtype=bool)
+    if pattern in CLASSES:
+        return np.isin(tools, list(CLASSES[pattern]))
+    return tools == pattern
+
+
+def tag_transitions(
+    turns: pd.DataFrame,
+    rules: Iterable[Sequence[Any]] | Iterable[Rule] = RULE_TABLE,
+    drop_errors: bool = False,
+) -> pd.DataFrame:
+    """Tag every adjacent tool-to-tool transition of every run with Table 5's codes.
+
+    ``turns`` is the tidy turns table (``adakit.record.TURN_COLUMNS``; needs run_id, turn, tool,
+    and uses file, start_line, end_line, finalize, error_type when present). Returns one row per
+    transition: run_id, turn_from, turn_to, from_tool, to_tool, tag, rule. A transition no rule
+    matches (only possible with a custom table lacking ANY -> ANY) gets tag None.
+    """
+    order = ordered_rules(rules)
+    t = tool_turns(turns, drop_errors=drop_errors)
+    if t.empty:
+        return pd.DataFrame(columns=TAG_COLUMNS)
+    run = t["run_id"].to_numpy()
+    tool = t["tool"].astype(str).to_numpy()
+    err = _column(t, "error_type").notna().to_numpy()
+    file = _column(t, "file")
+    ok_file = file.where(file.notna() & ~err)
+    target = ok_file.groupby(t["run_id"], sort=False).ffill()
+    start = pd.to_numeric(_column(t, "start_line"), errors="coerce").to_numpy(dtype=float)
+    end = pd.to_numeric(_column(t, "end_line"), errors="coerce").to_numpy(dtype=float)
+    finalize = _column(t, "finalize")
+    last_in_run = np.r_[run[1:] != run[:-1], True]
+
+    pair = np.flatnonzero(run[1:] == run[:-1])  # index i: transition i -> i + 1
+    a, b = pair, pair + 1
+    tgt = target.to_numpy(dtype=object)
+    known = pd.notna(tgt[a]) & pd.notna(tgt[b])
+    star = np.zeros(len(pair), dtype=bool)
+    if known.any():
+        ka, kb = tgt[a][known].astype(str), tgt[b][known].astype(str)
+        star[known] = ~_related(ka, kb)
+    files = file.to_numpy(dtype=object)
+    same_file = pd.notna(files[a]) & (files[a] == files[b]) & ~err[a] & ~err[b]
+    with np.errstate(invalid="ignore"):
+        dollar = (
+            same_file
+            & ~np.isnan(start[a]) & ~np.isnan(end[a]) & ~np.isnan(start[b])
+            & (start[b] >= start[a]) & (start[b] <= end[a] + 1)
+        )
+    fin = finalize.to_numpy(dtype=object)[b]
+    fin_known = pd.notna(fin)
+    terminal = np.where(fin_known, fin_known & (fin == True), last_in_run[b])  # noqa: E712
+    terminal = terminal.astype(bool)
+    cond = {
+        None: np.ones(len(pair), dtype=bool),
+        "$": dollar,
+        "*": star,
+        "terminal": terminal,
+        "non-terminal": ~terminal,
+    }
+
+    src, dst = tool[a], tool[b]
+    tag = np.full(len(pair), None, dtype=object)
+    rule_text = np.full(len(pair), None, dtype=object)
+    open_ = np.ones(len(pair), dtype=bool)
+    for r in order:
+        hit = open_ & _match(r.source, src) & _match(r.target, dst) & cond[r.condition]
+        if hit.any():
+            tag[hit] = r.tag
+            rule_text[hit] = str(r)
+            open_ &= ~hit
+        if not open_.any():
+            break
+    turn = t["turn"].to_numpy()
+    return pd.DataFrame(
+        {
+            "run_id": run[a],
+            "turn_from": turn[a],
+            "turn_to": turn[b],
+            "from_tool": src,
+            "to_tool": dst,
+            "tag": tag,
+            "rule": rule_text,
+        },
+        columns=TAG_COLUMNS,
+    )
+
+
+# --------------------------------------------------------------------------- views
+
+
+def _as_tuple(by: str | Sequence[str] | None) -> tuple[str, ...]:
+    if by is None:
+        return ()
+    if isinstance(by, str):
+        return (by,)
+    return tuple(by)
+
+
+def _with_groups(
+    frame: pd.DataFrame, runs: pd.DataFrame | None, by: tuple[str, ...], what: str
+) -> pd.DataFrame:
+    """``frame`` with the grouping columns it lacks taken from ``runs`` (joined on run_id)."""
+    missing = [c for c in by if c not in frame.columns]
+    if not missing:
+        return frame
+    if runs is None:
+        raise ValueError(f"{what} lacks {missing}; pass the runs table to take them from")
+    _require(runs, ["run_id", *missing], "the runs table")
+    info = runs[["run_id", *missing]].drop_duplicates("run_id")
+    return frame.merge(info, on="run_id", how="left")
+
+
+def _tag_order(tags: Iterable[str]) -> list[str]:
+    present = list(dict.fromkeys(t for t in tags if isinstance(t, str)))
+    known = [t for t in TAG_PLOT_ORDER if t in present]
+    return known + sorted(t for t in present if t not in TAG_PLOT_ORDER)
+
+
+def tag_shares(
+    tags: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: str | Sequence[str] | None = ("model", "condition"),
+    weight: str = "transition",
+) -> pd.DataFrame:
+    """Share (%) of each tag within each group, one row per (group, tag), zeros included.
+
+    ``weight="transition"`` pools the group's transitions (Fig. 7); ``"run"`` averages the
+    per-run shares, so every run counts once. Grouping columns missing from ``tags`` are taken
+    from ``runs``. Columns: *by, tag, count, share, transitions, runs.
+    """
+    if weight not in ("transition", "run"):
+        raise ValueError(f"weight must be 'transition' or 'run', got {weight!r}")
+    _require(tags, ["run_id", "tag"], "the tags table")
+    keys = _as_tuple(by)
+    cols = [*keys, "tag", "count", "share", "transitions", "runs"]
+    df = _with_groups(tags[tags["tag"].notna()], runs, keys, "the tags table")
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    order = _tag_order(df["tag"])
+    gk = list(keys) or ["_all"]
+    if not keys:
+        df = df.assign(_all=0)
+    per_run = (
+        df.groupby([*gk, "run_id", "tag"], dropna=False).size()
+        .unstack("tag", fill_value=0).reindex(columns=order, fill_value=0)
+    )
+    counts = per_run.groupby(level=gk, dropna=False).sum()
+    totals = counts.sum(axis=1)
+    if weight == "transition":
+        share = counts.div(totals, axis=0) * 100.0
+    else:
+        run_share = per_run.div(per_run.sum(axis=1), axis=0) * 100.0
+        share = run_share.groupby(level=gk, dropna=False).mean()
+    share = share.reindex(index=counts.index, columns=counts.columns)
+    n_runs = per_run.groupby(level=gk, dropna=False).size()
+    long = counts.stack().rename("count").reset_index()
+    long["share"] = share.stack().to_numpy()
+    long = long.merge(totals.rename("transitions").reset_index(), on=gk)
+    long = long.merge(n_runs.rename("runs").reset_index(), on=gk)
+    long["tag"] = pd.Categorical(long["tag"], categories=order, ordered=True)
+    long = _sort_groups(long, keys).reset_index(drop=True)
+    long["tag"] = long["tag"].astype(str)
+    return long[cols]
+
+
+def _sort_groups(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Rows sorted by the display order of each grouping column (then by tag if present)."""
+    if frame.empty:
+        return frame
+    sort_cols, helpers = [], {}
+    for k in keys:
+        order = figures.order_for(k, frame[k].unique())
+        rank = {v: i for i, v in enumerate(order)}
+        helpers[f"__{k}"] = frame[k].map(rank).fillna(len(rank))
+        sort_cols.append(f"__{k}")
+    if "tag" in frame.columns:
+        sort_cols.append("tag")
+    return frame.assign(**helpers).sort_values(sort_cols, kind="stable").drop(columns=helpers)
+
+
+def _share_keys(shares: pd.DataFrame) -> list[str]:
+    _require(shares, ["tag", "share"], "the shares table")
+    skip = {"tag", "count", "share", "transitions", "runs"}
+    return [c for c in shares.columns if c not in skip]
+
+
+def tag_deviation(shares: pd.DataFrame) -> pd.DataFrame:
+    """Each group's tag share minus the unweighted average over groups, in percentage points.
+
+    ``shares`` comes from :func:`tag_shares`; its grouping columns form the index (e.g.
+    ``by="model"`` for Fig. D7, ``by="task"`` for Fig. D8). Every group counts once in the
+    average, whatever its number of transitions. Rows sum to zero.
+    """
+    keys = _share_keys(shares)
+    if not keys:
+        raise ValueError("tag_deviation needs shares by at least one grouping column")
+    wide = shares.pivot_table(index=keys, columns="tag", values="share", aggfunc="sum",
+                              fill_value=0.0, observed=True)
+    wide = wide.reindex(columns=_tag_order(shares["tag"]), fill_value=0.0)
+    dev = wide - wide.mean(axis=0)
+    dev.columns.name = "tag"
+    return dev
+
+
+def split_regimes(
+    frame: pd.DataFrame,
+    at_turn: int | Mapping[str, int] | pd.Series,
+    labels: tuple[str, str] = ("natural lifetime", "extended lifetime"),
+    column: str = "regime",
+) -> pd.DataFrame:
+    """Label every row with the lifetime regime it belongs to: turns before ``at_turn`` get
+    ``labels[0]``, the others ``labels[1]``.
+
+    ``frame`` is a turns table (uses ``turn``) or a tags table (uses ``turn_to``: a move belongs
+    to the regime of the turn it lands on). ``at_turn`` is one turn index for all runs, or a
+    mapping/Series run_id -> turn index (a run absent from it lies wholly in the first regime).
+    """
+    col = "turn_to" if "turn_to" in frame.columns else "turn"
+    _require(frame, ["run_id", col], "the table to split")
+    if len(labels) != 2 or labels[0] == labels[1]:
+        raise ValueError(f"labels must be two distinct names, got {labels!r}")
+    if isinstance(at_turn, (int, np.integer)):
+        cut = pd.Series(int(at_turn), index=frame.index)
+    elif isinstance(at_turn, (Mapping, pd.Series)):
+        mapping = pd.Series(at_turn, dtype=float) if isinstance(at_turn, Mapping) else at_turn
+        cut = frame["run_id"].map(mapping).fillna(np.inf)
+    else:
+        raise TypeError(f"at_turn must be an int or a run_id -> int mapping, not {type(at_turn)}")
+    out = frame.copy()
+    out[column] = np.where(out[col] < cut, labels[0], labels[1])
+    return out
+
+
+def tool_ngrams(
+    turns: pd.DataFrame,
+    n: int,
+    by: str | Sequence[str] | None = None,
+    runs: pd.DataFrame | None = None,
+    drop_errors: bool = False,
+) -> pd.DataFrame:
+    """Counts and shares of contiguous tool n-grams within runs, per group.
+
+    Tool calls are taken as :func:`tag_transitions` takes them (turns without a call are
+    skipped). Grouping columns missing from ``turns`` are taken from ``runs``. Columns: *by,
+    ngram ("OVW → PKR → PKR"), count, share (% of the group's n-grams), runs (runs containing
+    it); sorted by group, then by count (descending).
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    keys = _as_tuple(by)
+    t = tool_turns(turns, drop_errors=drop_errors)
+    t = _with_groups(t, runs, keys, "the turns table")
+    cols = [*keys, "ngram", "count", "share", "runs"]
+    run = t["run_id"].to_numpy()
+    tool = t["tool"].astype(str).to_numpy()
+    m = len(t) - n + 1
+    if m <= 0:
+        return pd.DataFrame(columns=cols)
+    start = np.arange(m)
+    ok = run[start] == run[start + n - 1]  # sorted by run: same run at both ends
+    start = start[ok]
+    gram = pd.Series(tool[start], dtype=object)
+    for k in range(1, n):
+        gram = gram + " → " + tool[start + k]
+    df = pd.DataFrame({"run_id": run[start], "ngram": gram.to_numpy()})
+    for k in keys:
+        df[k] = t[k].to_numpy()[start]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    g = [*keys, "ngram"]
+    out = df.groupby(g, dropna=False).agg(count=("run_id", "size"), runs=("run_id", "nunique"))
+    out = out.reset_index()
+    totals = out.groupby(list(keys), dropna=False)["count"].transform("sum") if keys else (
+        out["count"].sum()
+    )
+    out["share"] = out["count"] / totals * 100.0
+    out = out.sort_values([*keys, "count", "ngram"], ascending=[True] * len(keys) + [False, True])
+    return out[cols].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _group_label(keys: Sequence[str], values: Sequence[Any]) -> str:
+    return " | ".join(figures.label_for(k, v) for k, v in zip(keys, values, strict=True))
+
+
+def plot_tag_shares(
+    shares: pd.DataFrame,
+    ax: Axes | None = None,
+    annotate_min: float = 10.0,
+    title: str | None = None,
+) -> Figure:
+    """Stacked horizontal bars of tag shares (Fig. 7, Fig. D6), one bar per group.
+
+    With two or more grouping columns the first one forms blocks (e.g. one per model) with the
+    remaining columns as bars inside a block. Segments of at least ``annotate_min`` % carry
+    their rounded value.
+    """
+    figures.use_style()
+    keys = _share_keys(shares)
+    if shares.empty:
+        raise ValueError("no tag shares to plot")
+    tags = _tag_order(shares["tag"])
+    if keys:
+        ordered = _sort_groups(shares, keys)
+        wide = ordered.pivot_table(index=keys, columns="tag", values="share", aggfunc="sum",
+                                   fill_value=0.0, sort=False, observed=True)
+        wide = wide.reindex(columns=tags, fill_value=0.0)
+        groups = [g if isinstance(g, tuple) else (g,) for g in wide.index]
+    else:
+        wide = shares.set_index("tag")["share"].reindex(tags).fillna(0.0).to_frame().T
+        groups = [("all",)]
+        keys = ["runs"]
+    ypos, labels, block_marks, y = [], [], [], 0.0
+    prev_block = None
+    for g in groups:
+        if len(keys) > 1 and prev_block is not None and g[0] != prev_block:
+            y += 0.6
+        if len(keys) > 1 and g[0] != prev_block:
+            block_marks.append((y, figures.label_for(keys[0], g[0])))
+        prev_block = g[0]
+        ypos.append(y)
+        labels.append(_group_label(keys[1:], g[1:]) if len(keys) > 1 else _group_label(keys, g))
+        y += 1.0
+    if ax is None:
+        height = max(2.0, 0.32 * len(ypos) + 0.3 * len(block_marks) + 1.2)
+        fig, ax = plt.subplots(figsize=(7.5, height))
+    else:
+        fig = ax.figure
+    left = np.zeros(len(ypos))
+    values = wide.to_numpy(dtype=float)
+    for j, tag in enumerate(tags):
+        vals = values[:, j]
+        ax.barh(ypos, vals, left=left, height=0.8, color=TAG_COLORS.get(tag, "#999999"),
+                label=tag, edgecolor="white", linewidth=0.4)
+        for yi, lo, v in zip(ypos, left, vals, strict=True):
+            if v >= annotate_min:
+                dark = tag in ("close read", "zoom in", "dump", "close out", "interim synth")
+                ax.text(lo + v / 2, yi, f"{v:.0f}", ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black")
+        left += vals
+    ax.set_yticks(ypos, labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("Share of action policy tags (%)")
+    ax.grid(axis="y", visible=False)
+    ax.grid(axis="x", visible=True)
+    for y0, text in block_marks:
+        ax.annotate(text, xy=(0, y0 - 0.55), xycoords=("axes fraction", "data"), fontsize=8,
+                    fontweight="bold", ha="left", va="bottom")
+    ax.legend(ncol=min(len(tags), 5), loc="upper center", bbox_to_anchor=(0.5, -0.12 if
+              len(ypos) > 3 else -0.3), frameon=False)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_tag_deviation(
+    deviation: pd.DataFrame,
+    ax: Axes | None = None,
+    title: str | None = None,
+    annotate: bool = True,
+) -> Figure:
+    """Heatmap of :func:`tag_deviation` (Fig. D7, D8): groups x tags, diverging at zero."""
+    figures.use_style()
+    if deviation.empty:
+        raise ValueError("no deviations to plot")
+    keys = list(deviation.index.names)
+    rows = [r if isinstance(r, tuple) else (r,) for r in deviation.index]
+    labels = [_group_label(keys, r) for r in rows]
+    vals = deviation.to_numpy(dtype=float)
+    if ax is None:
+        fig, ax = plt.subplots(
+            figsize=(max(4.0, 0.55 * vals.shape[1] + 2.0), max(1.8, 0.42 * vals.shape[0] + 1.4))
+        )
+    else:
+        fig = ax.figure
+    vmax = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0
+    vmax = vmax or 1.0
+    im = ax.imshow(vals, cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -vmax, vmax), aspect="auto")
+    ax.set_xticks(range(vals.shape[1]), list(deviation.columns), rotation=40, ha="right")
+    ax.set_yticks(range(vals.shape[0]), labels)
+    ax.grid(False)
+    if annotate:
+        for i in range(vals.shape[0]):
+            for j in range(vals.shape[1]):
+                v = vals[i, j]
+                ax.text(j, i, f"{v:+.1f}", ha="center", va="center", fontsize=7,
+                        color="white" if abs(v) > 0.6 * vmax else "black")
+    fig.colorbar(im, ax=ax, label="Deviation from average (pp)", shrink=0.8)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_top_ngrams(
+    ngrams: pd.DataFrame,
+    top: int = 10,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Horizontal bars of the ``top`` most frequent n-grams (share of all n-grams), pooled
+    over the groups of the table."""
+    figures.use_style()
+    _require(ngrams, ["ngram", "count"], "the n-gram table")
+    if ngrams.empty:
+        raise ValueError("no n-grams to plot")
+    pooled = ngrams.groupby("ngram")["count"].sum().sort_values(ascending=False)
+    share = (pooled / pooled.sum() * 100.0).head(top)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.0, max(2.0, 0.3 * len(share) + 1.0)))
+    else:
+        fig = ax.figure
+    ax.barh(range(len(share)), share.to_numpy(), color=figures.NEUTRAL_COLOR)
+    ax.set_yticks(range(len(share)), list(share.index))
+    ax.invert_yaxis()
+    ax.set_xlabel("Share of n-grams (%)")
+    ax.grid(axis="y", visible=False)
+    ax.grid(axis="x", visible=True)
+    if title:
+        ax.set_title(title)
+    return fig
