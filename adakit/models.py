@@ -477,8 +477,6 @@ class OpenAIBackend:
         self.retry = retry or RetryPolicy()
         self._client = client
         self._base_url = base_url
-        self._clients: dict[tuple[str, str], Any] = {}
-        self._lock = threading.Lock()
         self._rng = random.Random(seed)
 
     def __repr__(self) -> str:
@@ -565,20 +563,7 @@ class OpenAIBackend:
     def _get_client(self, base_url: str, api_key: str) -> Any:
         if self._client is not None:
             return self._client
-        from openai import OpenAI
-
-        fingerprint = hashlib.sha256(api_key.encode()).hexdigest()
-        with self._lock:
-            client = self._clients.get((base_url, fingerprint))
-            if client is None:
-                client = OpenAI(
-                    base_url=base_url,
-                    api_key=api_key,
-                    max_retries=0,
-                    timeout=self.spec.timeout_s,
-                )
-                self._clients = {(base_url, fingerprint): client}
-            return client
+        return _shared_client(base_url, api_key, self.spec.timeout_s)
 
     def _send(self, client: Any, request: dict[str, Any]) -> tuple[Any, float]:
         """The response and the seconds it took."""
@@ -674,6 +659,26 @@ class OpenAIBackend:
             tool_calls=calls,
             attempts=attempts,
         )
+
+
+_CLIENTS: dict[tuple[str, str, float], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _shared_client(base_url: str, api_key: str, timeout: float) -> Any:
+    """An ``openai.OpenAI`` client per (endpoint, key, timeout), shared by all backends of the
+    process (building one costs ~0.2 s; clients are thread-safe)."""
+    from openai import OpenAI
+
+    ident = (base_url, hashlib.sha256(api_key.encode()).hexdigest(), float(timeout))
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(ident)
+        if client is None:
+            if len(_CLIENTS) >= 32:
+                _CLIENTS.pop(next(iter(_CLIENTS)))
+            client = OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+            _CLIENTS[ident] = client
+        return client
 
 
 def _status_detail(exc: Any) -> str:
