@@ -68,7 +68,7 @@ CONDITION_LABELS: dict[str, str] = {
     "prior_suppression": "Prior Suppr.",
     "budget_pressure": "Budget Pres.",
     "combined": "Combined",
-    "coach": "Coach",
+    "coach_judge": "Coach",
 }
 #: The paper's model order (Figures 4-7); models not listed follow alphabetically.
 MODEL_ORDER: list[str] = ["GPT-4.1", "GPT-4o", "DeepSeek-V3.2", "Qwen3.5-397B", "Qwen3-235B"]

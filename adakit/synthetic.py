@@ -1,0 +1,928 @@
+"""Deterministic synthetic trajectories in the real recording schema, for tests and benchmarks.
+
+Synthetic runs are *not* agent behaviour: they come from a small stochastic policy with
+per-model profiles (run length, pacing, thinking volume, tool propensities, read sizes),
+per-task tool emphasis and per-condition effects (budget pressure shortens runs and raises
+per-turn time and thinking; the coach condition adds coach decisions). Every number is drawn
+from a seeded generator, so the same arguments always give the same corpus. Models are named
+``synth-A`` .. ``synth-D`` and recorded with ``kind="baseline"`` and the study ``synthetic``,
+so a synthetic corpus can never be mistaken for a real one.
+
+- :func:`synthetic_run` builds one run (Header, Turns, End) as a :class:`~adakit.record.RunFile`;
+  ``tools`` may script it exactly (hand-built test trajectories) or leave it to the policy.
+- :func:`write_synthetic_corpus` writes a varied models x conditions x tasks x worlds corpus of
+  JSONL files with :class:`~adakit.record.RunWriter` (read back with ``load_corpus``).
+- :func:`synthetic_tables` builds the same corpus's tidy tables directly, without files or
+  validation (fast enough for the 10,000-run lens benchmark); it equals ``load_corpus`` of
+  :func:`write_synthetic_corpus` with the same arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from adakit import __version__
+from adakit.record import (
+    ABBR_TOOL,
+    READ_COLUMNS,
+    RUN_COLUMNS,
+    TOOL_ABBR,
+    TOOL_ORDER,
+    TURN_COLUMNS,
+    ConditionInfo,
+    Corpus,
+    End,
+    Header,
+    Injection,
+    ModelCall,
+    ModelInfo,
+    ParseError,
+    RunFile,
+    RunWriter,
+    TaskInfo,
+    ToolCall,
+    ToolMetrics,
+    Turn,
+    WorldInfo,
+)
+
+MODELS: tuple[str, ...] = ("synth-A", "synth-B", "synth-C", "synth-D")
+WORLDS: tuple[str, ...] = (
+    "flask", "requests", "scikit-learn", "graphiti", "tensorzero", "prompt-optimizer",
+)
+TASKS: tuple[str, ...] = ("architecture_analysis", "asr_inference", "feature_tracing", "risk_review")
+CONDITIONS: tuple[str, ...] = ("natural", "prior_suppression", "budget_pressure", "combined")
+#: 2026-01-01 00:00 UTC; synthetic run i starts i hours later.
+BASE_TIME = 1767225600.0
+DEFAULT_TURN_BOUND = 100
+BUDGET = 12
+
+# ----------------------------------------------------------------------------- profiles
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How one synthetic model behaves (all numbers are means of noisy draws)."""
+
+    turns: float  # run length under the natural condition
+    latency: float  # seconds per turn
+    thinking: float  # thinking characters per turn
+    budget_latency: float  # per-turn time multiplier under a budget
+    budget_thinking: float  # thinking multiplier under a budget
+    weights: Mapping[str, float]  # tool propensities
+    repeat: Mapping[str, float]  # boost for repeating the previous tool
+    pkr_sizes: tuple[float, float, float]  # P(<20), P(20-50), P(>50 lines)
+    contiguous: float  # P(a PKR continues the previous range in the same file)
+    stay: float  # P(staying in the current file)
+    conclusion_chars: int
+    error_rate: float  # per-turn rate of tool errors, malformed and unknown-tool turns
+    pacing_gaps: float  # P(a long pause) under a budget
+
+
+PROFILES: dict[str, Profile] = {
+    # evenly spread policy, strongest per-turn slow-down under budget (like the paper's GPT-4.1)
+    "synth-A": Profile(
+        turns=30, latency=5.0, thinking=160, budget_latency=3.0, budget_thinking=2.2,
+        weights={"OVW": 0.26, "PKR": 0.40, "EXP": 0.14, "MEM": 0.10, "BKM": 0.05,
+                 "HNT": 0.03, "CON": 0.02},
+        repeat={"PKR": 1.3, "OVW": 1.1},
+        pkr_sizes=(0.3, 0.4, 0.3), contiguous=0.4, stay=0.6, conclusion_chars=700,
+        error_rate=0.04, pacing_gaps=0.10,
+    ),
+    # compact close reader: long contiguous PKR streaks in few files
+    "synth-B": Profile(
+        turns=20, latency=4.0, thinking=90, budget_latency=1.1, budget_thinking=1.1,
+        weights={"OVW": 0.18, "PKR": 0.55, "EXP": 0.10, "MEM": 0.08, "BKM": 0.05,
+                 "HNT": 0.02, "CON": 0.02},
+        repeat={"PKR": 1.8},
+        pkr_sizes=(0.1, 0.35, 0.55), contiguous=0.7, stay=0.8, conclusion_chars=650,
+        error_rate=0.02, pacing_gaps=0.0,
+    ),
+    # orientation-heavy: long runs of structural overviews across many files
+    "synth-C": Profile(
+        turns=40, latency=8.0, thinking=420, budget_latency=1.6, budget_thinking=1.4,
+        weights={"OVW": 0.45, "PKR": 0.28, "EXP": 0.12, "MEM": 0.07, "BKM": 0.03,
+                 "HNT": 0.03, "CON": 0.02},
+        repeat={"OVW": 1.9},
+        pkr_sizes=(0.3, 0.4, 0.3), contiguous=0.3, stay=0.4, conclusion_chars=1900,
+        error_rate=0.05, pacing_gaps=0.03,
+    ),
+    # skimmer: many short peeks that jump between files
+    "synth-D": Profile(
+        turns=28, latency=6.5, thinking=320, budget_latency=1.5, budget_thinking=1.4,
+        weights={"OVW": 0.22, "PKR": 0.48, "EXP": 0.10, "MEM": 0.09, "BKM": 0.04,
+                 "HNT": 0.04, "CON": 0.03},
+        repeat={"PKR": 1.2},
+        pkr_sizes=(0.6, 0.3, 0.1), contiguous=0.15, stay=0.35, conclusion_chars=2100,
+        error_rate=0.06, pacing_gaps=0.03,
+    ),
+}
+
+#: Tool emphasis per task family, matched by a key word in the family id.
+TASK_MODIFIERS: dict[str, dict[str, float]] = {
+    "arch": {"OVW": 1.8, "MEM": 1.2},
+    "asr": {"MEM": 1.5, "HNT": 1.5, "EXP": 1.2},
+    "feature": {"EXP": 2.2, "BKM": 1.3},
+    "risk": {"PKR": 1.3, "BKM": 2.0},
+}
+
+
+def profile_for(model: str) -> Profile:
+    """The profile of a synthetic model; unknown names map stably onto one of the four."""
+    if model in PROFILES:
+        return PROFILES[model]
+    keys = sorted(PROFILES)
+    return PROFILES[keys[zlib.crc32(model.encode()) % len(keys)]]
+
+
+def _task_mods(task: str) -> dict[str, float]:
+    for key, mods in TASK_MODIFIERS.items():
+        if key in task.lower():
+            return mods
+    return {}
+
+
+@dataclass(frozen=True)
+class _Cond:
+    budget: int | None
+    suppression: bool
+    coach: bool
+
+
+def _condition(name: str) -> _Cond:
+    low = name.lower()
+    budget = BUDGET if ("budget" in low or low == "combined") else None
+    return _Cond(budget=budget, suppression=("prior" in low or low == "combined"),
+                 coach="coach" in low)
+
+
+# ----------------------------------------------------------------------------- worlds
+
+_LAYOUTS: dict[str, tuple[str, str, tuple[str, ...], int]] = {
+    "flask": ("src/flask", ".py", ("", "json", "sansio"), 24),
+    "requests": ("src/requests", ".py", ("",), 18),
+    "scikit-learn": ("sklearn", ".py",
+                     ("tree", "linear_model", "ensemble", "utils", "metrics", "model_selection"),
+                     60),
+    "graphiti": ("graphiti_core", ".py", ("", "search", "utils", "llm_client", "models"), 40),
+    "tensorzero": ("tensorzero", ".py", ("", "types", "internal"), 30),
+    "prompt-optimizer": ("packages/core/src", ".ts", ("services", "utils", "types", "config"), 45),
+}
+_STEMS = (
+    "app", "config", "core", "utils", "helpers", "base", "models", "session", "routing", "views",
+    "io", "errors", "types", "cli", "client", "server", "cache", "graph", "search", "schema",
+    "validation", "metrics", "pipeline", "stream", "context", "registry", "hooks", "adapters",
+    "auth", "cookies", "templating", "signals", "wrappers", "blueprints", "testing", "encoding",
+    "splitter", "criterion", "estimator", "fixes", "parallel", "storage", "driver", "prompts",
+    "gateway", "inference", "optimizer", "history", "manager", "template",
+)
+
+
+def world_files(world: str) -> dict[str, int]:
+    """A synthetic world's files and their line counts (deterministic per world name)."""
+    return dict(_world_files(world))
+
+
+@functools.lru_cache(maxsize=256)
+def _world_files(world: str) -> tuple[tuple[str, int], ...]:
+    root, ext, subdirs, n_files = _LAYOUTS.get(world, (f"src/{world}", ".py", ("", "core"), 20))
+    rng = random.Random(f"world/{world}")
+    files: dict[str, int] = {}
+    stems = list(_STEMS)
+    while len(files) < n_files:
+        sub = subdirs[len(files) % len(subdirs)]
+        stem = rng.choice(stems)
+        name = f"{stem}{ext}" if rng.random() < 0.7 else f"_{stem}{ext}"
+        rel = "/".join(p for p in (root, sub, name) if p)
+        if rel in files:
+            rel = "/".join(p for p in (root, sub, f"{stem}_{len(files)}{ext}") if p)
+        files[rel] = max(12, min(3000, int(rng.lognormvariate(5.6, 0.8))))
+    return tuple(files.items())
+
+
+@functools.lru_cache(maxsize=1024)
+def _file_weights(files: tuple[str, ...], world: str, task: str) -> list[float]:
+    """Zipf-like attention over files: a few anchors per world get most visits."""
+    rng = random.Random(f"anchors/{world}")
+    ranks = list(range(len(files)))
+    rng.shuffle(ranks)
+    weights = [1.0 / (r + 1) ** 0.9 for r in ranks]
+    trng = random.Random(f"anchors/{world}/{task}")
+    for i in trng.sample(range(len(files)), k=min(3, len(files))):
+        weights[i] *= 3.0
+    return weights
+
+
+# ----------------------------------------------------------------------------- text
+
+_FILLER = (
+    "I should look at how the request object flows into the dispatcher before reading the "
+    "error handlers; the overview listed the registry and the session class, and the next "
+    "step is to confirm which module owns the state and where it is mutated. "
+)
+
+
+def _text(n: int) -> str:
+    """Deterministic filler text of exactly ``n`` characters."""
+    if n <= 0:
+        return ""
+    reps = n // len(_FILLER) + 1
+    return (_FILLER * reps)[:n]
+
+
+def _xml(name: str, params: Mapping[str, Any]) -> str:
+    inner = "".join(f"<{k}>{v}</{k}>" for k, v in params.items())
+    return f"<{name}>{inner}</{name}>"
+
+
+# ----------------------------------------------------------------------------- generation
+
+
+@dataclass
+class _T:
+    """One generated turn, schema-neutral (rendered to a Turn record or a table row)."""
+
+    turn: int
+    tool: str | None
+    call_name: str | None
+    params: dict[str, Any]
+    action: str | None = None
+    file: str | None = None
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+    lines_viewed: int = 0
+    structural: bool = False
+    block: str | None = None
+    symbol: str | None = None
+    result_count: int | None = None
+    error_type: str | None = None
+    parse_error: str | None = None
+    finalize: bool | None = None
+    confidence: str | None = None
+    thinking: str | int = 0
+    raw_text: str = ""
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    latency_s: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    coach: dict[str, Any] | None = None
+    injected: list[tuple[str, str]] = field(default_factory=list)
+    hint_latency: float | None = None
+
+    @property
+    def thinking_chars(self) -> int:
+        return self.thinking if isinstance(self.thinking, int) else len(self.thinking)
+
+
+@dataclass
+class _Run:
+    run_id: str
+    model: str
+    world: str
+    task: str
+    condition: str
+    seed: int
+    repeat: int
+    turn_bound: int
+    started_at: float
+    turns: list[_T]
+    reason: str | None  # None: unfinished (no end record)
+    ended_at: float
+    conclusion: str | None
+    target: str | None
+
+
+_EXP_ACTIONS = ("definition", "references", "next")
+_EXP_CALL = {"definition": "go_to_definition", "references": "find_all_references",
+             "next": "go_to_next_block"}
+_SYMBOLS = ("Flask", "Session", "dispatch_request", "fit", "predict", "Router", "resolve",
+            "build_graph", "stream_inference", "optimize", "Config", "handle_error", "encode")
+_CONFIDENCE = ("high", "medium", "low")
+_MALFORMED = ("no_tool", "multiple_tools", "bad_value", "missing_param")
+_UNKNOWN = ("run_shell", "search_codebase", "read_file")
+
+
+def _pick(rng: random.Random, weights: Mapping[str, float]) -> str:
+    keys = list(weights)
+    return rng.choices(keys, weights=[weights[k] for k in keys])[0]
+
+
+def _clamp_range(a: int, length: int, loc: int) -> tuple[int, int]:
+    a = max(1, min(a, loc))
+    b = min(loc, a + length - 1)
+    return a, b
+
+
+def _normalize_item(item: Any) -> dict[str, Any]:
+    if isinstance(item, str):
+        return {"tool": item}
+    if isinstance(item, Mapping):
+        if "tool" not in item:
+            raise ValueError(f"a scripted turn needs a 'tool' key: {item!r}")
+        return dict(item)
+    raise TypeError(f"a scripted turn is a tool abbreviation or a dict, got {type(item).__name__}")
+
+
+_ITEM_KEYS = {
+    "tool", "file", "ranges", "action", "confidence", "finalize", "error", "symbol",
+    "result_count", "structural", "block", "thinking", "output", "duration", "gap", "coach",
+    "lines_viewed",
+}
+
+
+def _generate(
+    run_id: str,
+    model: str,
+    world: str,
+    task: str,
+    condition: str,
+    seed: int,
+    tools: Iterable[Any] | None,
+    files: Mapping[str, int] | None,
+    turn_bound: int,
+    started_at: float,
+    repeat: int,
+    reason: str | None,
+    finished: bool,
+    length_scale: float = 1.0,
+) -> _Run:
+    rng = random.Random(f"run/{seed}/{run_id}")
+    prof = profile_for(model)
+    cond = _condition(condition)
+    files = dict(files) if files is not None else dict(_world_files(world))
+    if not files:
+        raise ValueError("a synthetic run needs at least one file")
+    for rel, loc in files.items():
+        if int(loc) < 1:
+            raise ValueError(f"file {rel!r} needs a positive line count, got {loc}")
+    names = list(files)
+    fweights = _file_weights(tuple(names), world, task)
+    weights = {t: prof.weights[t] * _task_mods(task).get(t, 1.0) for t in TOOL_ORDER}
+    if cond.suppression:
+        weights["MEM"] *= 1.3
+        weights["BKM"] *= 1.2
+
+    scripted: list[dict[str, Any]] | None = None
+    if tools is not None:
+        scripted = [_normalize_item(x) for x in itertools.islice(tools, turn_bound + 1)]
+        if len(scripted) > turn_bound:
+            raise ValueError(f"scripted run {run_id!r} is longer than its turn bound {turn_bound}")
+        for k, item in enumerate(scripted, 1):
+            unknown = set(item) - _ITEM_KEYS
+            if unknown:
+                raise ValueError(f"unknown keys in scripted turn {k}: {sorted(unknown)}")
+        n_target = len(scripted)
+    else:
+        if cond.budget is not None:
+            n_target = max(4, round(length_scale * rng.gauss(cond.budget + 1, 2.5)))
+        else:
+            scale = length_scale * (0.95 if cond.suppression else 1.0)
+            n_target = max(5, round(prof.turns * scale * rng.lognormvariate(0, 0.35)))
+        n_target = min(n_target, turn_bound)
+
+    # run temperament: within-condition variance in pacing and thinking
+    pace = rng.lognormvariate(0, 0.2)
+    think_scale = rng.lognormvariate(0, 0.25)
+    lat_mult = prof.budget_latency if cond.budget is not None else 1.0
+    think_mult = prof.budget_thinking if cond.budget is not None else 1.0
+
+    cur_file: str | None = None
+    last_end: int | None = None
+    prev: str | None = None
+    clock = started_at + 0.05
+    out: list[_T] = []
+    for i in range(1, n_target + 1):
+        item = scripted[i - 1] if scripted is not None else None
+        # the policy's last turn finalizes, unless the run is cut off by the turn bound
+        last = i == n_target and (scripted is not None or n_target < turn_bound)
+        # ---- which tool (or failure) this turn
+        if item is not None:
+            kind = str(item["tool"])
+        else:
+            r = rng.random()
+            if last:
+                kind = "CON"
+            elif r < prof.error_rate * 0.35:
+                kind = "malformed"
+            elif r < prof.error_rate * 0.5:
+                kind = "unknown"
+            else:
+                w = dict(weights)
+                if prev in prof.repeat:
+                    w[prev] *= prof.repeat[prev]
+                if i == 1:
+                    w["OVW"] *= 4.0
+                    w["CON"] = 0.0
+                kind = _pick(rng, w)
+        if kind not in ABBR_TOOL and kind not in ("malformed", "unknown"):
+            raise ValueError(
+                f"unknown tool {kind!r}; use one of {TOOL_ORDER} or 'malformed' / 'unknown'"
+            )
+        t = _T(turn=i, tool=None, call_name=None, params={})
+        if kind == "malformed":
+            t.parse_error = rng.choice(_MALFORMED)
+            t.error_type = "malformed"
+        elif kind == "unknown":
+            t.call_name = rng.choice(_UNKNOWN)
+            t.params = {"query": "where is the entry point"}
+            t.parse_error = "unknown_tool"
+            t.error_type = "unknown_tool"
+        else:
+            t.tool = kind
+            t.call_name = ABBR_TOOL[kind]
+            _fill_tool(t, rng, prof, names, files, fweights, cur_file, last_end)
+            if item is None and kind in ("PKR", "OVW", "EXP") and rng.random() < prof.error_rate * 0.5:
+                t.error_type = "tool_error"
+        if kind == "CON":
+            t.finalize = bool(item.get("finalize", last)) if item is not None else last
+            t.params["proceed_to_finalize"] = str(t.finalize).lower()
+        # ---- scripted overrides
+        if item is not None:
+            _apply_item(t, item, files)
+        if t.error_type == "tool_error":
+            t.ranges, t.lines_viewed, t.result_count = [], 0, None
+        # ---- state
+        if t.error_type is None and t.file is not None:
+            cur_file = t.file
+            if t.ranges:
+                last_end = t.ranges[-1][1]
+            elif t.tool == "OVW":
+                last_end = None
+        if t.tool:
+            prev = t.tool
+        # ---- coach and reminders
+        if cond.coach and i >= 2:
+            if t.tool == "CON" and not t.finalize:
+                decision = "REJECT" if rng.random() < 0.5 else "APPROVE"
+            elif i % 4 == 0:
+                decision = "HINT" if rng.random() < 0.4 else "APPROVE"
+            else:
+                decision = None
+            if decision:
+                t.coach = {"decision": decision}
+                if decision != "APPROVE":
+                    t.injected.append(("coach", f"Coach ({decision.lower()}): revisit the "
+                                                "evidence for your last claim before moving on."))
+        if cond.budget is not None and (cond.budget - i) in (cond.budget // 2, 3, 1):
+            t.injected.append(("reminder", f"Budget: {cond.budget - i} of {cond.budget} "
+                                           "turns left."))
+        if item is not None and "coach" in item:
+            t.coach = {"decision": str(item["coach"])} if item["coach"] else None
+        # ---- effort and timing
+        thinking_chars = max(0, int(prof.thinking * think_mult * think_scale
+                                    * rng.lognormvariate(0, 0.5)))
+        latency = prof.latency * lat_mult * pace * rng.lognormvariate(0, 0.45)
+        if cond.budget is not None and rng.random() < prof.pacing_gaps:
+            latency *= rng.uniform(3.0, 6.0)  # a long pause without more visible output
+            prose = int(40 + rng.lognormvariate(3.5, 0.6))
+        else:
+            prose = int(30 + 12 * latency * rng.lognormvariate(0, 0.6))
+        tool_s = rng.uniform(0.002, 0.03) if kind != "OVW" else rng.uniform(0.02, 0.2)
+        if kind == "HNT":
+            t.hint_latency = round(rng.uniform(1.5, 4.0), 3)
+            tool_s += t.hint_latency
+        gap = rng.uniform(0.005, 0.02)
+        if item is not None:
+            if "thinking" in item:
+                thinking_chars = item["thinking"]
+            if "duration" in item:
+                latency, tool_s = float(item["duration"]), 0.0
+            gap = float(item.get("gap", gap))
+        t.thinking = thinking_chars
+        if item is not None and "output" in item:
+            t.raw_text = str(item["output"])
+        elif kind == "malformed":
+            t.raw_text = _text(prose)
+        else:
+            t.raw_text = _text(prose) + "\n" + _xml(t.call_name or "", t.params)
+        clock = round(clock + gap, 3)
+        t.started_at = clock
+        t.latency_s = round(latency, 3)
+        clock = round(clock + latency + tool_s, 3)
+        t.ended_at = clock
+        t.tokens_in = 2500 + 350 * i + 7 * t.thinking_chars // 4
+        t.tokens_out = (t.thinking_chars + len(t.raw_text)) // 4
+        out.append(t)
+
+    if not out:
+        raise ValueError(f"synthetic run {run_id!r} has no turns")
+    if not finished:
+        end_reason = None
+    elif reason is not None:
+        end_reason = reason
+    else:
+        end_reason = "finalize" if out[-1].tool == "CON" and out[-1].finalize else "turn_bound"
+    ended_at = round(clock + 0.01, 3)
+    conclusion = None
+    if end_reason == "finalize":
+        conclusion = _text(max(40, int(prof.conclusion_chars * rng.lognormvariate(0, 0.3))))
+    target = "synthetic feature target" if "feature" in task else None
+    return _Run(run_id=run_id, model=model, world=world, task=task, condition=condition,
+                seed=seed, repeat=repeat, turn_bound=turn_bound, started_at=started_at,
+                turns=out, reason=end_reason, ended_at=ended_at, conclusion=conclusion,
+                target=target)
+
+
+def _fill_tool(
+    t: _T,
+    rng: random.Random,
+    prof: Profile,
+    names: list[str],
+    files: Mapping[str, int],
+    fweights: list[float],
+    cur_file: str | None,
+    last_end: int | None,
+) -> None:
+    """Draw the target, range and result of a well-formed tool call."""
+
+    def new_file() -> str:
+        return rng.choices(names, weights=fweights)[0]
+
+    kind = t.tool
+    if kind == "PKR":
+        same = cur_file is not None and rng.random() < prof.stay
+        f = cur_file if same and cur_file is not None else new_file()
+        size = rng.choices((0, 1, 2), weights=prof.pkr_sizes)[0]
+        length = (rng.randint(5, 19), rng.randint(20, 50), rng.randint(51, 160))[size]
+        loc = files[f]
+        if same and last_end is not None and last_end < loc and rng.random() < prof.contiguous:
+            start = last_end + 1
+        else:
+            start = rng.randint(1, max(1, loc - length + 1))
+        a, b = _clamp_range(start, length, loc)
+        t.file, t.ranges, t.lines_viewed = f, [(a, b)], b - a + 1
+        t.params = {"file_path": f, "start_line": a, "end_line": b}
+    elif kind == "OVW":
+        f = cur_file if cur_file is not None and rng.random() < 0.3 else new_file()
+        t.file, t.structural = f, True
+        t.lines_viewed = max(3, files[f] // 25)
+        t.result_count = t.lines_viewed
+        t.params = {"file_path": f}
+        if rng.random() < 0.2:
+            t.block = rng.choice(_SYMBOLS)
+            t.params["logical_block_name"] = t.block
+    elif kind == "EXP":
+        action = rng.choices(_EXP_ACTIONS, weights=(0.45, 0.3, 0.25))[0]
+        t.action = action
+        t.symbol = rng.choice(_SYMBOLS) if action != "next" else None
+        here = cur_file if cur_file is not None else new_file()
+        t.params = {"action_type": _EXP_CALL[action], "current_file_path": here,
+                    "current_line_number": last_end or 1}
+        if t.symbol:
+            t.params["symbol_name"] = t.symbol
+        if action == "definition":
+            if rng.random() < 0.1:
+                t.file, t.result_count = here, 0
+            else:
+                f = new_file()
+                a, b = _clamp_range(rng.randint(1, files[f]), rng.randint(5, 60), files[f])
+                t.file, t.ranges, t.lines_viewed, t.result_count = f, [(a, b)], b - a + 1, 1
+        elif action == "references":
+            t.file, t.result_count = here, rng.randint(0, 20)
+            t.lines_viewed = t.result_count
+        else:
+            loc = files[here]
+            start = (last_end or 0) + 1
+            if start > loc:
+                start = 1
+            a, b = _clamp_range(start, rng.randint(10, 40), loc)
+            t.file, t.ranges, t.lines_viewed, t.result_count = here, [(a, b)], b - a + 1, 1
+    elif kind == "MEM":
+        r = rng.random()
+        t.confidence = None if r < 0.15 else rng.choices(_CONFIDENCE, weights=(0.5, 0.35, 0.15))[0]
+        t.params = {"memory_title": "data flow", "memory_content": "synthetic memory"}
+        if t.confidence:
+            t.params["confidence_level"] = t.confidence
+    elif kind == "BKM":
+        f = cur_file if cur_file is not None else new_file()
+        line = (last_end or 1)
+        t.file = f
+        t.params = {"file_path": f, "line_number": line, "note": "check this"}
+    elif kind == "HNT":
+        f = cur_file if cur_file is not None else new_file()
+        t.file = f
+        t.params = {"file_path": f, "code_range": f"{max(1, (last_end or 20) - 19)}-{last_end or 20}",
+                    "description_of_confusion": "unclear control flow"}
+    elif kind == "CON":
+        t.params = {"content": "synthetic conclusion"}
+
+
+def _apply_item(t: _T, item: Mapping[str, Any], files: Mapping[str, int]) -> None:
+    """Scripted values replace drawn ones (for hand-built test trajectories)."""
+    if "file" in item:
+        t.file = item["file"]
+    if "ranges" in item:
+        t.ranges = [(int(a), int(b)) for a, b in item["ranges"]]
+        for a, b in t.ranges:
+            if a < 1 or b < a:
+                raise ValueError(f"bad line range ({a}, {b}) in scripted turn {t.turn}")
+        t.lines_viewed = sum(b - a + 1 for a, b in t.ranges)
+    elif "file" in item and t.ranges:
+        loc = files.get(t.file) if t.file else None
+        if loc is None:  # drawn range belonged to another file: drop it
+            t.ranges, t.lines_viewed = [], 0
+        else:
+            t.ranges = [(min(a, loc), min(b, loc)) for a, b in t.ranges]
+            t.lines_viewed = sum(b - a + 1 for a, b in t.ranges)
+    for key in ("action", "confidence", "symbol", "result_count", "block", "lines_viewed"):
+        if key in item:
+            setattr(t, key, item[key])
+    if "structural" in item:
+        t.structural = bool(item["structural"])
+    if "finalize" in item and t.tool == "CON":
+        t.finalize = bool(item["finalize"])
+    if "error" in item and item["error"]:
+        t.error_type = str(item["error"])
+    if t.tool == "EXP" and "action" in item and "ranges" not in item:
+        t.ranges, t.lines_viewed = [], 0
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def _records(run: _Run) -> tuple[Header, list[Turn], End | None]:
+    header = Header(
+        run_id=run.run_id,
+        study="synthetic",
+        model=ModelInfo(name=run.model, kind="baseline", model_id=f"synthetic/{run.model}"),
+        world=WorldInfo(name=run.world, version="synthetic", language="", source="synthetic"),
+        task=TaskInfo(family=run.task, target=run.target, prompt=f"Synthetic {run.task} task."),
+        condition=ConditionInfo(name=run.condition, budget=_condition(run.condition).budget),
+        turn_bound=run.turn_bound,
+        seed=run.seed,
+        repeat=run.repeat,
+        adakit_version=__version__,
+        started_at=run.started_at,
+    )
+    turns = []
+    for t in run.turns:
+        call = ToolCall(tool=t.call_name, params=t.params) if t.call_name else None
+        perr = ParseError(kind=t.parse_error, message=f"synthetic {t.parse_error}") \
+            if t.parse_error else None
+        metrics = ToolMetrics(
+            tool=t.tool, file=t.file, ranges=t.ranges, lines_viewed=t.lines_viewed,
+            structural=t.structural, block=t.block, symbol=t.symbol, action=t.action,
+            result_count=t.result_count, error_type=t.error_type, confidence=t.confidence,
+            finalize=t.finalize,
+        )
+        thinking = t.thinking if isinstance(t.thinking, str) else _text(t.thinking)
+        calls = [ModelCall(purpose="hint", model="synthetic-hint", latency_s=t.hint_latency)] \
+            if t.hint_latency is not None else []
+        turns.append(Turn(
+            turn=t.turn, started_at=t.started_at, ended_at=t.ended_at, latency_s=t.latency_s,
+            tokens_in=t.tokens_in, tokens_out=t.tokens_out, raw_text=t.raw_text,
+            thinking=thinking, call=call, parse_error=perr, observation=_observation(t),
+            metrics=metrics, injected=[Injection(source=s, text=x) for s, x in t.injected],
+            coach=t.coach, model_calls=calls,
+        ))
+    end = None
+    if run.reason is not None:
+        end = End(
+            reason=run.reason, ended_at=run.ended_at, conclusion=run.conclusion,
+            conclusion_title="Synthetic conclusion" if run.conclusion else None,
+            totals={"turns": len(run.turns),
+                    "tokens_in": sum(t.tokens_in for t in run.turns),
+                    "tokens_out": sum(t.tokens_out for t in run.turns)},
+        )
+    return header, turns, end
+
+
+def _observation(t: _T) -> str:
+    if t.error_type == "malformed":
+        return f"Your reply could not be parsed ({t.parse_error}); call exactly one tool."
+    if t.error_type == "unknown_tool":
+        return f"There is no tool named {t.call_name}."
+    if t.error_type == "tool_error":
+        return f"{t.file}: the tool could not run on this target."
+    if t.ranges:
+        spans = ", ".join(f"{a}-{b}" for a, b in t.ranges)
+        return f"{t.file} lines {spans} ({t.lines_viewed} lines shown)"
+    if t.tool == "OVW":
+        return f"Outline of {t.file}: {t.lines_viewed} entries"
+    return f"{t.call_name}: done"
+
+
+def synthetic_run(
+    run_id: str,
+    model: str = "synth-A",
+    world: str = "flask",
+    task: str = "architecture_analysis",
+    condition: str = "natural",
+    tools: Iterable[str | Mapping[str, Any]] | None = None,
+    seed: int = 0,
+    files: Mapping[str, int] | None = None,
+    turn_bound: int = DEFAULT_TURN_BOUND,
+    started_at: float = BASE_TIME,
+    repeat: int = 0,
+    reason: str | None = None,
+    finished: bool = True,
+    path: str | Path | None = None,
+) -> RunFile:
+    """One deterministic synthetic run as a validated :class:`RunFile` (nothing is written).
+
+    ``tools`` scripts the run turn by turn: each item is a tool abbreviation (``"PKR"``),
+    ``"malformed"``, ``"unknown"``, or a dict with ``tool`` plus any of ``file``, ``ranges``
+    (list of inclusive 1-based ``(start, end)``), ``action``, ``confidence``, ``finalize``,
+    ``error`` (e.g. ``"tool_error"``), ``symbol``, ``result_count``, ``structural``, ``block``,
+    ``lines_viewed``, ``thinking`` (text or a character count), ``output`` (the raw reply),
+    ``duration`` and ``gap`` (seconds), ``coach`` (a decision such as ``"HINT"``). Omitted
+    values are drawn from the seeded policy; a list, tuple or generator works. Without
+    ``tools`` the model's profile drives the whole run. ``files`` maps world-relative paths
+    to line counts (default: :func:`world_files`). ``reason`` overrides the end reason
+    (default: ``finalize`` when the last turn finalizes, else ``turn_bound``); ``finished=False``
+    leaves the run without an end record, like a crashed launch.
+    """
+    run = _generate(run_id, model, world, task, condition, seed, tools, files, turn_bound,
+                    started_at, repeat, reason, finished)
+    header, turns, end = _records(run)
+    return RunFile(path=Path(path) if path else Path(f"{run_id}.jsonl"), header=header,
+                   turns=turns, end=end)
+
+
+def write_run(
+    run: RunFile, path: str | Path | None = None, overwrite: bool = False, durable: bool = False
+) -> Path:
+    """Write a run (e.g. from :func:`synthetic_run`) as a JSONL run file; returns its path.
+
+    ``durable=True`` goes through :class:`~adakit.record.RunWriter` (fsync per record, as a
+    live launch does); the default writes the same bytes in one go to a temporary file that is
+    then renamed into place, which is much faster for large synthetic corpora.
+    """
+    target = Path(path) if path is not None else run.path
+    if target.exists():
+        if not overwrite:
+            raise FileExistsError(f"{target} exists; pass overwrite=True to replace it")
+        target.unlink()
+    records: list[Header | Turn | End] = [run.header, *run.turns]
+    if run.end is not None:
+        records.append(run.end)
+    if durable:
+        with RunWriter(target) as w:
+            for rec in records:
+                w.write(rec)
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text("".join(rec.model_dump_json() + "\n" for rec in records), encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
+# ----------------------------------------------------------------------------- corpora
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One cell of a synthetic matrix."""
+
+    index: int
+    run_id: str
+    model: str
+    world: str
+    task: str
+    condition: str
+    repeat: int
+    seed: int
+    started_at: float
+    finished: bool
+
+
+def corpus_specs(
+    n_runs: int,
+    seed: int = 0,
+    models: Sequence[str] = MODELS,
+    worlds: Sequence[str] = WORLDS,
+    tasks: Sequence[str] = TASKS,
+    conditions: Sequence[str] = CONDITIONS,
+    unfinished: float = 0.0,
+) -> list[RunSpec]:
+    """The run cells of a synthetic corpus: conditions vary fastest, then models, tasks, worlds,
+    so any 16 consecutive runs cover every model x condition pair of the defaults."""
+    if n_runs < 0:
+        raise ValueError("n_runs must be >= 0")
+    axes = {"models": models, "worlds": worlds, "tasks": tasks, "conditions": conditions}
+    for name, values in axes.items():
+        if not values:
+            raise ValueError(f"{name} must not be empty")
+    if not 0.0 <= unfinished <= 1.0:
+        raise ValueError("unfinished must be a fraction between 0 and 1")
+    rng = random.Random(f"specs/{seed}")
+    nc, nm, nt, nw = len(conditions), len(models), len(tasks), len(worlds)
+    specs = []
+    for i in range(n_runs):
+        c = conditions[i % nc]
+        m = models[(i // nc) % nm]
+        t = tasks[(i // (nc * nm)) % nt]
+        w = worlds[(i // (nc * nm * nt)) % nw]
+        rep = i // (nc * nm * nt * nw)
+        run_id = f"syn{seed}-{i:05d}-{m}-{w}-{t}-{c}"
+        specs.append(RunSpec(index=i, run_id=run_id, model=m, world=w, task=t, condition=c,
+                             repeat=rep, seed=seed, started_at=BASE_TIME + 3600.0 * i,
+                             finished=rng.random() >= unfinished))
+    return specs
+
+
+def _spec_run(spec: RunSpec, length_scale: float = 1.0) -> _Run:
+    return _generate(spec.run_id, spec.model, spec.world, spec.task, spec.condition, spec.seed,
+                     None, None, DEFAULT_TURN_BOUND, spec.started_at, spec.repeat, None,
+                     spec.finished, length_scale)
+
+
+def write_synthetic_corpus(
+    folder: str | Path,
+    n_runs: int,
+    seed: int = 0,
+    models: Sequence[str] = MODELS,
+    worlds: Sequence[str] = WORLDS,
+    tasks: Sequence[str] = TASKS,
+    conditions: Sequence[str] = CONDITIONS,
+    unfinished: float = 0.0,
+    length_scale: float = 1.0,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> list[Path]:
+    """Write ``n_runs`` synthetic run files into ``folder`` (one JSONL file per run).
+
+    ``unfinished`` is the fraction of runs left without an end record; ``length_scale``
+    stretches or shrinks run lengths (1.0: about 30 turns natural, 13 under a budget, so
+    ~22 turns per run on average; 1.4 gives ~30). Existing files are
+    never appended to: they raise ``FileExistsError`` unless ``overwrite``.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    specs = corpus_specs(n_runs, seed, models, worlds, tasks, conditions, unfinished)
+    for spec in tqdm(specs, desc="synthetic runs", unit="run", disable=not progress):
+        run = _spec_run(spec, length_scale)
+        header, turns, end = _records(run)
+        rf = RunFile(path=folder / f"{spec.run_id}.jsonl", header=header, turns=turns, end=end)
+        paths.append(write_run(rf, overwrite=overwrite))
+    return paths
+
+
+def synthetic_tables(
+    n_runs: int,
+    seed: int = 0,
+    models: Sequence[str] = MODELS,
+    worlds: Sequence[str] = WORLDS,
+    tasks: Sequence[str] = TASKS,
+    conditions: Sequence[str] = CONDITIONS,
+    unfinished: float = 0.0,
+    length_scale: float = 1.0,
+    progress: bool = False,
+) -> Corpus:
+    """The tidy tables of the corpus :func:`write_synthetic_corpus` would write, built directly
+    (no files, no validation); ``path`` holds ``synthetic://<run_id>``."""
+    runs: list[tuple] = []
+    turns: list[tuple] = []
+    reads: list[tuple] = []
+    specs = corpus_specs(n_runs, seed, models, worlds, tasks, conditions, unfinished)
+    for spec in tqdm(specs, desc="synthetic tables", unit="run", disable=not progress):
+        run = _spec_run(spec, length_scale)
+        t0 = run.started_at
+        t_end = run.ended_at if run.reason is not None else run.turns[-1].ended_at
+        span = max(t_end - t0, 1e-9)
+        axes = (run.run_id, run.model, run.world, run.task, run.condition)
+        for t in run.turns:
+            first = t.ranges[0] if t.ranges else (None, None)
+            turns.append((
+                *axes, t.turn, t.tool, t.call_name, t.action, t.file, first[0], first[1],
+                t.lines_viewed, t.structural, t.block, t.symbol, t.result_count, t.error_type,
+                t.parse_error, t.finalize, t.confidence, t.thinking_chars, len(t.raw_text),
+                t.started_at, t.ended_at, (t.started_at - t0) / span, (t.ended_at - t0) / span,
+                t.ended_at - t.started_at, t.latency_s, t.tokens_in, t.tokens_out, False,
+                t.coach.get("decision") if t.coach else None, len(t.injected), 0,
+            ))
+            if t.file and t.error_type is None:
+                for a, b in t.ranges:
+                    reads.append((*axes, t.turn, t.tool, t.file, a, b, b - a + 1))
+        runs.append((
+            run.run_id, "synthetic", run.model, "baseline", run.world, run.task, run.target,
+            run.condition, run.repeat, run.seed, run.turn_bound, run.reason,
+            run.reason is not None, len(run.turns), t0, t_end - t0,
+            sum(t.tokens_in for t in run.turns), sum(t.tokens_out for t in run.turns), None, 0,
+            sum(1 for t in run.turns if t.error_type is not None), run.conclusion,
+            len(run.conclusion) if run.conclusion else 0, f"synthetic://{run.run_id}",
+        ))
+    return Corpus(
+        runs=pd.DataFrame.from_records(runs, columns=RUN_COLUMNS),
+        turns=pd.DataFrame.from_records(turns, columns=TURN_COLUMNS),
+        reads=pd.DataFrame.from_records(reads, columns=READ_COLUMNS),
+    )
+
+
+__all__ = [
+    "CONDITIONS", "MODELS", "PROFILES", "TASKS", "TOOL_ABBR", "WORLDS", "Profile", "RunSpec",
+    "corpus_specs", "profile_for", "synthetic_run", "synthetic_tables", "world_files",
+    "write_run", "write_synthetic_corpus",
+]
