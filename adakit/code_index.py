@@ -1,0 +1,1095 @@
+"""The code index behind Ada's navigation tools, built with tree-sitter.
+
+:class:`CodeIndex` gives, for a :class:`~adakit.world.World`:
+
+- per-file outlines: classes, functions, methods, Rust impl/trait/enum/struct/mod/macro,
+  TypeScript interfaces/enums/type aliases/namespaces, with 1-based inclusive line ranges
+  that include decorators, attributes and ``export``, a one-line signature and nesting;
+- a repository-wide definitions index (name -> symbols), cached on disk;
+- references by name: a byte prefilter picks candidate files, which are parsed so that only
+  identifiers count (never text in comments or strings). Matching is by name, not by type
+  resolution, and the tools say so.
+
+Python, TypeScript (TS and TSX), JavaScript and Rust are understood, with our own queries
+(compiled once per language and process). Files with syntax errors are still indexed (tree-sitter
+recovers) and are flagged with the lines where errors start.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import stat
+import threading
+import time
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import tree_sitter as ts
+
+from adakit import config
+from adakit.world import MAX_FILE_BYTES, SandboxError, World
+
+#: Bumped whenever the symbol extraction changes, so stale on-disk indexes are ignored.
+INDEX_FORMAT = 3
+
+#: File extension -> grammar key.
+GRAMMAR_OF_EXT: dict[str, str] = {
+    ".py": "python",
+    ".pyi": "python",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "tsx",
+    ".js": "javascript",
+    ".jsx": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".rs": "rust",
+}
+
+SIGNATURE_CHARS = 120
+REF_TEXT_CHARS = 120
+
+#: Kinds that contain methods (a function directly inside one of these is a method).
+_MEMBER_HOSTS = {"class", "impl", "trait", "interface"}
+#: Kinds listed in outlines (variables/constants only go to the definitions index and a
+#: one-line summary).
+VALUE_KINDS = frozenset({"variable", "const", "static"})
+#: Ordering of definition kinds: primary declarations before impl blocks and values.
+_KIND_RANK = {
+    "class": 0, "struct": 0, "enum": 0, "trait": 0, "interface": 0, "union": 0, "type": 1,
+    "function": 1, "method": 1, "namespace": 1, "mod": 1, "macro": 1, "impl": 3,
+    "const": 2, "static": 2, "variable": 2,
+}
+
+# --------------------------------------------------------------------------- queries
+
+_PY_DEFS = """
+(class_definition name: (identifier) @name) @def.class
+(function_definition name: (identifier) @name) @def.function
+(module (expression_statement (assignment left: (identifier) @name)) @def.variable)
+"""
+
+_JS_COMMON = """
+(function_declaration name: (identifier) @name) @def.function
+(generator_function_declaration name: (identifier) @name) @def.function
+(method_definition name: (_) @name) @def.method
+(lexical_declaration
+  (variable_declarator name: (identifier) @name
+                       value: [(arrow_function) (function_expression)])) @def.function
+(variable_declaration
+  (variable_declarator name: (identifier) @name
+                       value: [(arrow_function) (function_expression)])) @def.function
+(program (lexical_declaration (variable_declarator name: (identifier) @name)) @def.variable)
+(program (export_statement
+  declaration: (lexical_declaration (variable_declarator name: (identifier) @name)) @def.variable))
+"""
+
+_JS_DEFS = _JS_COMMON + """
+(class_declaration name: (identifier) @name) @def.class
+(field_definition property: (property_identifier) @name
+                  value: [(arrow_function) (function_expression)]) @def.method
+"""
+
+_TS_DEFS = _JS_COMMON + """
+(class_declaration name: (type_identifier) @name) @def.class
+(abstract_class_declaration name: (type_identifier) @name) @def.class
+(abstract_method_signature name: (_) @name) @def.method
+(public_field_definition name: (property_identifier) @name
+                         value: [(arrow_function) (function_expression)]) @def.method
+(interface_declaration name: (type_identifier) @name) @def.interface
+(enum_declaration name: (identifier) @name) @def.enum
+(type_alias_declaration name: (type_identifier) @name) @def.type
+(internal_module name: (_) @name) @def.namespace
+(module name: (_) @name) @def.namespace
+(function_signature name: (identifier) @name) @def.function
+"""
+
+_RUST_DEFS = """
+(function_item name: (identifier) @name) @def.function
+(function_signature_item name: (identifier) @name) @def.function
+(struct_item name: (type_identifier) @name) @def.struct
+(enum_item name: (type_identifier) @name) @def.enum
+(union_item name: (type_identifier) @name) @def.union
+(trait_item name: (type_identifier) @name) @def.trait
+(impl_item type: (_) @name) @def.impl
+(mod_item name: (identifier) @name) @def.mod
+(macro_definition name: (identifier) @name) @def.macro
+(type_item name: (type_identifier) @name) @def.type
+(const_item name: (identifier) @name) @def.const
+(static_item name: (identifier) @name) @def.static
+"""
+
+#: Node types that hold an identifier, per grammar family (what a reference can be).
+_IDENT_TYPES = {
+    "python": frozenset({"identifier"}),
+    "js": frozenset(
+        {
+            "identifier",
+            "property_identifier",
+            "type_identifier",
+            "shorthand_property_identifier",
+            "shorthand_property_identifier_pattern",
+            "private_property_identifier",
+        }
+    ),
+    "rust": frozenset(
+        {"identifier", "type_identifier", "field_identifier", "shorthand_field_identifier"}
+    ),
+}
+
+#: Wrapper nodes whose start belongs to the wrapped definition (decorators, export, declare).
+_WRAPPERS = {
+    "python": frozenset({"decorated_definition"}),
+    "js": frozenset({"export_statement", "ambient_declaration"}),
+    "rust": frozenset(),
+}
+#: Sibling nodes written just before a definition that belong to it.
+_LEADING = {
+    "python": frozenset(),
+    "js": frozenset({"decorator"}),
+    "rust": frozenset({"attribute_item"}),
+}
+_COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
+
+_IMPORT_TYPES = {
+    "python": frozenset({"import_statement", "import_from_statement", "future_import_statement"}),
+    "js": frozenset({"import_statement", "import_specifier", "namespace_import", "import_clause"}),
+    "rust": frozenset({"use_declaration", "extern_crate_declaration"}),
+}
+_DEF_NODE_TYPES = {
+    "python": frozenset({"function_definition", "class_definition"}),
+    "js": frozenset(
+        {
+            "function_declaration",
+            "generator_function_declaration",
+            "class_declaration",
+            "abstract_class_declaration",
+            "method_definition",
+            "abstract_method_signature",
+            "interface_declaration",
+            "enum_declaration",
+            "type_alias_declaration",
+            "internal_module",
+            "variable_declarator",
+            "public_field_definition",
+            "field_definition",
+            "function_signature",
+            "method_signature",
+        }
+    ),
+    "rust": frozenset(
+        {
+            "function_item",
+            "function_signature_item",
+            "struct_item",
+            "enum_item",
+            "union_item",
+            "trait_item",
+            "mod_item",
+            "macro_definition",
+            "type_item",
+            "const_item",
+            "static_item",
+            "enum_variant",
+            "field_declaration",
+        }
+    ),
+}
+
+
+def _family(grammar: str) -> str:
+    return "js" if grammar in ("typescript", "tsx", "javascript") else grammar
+
+
+@dataclass
+class _Grammar:
+    key: str
+    family: str
+    language: ts.Language
+    parser: ts.Parser
+    defs: ts.Query
+
+
+_GRAMMARS: dict[str, _Grammar] = {}
+_GRAMMAR_LOCK = threading.Lock()
+
+
+def grammar(key: str) -> _Grammar:
+    """The parser and compiled queries of a grammar (built once per process)."""
+    g = _GRAMMARS.get(key)
+    if g is not None:
+        return g
+    with _GRAMMAR_LOCK:
+        g = _GRAMMARS.get(key)
+        if g is None:
+            g = _GRAMMARS[key] = _load_grammar(key)
+    return g
+
+
+def _load_grammar(key: str) -> _Grammar:
+    if key == "python":
+        import tree_sitter_python as mod
+
+        lang, query = ts.Language(mod.language()), _PY_DEFS
+    elif key in ("typescript", "tsx"):
+        import tree_sitter_typescript as mod
+
+        raw = mod.language_typescript() if key == "typescript" else mod.language_tsx()
+        lang, query = ts.Language(raw), _TS_DEFS
+    elif key == "javascript":
+        import tree_sitter_javascript as mod
+
+        lang, query = ts.Language(mod.language()), _JS_DEFS
+    elif key == "rust":
+        import tree_sitter_rust as mod
+
+        lang, query = ts.Language(mod.language()), _RUST_DEFS
+    else:
+        raise KeyError(f"no grammar {key!r}; known: {sorted(set(GRAMMAR_OF_EXT.values()))}")
+    return _Grammar(key, _family(key), lang, ts.Parser(lang), ts.Query(lang, query))
+
+
+def grammar_of(rel: str) -> str | None:
+    """The grammar key for a path by extension, or None when the language is not indexed."""
+    dot = rel.rfind(".")
+    return GRAMMAR_OF_EXT.get(rel[dot:].lower()) if dot >= 0 else None
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    """A definition: 1-based inclusive lines (with decorators/attributes/export)."""
+
+    name: str
+    kind: str
+    file: str
+    start_line: int
+    end_line: int
+    signature: str
+    parent: str | None = None
+    depth: int = 0
+    name_line: int = 0
+
+    @property
+    def qualname(self) -> str:
+        """Name qualified by its enclosing symbols, joined with dots (``Scaffold.route``)."""
+        return f"{self.parent}.{self.name}" if self.parent else self.name
+
+    @property
+    def lines(self) -> int:
+        return self.end_line - self.start_line + 1
+
+    def as_tuple(self) -> list[Any]:
+        return [self.name, self.kind, self.start_line, self.end_line, self.signature,
+                self.parent, self.depth, self.name_line]
+
+
+@dataclass
+class FileOutline:
+    """The symbols of one file in document order, and whether the parse hit syntax errors."""
+
+    file: str
+    language: str | None
+    symbols: list[Symbol]
+    has_errors: bool = False
+    error_lines: list[int] = field(default_factory=list)
+    line_count: int = 0
+
+    @property
+    def supported(self) -> bool:
+        return self.language is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """One occurrence of a name as an identifier (name matching)."""
+
+    file: str
+    line: int
+    column: int
+    kind: str
+    text: str
+
+
+@dataclass
+class RefSearch:
+    """The outcome of a reference search: shown refs, totals, and what was searched."""
+
+    name: str
+    refs: list[Ref]
+    total: int
+    per_file: dict[str, int]
+    files_searched: int
+    candidate_files: int
+    seconds: float = 0.0
+
+
+@dataclass
+class BuildStats:
+    files: int = 0
+    parsed: int = 0
+    reused: int = 0
+    skipped: int = 0
+    symbols: int = 0
+    with_errors: int = 0
+    seconds: float = 0.0
+    cache_path: str | None = None
+    workers: int = 1
+
+
+# --------------------------------------------------------------------------- extraction
+
+
+def _end_line(node: ts.Node) -> int:
+    row, col = node.end_point
+    if col == 0 and row > node.start_point.row:
+        row -= 1
+    return row + 1
+
+
+def _collapse(text: str, cap: int = SIGNATURE_CHARS) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    text = text.replace("( ", "(").replace(" )", ")").replace(", )", ")").replace("[ ", "[")
+    text = text.replace(" ]", "]").replace(",)", ")")
+    if len(text) > cap:
+        text = text[: cap - 1].rstrip() + "…"
+    return text
+
+
+def _impl_name(type_node: ts.Node) -> str:
+    """The bare type name of an impl target (``Foo`` for ``Foo<T>`` or ``a::Foo``)."""
+    node = type_node
+    for _ in range(4):
+        if node.type == "generic_type":
+            inner = node.child_by_field_name("type")
+        elif node.type == "scoped_type_identifier":
+            inner = node.child_by_field_name("name")
+        elif node.type in ("reference_type", "pointer_type"):
+            inner = node.child_by_field_name("type")
+        else:
+            break
+        if inner is None:
+            break
+        node = inner
+    return (node.text or b"").decode("utf-8", "replace")
+
+
+def _header_end(g: _Grammar, node: ts.Node, name_node: ts.Node, kind: str) -> int:
+    """Byte offset where the one-line signature of a definition ends."""
+    if kind in VALUE_KINDS or kind == "type":
+        return node.end_byte
+    if node.type in ("lexical_declaration", "variable_declaration"):
+        decl = name_node.parent
+        value = decl.child_by_field_name("value") if decl is not None else None
+        body = value.child_by_field_name("body") if value is not None else None
+        return body.start_byte if body is not None else node.end_byte
+    if node.type in ("public_field_definition", "field_definition"):
+        value = node.child_by_field_name("value")
+        body = value.child_by_field_name("body") if value is not None else None
+        return body.start_byte if body is not None else node.end_byte
+    body = node.child_by_field_name("body")
+    if body is None:
+        return node.end_byte
+    if g.family == "python":
+        # stop at the ':' before the body so trailing comments are not part of it
+        colon = body.prev_sibling
+        while colon is not None and colon.type != ":":
+            colon = colon.prev_sibling
+        if colon is not None:
+            return colon.start_byte
+    return body.start_byte
+
+
+def _start_node(g: _Grammar, node: ts.Node) -> ts.Node:
+    """The node where a definition starts once decorators, export or attributes are counted."""
+    wrappers = _WRAPPERS[g.family]
+    start = node
+    parent = node.parent
+    while parent is not None and parent.type in wrappers:
+        start = parent
+        parent = parent.parent
+    leading = _LEADING[g.family]
+    if leading:
+        sib = start.prev_named_sibling
+        while sib is not None and (sib.type in leading or sib.type in _COMMENTS):
+            if sib.type in leading:
+                start = sib
+            sib = sib.prev_named_sibling
+    return start
+
+
+def extract_symbols(g: _Grammar, tree: ts.Tree, data: bytes) -> list[tuple]:
+    """Definition tuples ``(name, kind, start, end, signature, parent, depth, name_line)``."""
+    cursor = ts.QueryCursor(g.defs)
+    found: dict[tuple[int, str], tuple[ts.Node, str, ts.Node]] = {}
+    for _, caps in cursor.matches(tree.root_node):
+        name_nodes = caps.get("name")
+        if not name_nodes:
+            continue
+        node = kind = None
+        for cap, nodes in caps.items():
+            if cap.startswith("def."):
+                node, kind = nodes[0], cap[4:]
+                break
+        if node is None:
+            continue
+        name_node = name_nodes[0]
+        if kind == "impl":
+            name = _impl_name(name_node)
+        else:
+            name = (name_node.text or b"").decode("utf-8", "replace")
+        key = (node.start_byte, name)
+        prev = found.get(key)
+        # an arrow-function const is also matched as a plain variable: keep the function
+        if prev is None or (prev[1] in VALUE_KINDS and kind not in VALUE_KINDS):
+            found[key] = (node, kind, name_node)
+    items = sorted(found.items(), key=lambda kv: (kv[1][0].start_byte, -kv[1][0].end_byte))
+    out: list[tuple] = []
+    stack: list[tuple[int, str, str]] = []  # (end_byte, qualname, kind)
+    for (_, name), (node, kind, name_node) in items:
+        while stack and stack[-1][0] <= node.start_byte:
+            stack.pop()
+        parent = stack[-1] if stack else None
+        if kind == "function" and parent is not None and parent[2] in _MEMBER_HOSTS:
+            kind = "method"
+        start = _start_node(g, node)
+        sig_end = _header_end(g, node, name_node, kind)
+        raw = data[node.start_byte : min(sig_end, node.start_byte + 4 * SIGNATURE_CHARS)]
+        signature = _collapse(raw.decode("utf-8", "replace"))
+        if kind == "macro":
+            signature = f"macro_rules! {name}"
+        elif g.family == "python":
+            signature = signature.rstrip(":").rstrip()
+        else:
+            signature = signature.rstrip("{;").rstrip()
+        qual = f"{parent[1]}.{name}" if parent else name
+        out.append(
+            (
+                name,
+                kind,
+                start.start_point.row + 1,
+                _end_line(node),
+                signature,
+                parent[1] if parent else None,
+                len(stack),
+                name_node.start_point.row + 1,
+            )
+        )
+        stack.append((node.end_byte, qual, kind))
+    return out
+
+
+def error_lines(root: ts.Node, cap: int = 10) -> list[int]:
+    """1-based lines where syntax errors start (iterative walk, only into erroneous subtrees)."""
+    if not root.has_error:
+        return []
+    out: set[int] = set()
+    stack = [root]
+    while stack and len(out) < cap:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            out.add(node.start_point.row + 1)
+            continue
+        if node.has_error:
+            stack.extend(reversed(node.children))
+    return sorted(out)
+
+
+def _read_source(path: Path) -> tuple[int, int, bytes] | None:
+    """(mtime_ns, size, bytes) of a regular text file within the size limit, else None."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"\x00" in data[:8192]:
+        return None
+    return st.st_mtime_ns, st.st_size, data
+
+
+def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> list[tuple]:
+    """Worker: parse files and extract their symbols (module level so it can be pickled)."""
+    out = []
+    for rel, key in jobs:
+        got = _read_source(Path(root) / rel)
+        if got is None:
+            out.append((rel, None))
+            continue
+        mtime, size, data = got
+        g = grammar(key)
+        tree = g.parser.parse(data)
+        syms = extract_symbols(g, tree, data)
+        out.append((rel, (mtime, size, key, tree.root_node.has_error,
+                          error_lines(tree.root_node), syms)))
+    return out
+
+
+# --------------------------------------------------------------------------- the index
+
+
+@dataclass
+class _Entry:
+    mtime_ns: int
+    size: int
+    grammar: str
+    symbols: list[Symbol]
+    has_errors: bool
+    error_lines: list[int]
+
+
+@dataclass
+class _Source:
+    mtime_ns: int
+    size: int
+    data: bytes
+    lines: list[str] | None = None
+    line_starts: list[int] | None = None
+
+
+def split_lines(data: bytes) -> list[str]:
+    """Lines as tree-sitter counts them (``\\n`` only), decoded with replacement."""
+    text = data.decode("utf-8", "replace")
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+@lru_cache(maxsize=512)
+def _word_re(name: str) -> re.Pattern[bytes]:
+    word = re.escape(name.encode("utf-8"))
+    return re.compile(rb"(?<![A-Za-z0-9_$])" + word + rb"(?![A-Za-z0-9_$])")
+
+
+def _same(a: ts.Node | None, b: ts.Node) -> bool:
+    return a is not None and a.start_byte == b.start_byte and a.end_byte == b.end_byte
+
+
+def classify(node: ts.Node, family: str) -> str | None:
+    """The role of an identifier node (definition, call, import, ...), or None if the node
+    is not an identifier (text in a string or comment)."""
+    if node.type not in _IDENT_TYPES[family]:
+        return None
+    parent = node.parent
+    if parent is None:
+        return "reference"
+    pt = parent.type
+    # imports first: identifiers anywhere inside an import statement
+    anc: ts.Node | None = parent
+    imports = _IMPORT_TYPES[family]
+    for _ in range(8 if family == "rust" else 4):
+        if anc is None:
+            break
+        if anc.type in imports:
+            return "import"
+        anc = anc.parent
+    if pt in _DEF_NODE_TYPES[family] and _same(parent.child_by_field_name("name"), node):
+        return "definition"
+    grand = parent.parent
+    if family == "python":
+        if pt == "call" and _same(parent.child_by_field_name("function"), node):
+            return "call"
+        if pt == "attribute" and _same(parent.child_by_field_name("attribute"), node):
+            if grand is not None and grand.type == "call" and _same(
+                grand.child_by_field_name("function"), parent
+            ):
+                return "call"
+            return "attribute"
+        if pt == "keyword_argument" and _same(parent.child_by_field_name("name"), node):
+            return "keyword"
+        if pt == "type" or (grand is not None and grand.type == "type"):
+            return "type"
+        if pt == "argument_list" and grand is not None and grand.type == "class_definition":
+            return "base"
+        return "reference"
+    if family == "js":
+        if pt in ("call_expression", "new_expression"):
+            field_name = "function" if pt == "call_expression" else "constructor"
+            if _same(parent.child_by_field_name(field_name), node):
+                return "call"
+        if pt == "member_expression" and _same(parent.child_by_field_name("property"), node):
+            if grand is not None and grand.type == "call_expression" and _same(
+                grand.child_by_field_name("function"), parent
+            ):
+                return "call"
+            return "attribute"
+        if pt in ("jsx_opening_element", "jsx_self_closing_element", "jsx_closing_element"):
+            return "jsx"
+        if pt in ("extends_clause", "implements_clause", "class_heritage"):
+            return "base"
+        if node.type == "type_identifier":
+            return "type"
+        return "reference"
+    # rust
+    if pt == "call_expression" and _same(parent.child_by_field_name("function"), node):
+        return "call"
+    if pt in ("scoped_identifier", "field_expression", "generic_function"):
+        fname = {"scoped_identifier": "name", "field_expression": "field",
+                 "generic_function": "function"}[pt]
+        if _same(parent.child_by_field_name(fname), node):
+            target = parent
+            if grand is not None and grand.type == "generic_function":
+                target, grand = grand, grand.parent
+            if grand is not None and grand.type == "call_expression" and _same(
+                grand.child_by_field_name("function"), target
+            ):
+                return "call"
+            if pt == "field_expression":
+                return "field"
+            if grand is not None and grand.type == "scoped_identifier":
+                return "path"
+            return "reference"
+        if pt == "scoped_identifier":
+            return "path"
+    if pt == "macro_invocation":
+        return "macro"
+    if pt == "scoped_type_identifier" and _same(parent.child_by_field_name("path"), node):
+        return "path"
+    if node.type == "type_identifier":
+        return "type"
+    return "reference"
+
+
+class CodeIndex:
+    """Outlines, definitions and references over one world (see the module docstring).
+
+    The world is read-only, so the repository-wide definitions index is built once
+    (:meth:`build`, called lazily) and then reused; :meth:`outline` always re-checks its own
+    file's (mtime_ns, size). ``workers`` > 1 parses a cold index in that many processes.
+    """
+
+    def __init__(
+        self,
+        world: World,
+        cache_dir: str | Path | None = None,
+        use_disk_cache: bool = True,
+        workers: int | None = None,
+        tree_cache_bytes: int = 48_000_000,
+    ) -> None:
+        self.world = world
+        self.cache_dir = Path(cache_dir) if cache_dir else config.cache_dir() / "index"
+        self.use_disk_cache = use_disk_cache
+        self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
+        self.tree_cache_bytes = tree_cache_bytes
+        self._entries: dict[str, _Entry] = {}
+        self._defs: dict[str, list[Symbol]] = {}
+        self._built = False
+        self._sources: dict[str, _Source] = {}
+        self._trees: OrderedDict[str, tuple[int, int, ts.Tree]] = OrderedDict()
+        self._tree_bytes = 0
+        self._source_files: list[str] | None = None
+        self.last_build: BuildStats | None = None
+        self.parse_count = 0  # how many parses this index ran in-process (for tests)
+
+    # ------------------------------------------------------------------ files
+
+    def source_files(self) -> list[str]:
+        """The world's files in an indexed language."""
+        if self._source_files is None:
+            self._source_files = [f for f in self.world.files() if grammar_of(f)]
+        return self._source_files
+
+    def _path(self, rel: str) -> Path:
+        return self.world.root / rel
+
+    def source(self, rel: str) -> _Source:
+        """Bytes of an in-world file (cached by mtime_ns and size); raises SandboxError."""
+        path = self._path(rel)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            raise SandboxError(f"'{rel}' cannot be read ({exc.strerror}).", "not_found") from exc
+        hit = self._sources.get(rel)
+        if hit is not None and hit.mtime_ns == st.st_mtime_ns and hit.size == st.st_size:
+            return hit
+        if st.st_size > MAX_FILE_BYTES:
+            raise SandboxError(
+                f"'{rel}' is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit.",
+                "too_large",
+            )
+        data = path.read_bytes()
+        if b"\x00" in data[:8192]:
+            raise SandboxError(f"'{rel}' is a binary file; only text can be read.", "binary")
+        src = _Source(st.st_mtime_ns, st.st_size, data)
+        self._sources[rel] = src
+        return src
+
+    def lines(self, rel: str) -> list[str]:
+        """A file's lines, numbered exactly as the outlines number them."""
+        src = self.source(rel)
+        if src.lines is None:
+            src.lines = split_lines(src.data)
+        return src.lines
+
+    def tree(self, rel: str) -> ts.Tree | None:
+        """The parse tree of an indexed file (LRU-cached by mtime_ns and size)."""
+        key = grammar_of(rel)
+        if key is None:
+            return None
+        src = self.source(rel)
+        hit = self._trees.get(rel)
+        if hit is not None and hit[0] == src.mtime_ns and hit[1] == src.size:
+            self._trees.move_to_end(rel)
+            return hit[2]
+        tree = grammar(key).parser.parse(src.data)
+        self.parse_count += 1
+        if hit is not None:
+            self._tree_bytes -= hit[1]
+        self._trees[rel] = (src.mtime_ns, src.size, tree)
+        self._tree_bytes += src.size
+        while self._tree_bytes > self.tree_cache_bytes and len(self._trees) > 1:
+            _, (_, size, _) = self._trees.popitem(last=False)
+            self._tree_bytes -= size
+        return tree
+
+    # ------------------------------------------------------------------ outlines
+
+    def _entry(self, rel: str) -> _Entry | None:
+        key = grammar_of(rel)
+        if key is None:
+            return None
+        src = self.source(rel)
+        ent = self._entries.get(rel)
+        if ent is not None and ent.mtime_ns == src.mtime_ns and ent.size == src.size:
+            return ent
+        tree = self.tree(rel)
+        assert tree is not None
+        g = grammar(key)
+        syms = [self._symbol(rel, t) for t in extract_symbols(g, tree, src.data)]
+        ent = _Entry(src.mtime_ns, src.size, key, syms, tree.root_node.has_error,
+                     error_lines(tree.root_node))
+        old = self._entries.get(rel)
+        self._entries[rel] = ent
+        if self._built:
+            self._reindex_file(rel, old, ent)
+        return ent
+
+    @staticmethod
+    def _symbol(rel: str, t: tuple | list) -> Symbol:
+        return Symbol(t[0], t[1], rel, t[2], t[3], t[4], t[5], t[6], t[7])
+
+    def outline(self, rel: str) -> FileOutline:
+        """Symbols of one file in document order (empty, language None, if not indexed)."""
+        ent = self._entry(rel)
+        n = len(self.lines(rel))
+        if ent is None:
+            return FileOutline(rel, None, [], line_count=n)
+        return FileOutline(rel, ent.grammar, list(ent.symbols), ent.has_errors,
+                           list(ent.error_lines), n)
+
+    def enclosing(self, rel: str, line: int) -> Symbol | None:
+        """The innermost outline symbol whose range contains ``line``."""
+        best = None
+        for s in self.outline(rel).symbols:
+            if s.kind in VALUE_KINDS:
+                continue
+            if s.start_line <= line <= s.end_line and (best is None or s.depth >= best.depth):
+                best = s
+        return best
+
+    def next_block(self, rel: str, line: int) -> Symbol | None:
+        """The first outline symbol that starts after ``line``."""
+        for s in self.outline(rel).symbols:
+            if s.kind not in VALUE_KINDS and s.start_line > line:
+                return s
+        return None
+
+    # ------------------------------------------------------------------ building
+
+    def fingerprint(self) -> str:
+        """Key of the on-disk index: format, world root and the list of source files."""
+        h = hashlib.sha256(f"{INDEX_FORMAT}|{self.world.root}\n".encode())
+        for rel in self.source_files():
+            h.update(rel.encode("utf-8", "surrogateescape") + b"\n")
+        return h.hexdigest()[:16]
+
+    def cache_path(self) -> Path:
+        """Where this world's definitions index is cached."""
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{self.world.name}-{self.world.version or 'local'}")
+        return self.cache_dir / f"{slug}-{self.fingerprint()}.json"
+
+    def _load_cache(self, path: Path) -> dict[str, list]:
+        try:
+            blob = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(blob, dict) or blob.get("format") != INDEX_FORMAT:
+            return {}
+        files = blob.get("files")
+        return files if isinstance(files, dict) else {}
+
+    def _save_cache(self, path: Path) -> None:
+        files = {
+            rel: [e.mtime_ns, e.size, e.grammar, e.has_errors, e.error_lines,
+                  [s.as_tuple() for s in e.symbols]]
+            for rel, e in self._entries.items()
+        }
+        blob = {"format": INDEX_FORMAT, "world": self.world.name, "version": self.world.version,
+                "root": str(self.world.root), "files": files}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(blob, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def build(self, progress: bool = False, force: bool = False) -> BuildStats:
+        """Index every source file: reuse the on-disk index for unchanged files, parse the rest
+        (in ``workers`` processes when there are many), and save the index again."""
+        t0 = time.perf_counter()
+        stats = BuildStats(workers=1)
+        files = self.source_files()
+        stats.files = len(files)
+        path = self.cache_path()
+        cached = {} if (force or not self.use_disk_cache) else self._load_cache(path)
+        todo: list[tuple[str, str]] = []
+        entries: dict[str, _Entry] = {}
+        for rel in files:
+            try:
+                st = self._path(rel).lstat()
+            except OSError:
+                stats.skipped += 1
+                continue
+            ent = self._entries.get(rel)
+            if not force and ent is not None and (ent.mtime_ns, ent.size) == (st.st_mtime_ns, st.st_size):
+                entries[rel] = ent
+                stats.reused += 1
+                continue
+            rec = cached.get(rel)
+            if rec and rec[0] == st.st_mtime_ns and rec[1] == st.st_size:
+                entries[rel] = _Entry(rec[0], rec[1], rec[2], [self._symbol(rel, t) for t in rec[5]],
+                                      bool(rec[3]), list(rec[4]))
+                stats.reused += 1
+                continue
+            todo.append((rel, grammar_of(rel) or ""))
+        if todo:
+            for rel, got in self._parse_many(todo, progress, stats):
+                if got is None:
+                    stats.skipped += 1
+                    continue
+                mtime, size, key, has_err, err_lines, syms = got
+                entries[rel] = _Entry(mtime, size, key, [self._symbol(rel, t) for t in syms],
+                                      has_err, err_lines)
+                stats.parsed += 1
+        self._entries = entries
+        self._rebuild_defs()
+        self._built = True
+        stats.symbols = sum(len(e.symbols) for e in entries.values())
+        stats.with_errors = sum(1 for e in entries.values() if e.has_errors)
+        if self.use_disk_cache and (todo or set(cached) != set(entries)):
+            try:
+                self._save_cache(path)
+            except OSError:
+                pass  # a read-only cache folder only costs the next start a re-parse
+        stats.cache_path = str(path) if self.use_disk_cache else None
+        stats.seconds = time.perf_counter() - t0
+        self.last_build = stats
+        return stats
+
+    def _parse_many(
+        self, todo: list[tuple[str, str]], progress: bool, stats: BuildStats
+    ) -> list[tuple[str, Any]]:
+        total_bytes = 0
+        sizes = {}
+        for rel, _ in todo:
+            try:
+                sizes[rel] = self._path(rel).lstat().st_size
+            except OSError:
+                sizes[rel] = 0
+            total_bytes += sizes[rel]
+        workers = self.workers
+        if workers <= 1 or len(todo) < 48 or total_bytes < 1_500_000:
+            from tqdm.auto import tqdm
+
+            out = []
+            for job in tqdm(todo, desc=f"indexing {self.world.name}", unit="file",
+                            disable=not progress, leave=False):
+                out.extend(_index_chunk(str(self.world.root), [job]))
+            self.parse_count += len(todo)
+            return out
+        # balanced chunks by size, several per worker so the pool stays busy
+        n_chunks = workers * 6
+        chunks: list[list[tuple[str, str]]] = [[] for _ in range(n_chunks)]
+        loads = [0] * n_chunks
+        for job in sorted(todo, key=lambda j: -sizes[j[0]]):
+            i = loads.index(min(loads))
+            chunks[i].append(job)
+            loads[i] += sizes[job[0]] + 2000
+        chunks = [c for c in chunks if c]
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        if method == "fork" and threading.active_count() > 1:
+            method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        ctx = multiprocessing.get_context(method)
+        stats.workers = workers
+        out: list[tuple[str, Any]] = []
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_index_chunk, str(self.world.root), c) for c in chunks]
+            if progress:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(todo), desc=f"indexing {self.world.name}", unit="file",
+                           leave=False)
+            for fut in cf.as_completed(futures):
+                part = fut.result()
+                out.extend(part)
+                if progress:
+                    bar.update(len(part))
+            if progress:
+                bar.close()
+        return out
+
+    def _rebuild_defs(self) -> None:
+        defs: dict[str, list[Symbol]] = defaultdict(list)
+        for rel in sorted(self._entries):
+            for s in self._entries[rel].symbols:
+                defs[s.name].append(s)
+        self._defs = dict(defs)
+
+    def _reindex_file(self, rel: str, old: _Entry | None, new: _Entry) -> None:
+        if old is not None:
+            for s in old.symbols:
+                lst = self._defs.get(s.name)
+                if lst:
+                    lst[:] = [x for x in lst if x.file != rel]
+        for s in new.symbols:
+            self._defs.setdefault(s.name, []).append(s)
+
+    def ensure_built(self) -> None:
+        if not self._built:
+            self.build()
+
+    # ------------------------------------------------------------------ queries
+
+    def definitions(self, name: str) -> list[Symbol]:
+        """Definitions of a name (``a.b`` or ``A::b`` narrows by enclosing symbol), best first:
+        primary declarations, then values, then impl blocks; each group in path order."""
+        self.ensure_built()
+        parts = [p for p in re.split(r"\.|::", name.strip()) if p]
+        if not parts:
+            return []
+        found = list(self._defs.get(parts[-1], []))
+        if len(parts) > 1:
+            want = ".".join(parts)
+            found = [s for s in found if s.qualname == want or s.qualname.endswith("." + want)]
+        found.sort(key=lambda s: (_KIND_RANK.get(s.kind, 2), s.file, s.start_line))
+        return found
+
+    def defined_names(self) -> list[str]:
+        """Every name with at least one definition."""
+        self.ensure_built()
+        return sorted(self._defs)
+
+    def stats(self) -> dict[str, int]:
+        self.ensure_built()
+        return {"files": len(self._entries),
+                "symbols": sum(len(e.symbols) for e in self._entries.values()),
+                "names": len(self._defs)}
+
+    def references(
+        self, name: str, limit: int = 50, first_file: str | None = None
+    ) -> tuple[list[Ref], int]:
+        """Up to ``limit`` occurrences of ``name`` as an identifier, and the total count."""
+        res = self.search_references(name, limit=limit, first_file=first_file)
+        return res.refs, res.total
+
+    def search_references(
+        self, name: str, limit: int = 50, first_file: str | None = None
+    ) -> RefSearch:
+        """Occurrences of ``name`` as an identifier across the world (name matching).
+
+        Files are prefiltered by their bytes, then the word-bounded hits of candidate files
+        are checked against the parse tree, so hits in comments and strings do not count.
+        ``first_file`` is searched and listed first.
+        """
+        t0 = time.perf_counter()
+        files = self.source_files()
+        needle = name.encode("utf-8")
+        order = files
+        if first_file and first_file in files:
+            order = [first_file] + [f for f in files if f != first_file]
+        refs: list[Ref] = []
+        per_file: dict[str, int] = {}
+        total = 0
+        candidates = 0
+        if not needle:
+            return RefSearch(name, [], 0, {}, len(files), 0)
+        pattern = _word_re(name)
+        for rel in order:
+            try:
+                src = self.source(rel)
+            except (SandboxError, OSError):
+                continue
+            if needle not in src.data:
+                continue
+            hits = [m.start() for m in pattern.finditer(src.data)]
+            if not hits:
+                continue
+            candidates += 1
+            tree = self.tree(rel)
+            if tree is None:
+                continue
+            family = _family(grammar_of(rel) or "")
+            root = tree.root_node
+            count = 0
+            n = len(needle)
+            for pos in hits:
+                node = root.named_descendant_for_byte_range(pos, pos + n)
+                if node is None or node.start_byte != pos or node.end_byte != pos + n:
+                    continue
+                kind = classify(node, family)
+                if kind is None:
+                    continue
+                count += 1
+                if len(refs) < limit:
+                    refs.append(self._ref(rel, src, node, kind))
+            if count:
+                per_file[rel] = count
+                total += count
+        return RefSearch(name, refs, total, per_file, len(files), candidates,
+                         time.perf_counter() - t0)
+
+    def _ref(self, rel: str, src: _Source, node: ts.Node, kind: str) -> Ref:
+        if src.line_starts is None:
+            starts = [0]
+            data = src.data
+            i = data.find(b"\n")
+            while i >= 0:
+                starts.append(i + 1)
+                i = data.find(b"\n", i + 1)
+            src.line_starts = starts
+        row = node.start_point.row
+        lo = src.line_starts[row] if row < len(src.line_starts) else 0
+        hi = src.data.find(b"\n", lo)
+        text = src.data[lo : hi if hi >= 0 else len(src.data)].decode("utf-8", "replace").strip()
+        if len(text) > REF_TEXT_CHARS:
+            text = text[: REF_TEXT_CHARS - 1] + "…"
+        return Ref(rel, row + 1, node.start_point.column + 1, kind, text)
+
+    def identifiers_on_line(self, rel: str, line: int, cap: int = 12) -> list[str]:
+        """Distinct identifiers on one line of a file (to suggest a symbol name)."""
+        lines = self.lines(rel)
+        if not 1 <= line <= len(lines):
+            return []
+        words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", lines[line - 1])
+        keywords = {"def", "class", "return", "self", "import", "from", "if", "else", "for",
+                    "in", "not", "and", "or", "None", "True", "False", "fn", "let", "pub",
+                    "const", "function", "new", "this", "mut", "use", "impl", "async",
+                    "await", "export", "is", "while", "with", "as", "elif", "try", "except"}
+        seen = [w for w in dict.fromkeys(words) if w not in keywords and len(w) > 1]
+        return seen[:cap]
