@@ -354,7 +354,11 @@ class ResponseCache:
         except (OSError, ValueError) as exc:
             log.warning("ignoring unreadable cache entry %s: %s", path, exc)
             return None
-        completion = Completion.from_dict(entry["completion"])
+        try:
+            completion = Completion.from_dict(entry["completion"])
+        except (KeyError, TypeError) as exc:
+            log.warning("ignoring malformed cache entry %s: %s", path, exc)
+            return None
         completion.cached = True
         return completion
 
@@ -413,6 +417,11 @@ class RetryPolicy:
 
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
+#: How endpoints word "the prompt does not fit" (OpenAI, vLLM, llama.cpp, DeepSeek ...).
+_OVERFLOW = re.compile(
+    r"context[_ ]length|context window|maximum context|too many tokens|prompt is too long",
+    re.IGNORECASE,
+)
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -591,10 +600,11 @@ class OpenAIBackend:
                 status = exc.status_code
                 detail = _scrub(_status_detail(exc), api_key)
                 if status not in _RETRY_STATUS and status < 500:
+                    overflow = status in (400, 413) and _OVERFLOW.search(detail)
                     raise ModelError(
                         f"model {name!r} at {self.spec.endpoint}: HTTP {status}: {detail}",
                         status=status,
-                        kind="http",
+                        kind="context_overflow" if overflow else "http",
                     ) from None
                 last = f"HTTP {status}: {detail}"
                 retry_after = _retry_after(getattr(exc.response, "headers", None))
@@ -783,6 +793,14 @@ class LocalServer:
         return self.process is not None and self.process.poll() is None
 
     def command(self) -> list[str]:
+        """The server's command line (raises :class:`ModelError` if it is not installed)."""
+        missing = [mod for mod in _SERVER_MODULES if importlib.util.find_spec(mod) is None]
+        if missing:
+            raise ModelError(
+                f"cannot start the local model: llama-cpp-python's server is not installed "
+                f"(missing {', '.join(missing)}): run `make local-model`",
+                kind="local",
+            )
         gguf = self.gguf or find_gguf()
         return [
             sys.executable, "-m", "llama_cpp.server",
@@ -810,17 +828,15 @@ class LocalServer:
         """Start the server and wait until ``/v1/models`` answers."""
         if self.running:
             return self
-        ok, reason = local_model_available()
-        if not ok and self.gguf is None:
-            raise ModelError(f"cannot start the local model: {reason}", kind="local")
         if self.port is None:
             self.port = free_port(self.host)
+        command = self.command()
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in stop())
             prefix="adakit-llama-server-", suffix=".log", delete=False
         )
         started = time.perf_counter()
         self.process = subprocess.Popen(
-            self.command(),
+            command,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -174,7 +174,15 @@ def test_client_errors_are_not_retried(key: str) -> None:
     with FakeOpenAI([error(400, message="bad grammar")]) as fake:
         with pytest.raises(ModelError, match="HTTP 400: bad grammar") as ei:
             OpenAIBackend(spec_for(fake), retry=FAST).complete(MESSAGES)
-    assert ei.value.status == 400 and len(fake.requests) == 1
+    assert ei.value.status == 400 and ei.value.kind == "http" and len(fake.requests) == 1
+
+
+def test_context_overflow_is_recognised(key: str) -> None:
+    too_long = "Requested tokens (9000) exceed context window of 8192"
+    with FakeOpenAI([error(400, message=too_long)]) as fake:
+        with pytest.raises(ModelError, match="exceed context window") as ei:
+            OpenAIBackend(spec_for(fake), retry=FAST).complete(MESSAGES)
+    assert ei.value.kind == "context_overflow" and ei.value.status == 400
 
 
 def test_connection_refused_is_retried_then_reported(key: str) -> None:
