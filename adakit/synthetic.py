@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
@@ -879,14 +880,24 @@ def synthetic_tables(
     conditions: Sequence[str] = CONDITIONS,
     unfinished: float = 0.0,
     length_scale: float = 1.0,
+    exact: bool = False,
     progress: bool = False,
 ) -> Corpus:
-    """The tidy tables of the corpus :func:`write_synthetic_corpus` would write, built directly
-    (no files, no validation); ``path`` holds ``synthetic://<run_id>``."""
+    """A synthetic corpus's tidy tables built directly (no files, no validation).
+
+    By default the tables are drawn with numpy in one vectorised pass (10,000 runs in a few
+    seconds) from the same profiles and rules as :func:`write_synthetic_corpus`; the same
+    arguments give the same tables, with the same columns and dtypes as ``load_corpus``.
+    ``exact=True`` replays the per-run generator instead, so the tables equal
+    ``load_corpus`` of ``write_synthetic_corpus(folder, n_runs, seed, ...)`` value for value
+    (slower: about 1 ms per run). ``path`` holds ``synthetic://<run_id>``.
+    """
+    specs = corpus_specs(n_runs, seed, models, worlds, tasks, conditions, unfinished)
+    if not exact:
+        return _fast_tables(specs, seed, length_scale)
     runs: list[tuple] = []
     turns: list[tuple] = []
     reads: list[tuple] = []
-    specs = corpus_specs(n_runs, seed, models, worlds, tasks, conditions, unfinished)
     for spec in tqdm(specs, desc="synthetic tables", unit="run", disable=not progress):
         run = _spec_run(spec, length_scale)
         t0 = run.started_at
@@ -919,6 +930,398 @@ def synthetic_tables(
         turns=pd.DataFrame.from_records(turns, columns=TURN_COLUMNS),
         reads=pd.DataFrame.from_records(reads, columns=READ_COLUMNS),
     )
+
+
+# ----------------------------------------------------------------------------- fast tables
+
+_TOOL_IDX = {t: k for k, t in enumerate(TOOL_ORDER)}
+_OVW, _PKR, _EXP, _MEM, _BKM, _HNT, _CON = (_TOOL_IDX[t] for t in TOOL_ORDER)
+_MALF, _UNK = len(TOOL_ORDER), len(TOOL_ORDER) + 1
+
+
+def _categorical(rng: np.random.Generator, probs: np.ndarray) -> np.ndarray:
+    """One draw per row of an (n, k) matrix of non-negative weights."""
+    cdf = np.cumsum(probs, axis=1)
+    u = rng.random(len(probs)) * cdf[:, -1]
+    return np.minimum((cdf < u[:, None]).sum(axis=1), probs.shape[1] - 1)
+
+
+def _obj(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """An object array holding ``values`` where ``mask`` and None elsewhere."""
+    out = np.full(len(values), None, dtype=object)
+    out[mask] = values[mask]
+    return out
+
+
+def _xml_base_len(tool: str) -> int:
+    """Length of a tool call's XML without its file path and numbers (for output_chars)."""
+    params = {
+        "OVW": {"file_path": ""},
+        "PKR": {"file_path": "", "start_line": "", "end_line": ""},
+        "EXP": {"action_type": "go_to_definition", "current_file_path": "",
+                "current_line_number": "", "symbol_name": "Session"},
+        "MEM": {"memory_title": "data flow", "memory_content": "synthetic memory",
+                "confidence_level": "high"},
+        "BKM": {"file_path": "", "line_number": "", "note": "check this"},
+        "HNT": {"file_path": "", "code_range": "", "description_of_confusion":
+                "unclear control flow"},
+        "CON": {"content": "synthetic conclusion", "proceed_to_finalize": "false"},
+    }[tool]
+    return len(_xml(ABBR_TOOL[tool], params))
+
+
+def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Corpus:
+    """Vectorised sibling of the per-run generator: the same profiles and rules, drawn with
+    numpy (one step per turn index across all live runs), so its numbers follow the same
+    distributions but are not identical to :func:`write_synthetic_corpus`."""
+    rng = np.random.default_rng([seed, 20260101])
+    R = len(specs)
+    if R == 0:
+        return Corpus(runs=pd.DataFrame(columns=RUN_COLUMNS),
+                      turns=pd.DataFrame(columns=TURN_COLUMNS),
+                      reads=pd.DataFrame(columns=READ_COLUMNS))
+    models = sorted({s.model for s in specs})
+    profs = [profile_for(m) for m in models]
+    m_idx = np.array([models.index(s.model) for s in specs])
+    conds = [_condition(s.condition) for s in specs]
+    budget = np.array([c.budget is not None for c in conds])
+    supp = np.array([c.suppression for c in conds])
+    coach = np.array([c.coach for c in conds])
+    budget_n = np.array([c.budget or 0 for c in conds])
+
+    # files: one table of (world, task) cells, padded to the largest world
+    cells = sorted({(s.world, s.task) for s in specs})
+    cell_idx = {c: k for k, c in enumerate(cells)}
+    wt = np.array([cell_idx[(s.world, s.task)] for s in specs])
+    all_files: list[str] = []
+    file_offset, file_count, cdfs = [], [], []
+    world_first: dict[str, int] = {}
+    for world, task in cells:
+        items = _world_files(world)
+        if world not in world_first:
+            world_first[world] = len(all_files)
+            all_files.extend(rel for rel, _ in items)
+        names = tuple(rel for rel, _ in items)
+        w = np.asarray(_file_weights(names, world, task))
+        file_offset.append(world_first[world])
+        file_count.append(len(names))
+        cdfs.append(np.cumsum(w) / w.sum())
+    width = max(len(c) for c in cdfs)
+    cdf = np.ones((len(cells), width))
+    for k, c in enumerate(cdfs):
+        cdf[k, : len(c)] = c
+    file_offset_a, file_count_a = np.array(file_offset), np.array(file_count)
+    loc_of = np.zeros(len(all_files), dtype=np.int64)
+    for world, first in world_first.items():
+        for j, (_, loc) in enumerate(_world_files(world)):
+            loc_of[first + j] = loc
+    file_names = np.array(all_files, dtype=object)
+
+    # per-run parameters
+    def col(attr: str) -> np.ndarray:
+        return np.array([getattr(p, attr) for p in profs], dtype=float)[m_idx]
+
+    weights = np.array([[p.weights[t] for t in TOOL_ORDER] for p in profs])[m_idx]
+    weights *= np.array([[_task_mods(s.task).get(t, 1.0) for t in TOOL_ORDER] for s in specs])
+    weights[supp, _MEM] *= 1.3
+    weights[supp, _BKM] *= 1.2
+    repeat = np.ones((len(profs), len(TOOL_ORDER)))
+    for k, p in enumerate(profs):
+        for t, v in p.repeat.items():
+            repeat[k, _TOOL_IDX[t]] = v
+    repeat = repeat[m_idx]
+    pkr_sizes = np.array([p.pkr_sizes for p in profs])[m_idx]
+    err, stay, contiguous = col("error_rate"), col("stay"), col("contiguous")
+
+    bound = DEFAULT_TURN_BOUND
+    n_budget = np.maximum(4, np.round(length_scale * rng.normal(BUDGET + 1, 2.5, R)))
+    n_free = np.maximum(5, np.round(col("turns") * length_scale * np.where(supp, 0.95, 1.0)
+                                    * rng.lognormal(0, 0.35, R)))
+    n = np.minimum(np.where(budget, n_budget, n_free), bound).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(n)[:-1]])
+    T = int(n.sum())
+
+    tool = np.empty(T, dtype=np.int64)
+    file_id = np.full(T, -1, dtype=np.int64)
+    a_line = np.zeros(T, dtype=np.int64)
+    b_line = np.zeros(T, dtype=np.int64)
+    lines = np.zeros(T, dtype=np.int64)
+    action = np.full(T, -1, dtype=np.int64)
+    result = np.full(T, -1, dtype=np.int64)
+    block = np.zeros(T, dtype=bool)
+    tool_error = np.zeros(T, dtype=bool)
+    finalize = np.zeros(T, dtype=bool)
+    cur = np.full(R, -1, dtype=np.int64)
+    last_end = np.zeros(R, dtype=np.int64)
+    prev = np.full(R, -1, dtype=np.int64)
+
+    for k in range(1, int(n.max()) + 1):
+        live = np.nonzero(n >= k)[0]
+        L = len(live)
+        pos = offsets[live] + k - 1
+        last = (n[live] == k) & (n[live] < bound)
+        r = rng.random(L)
+        malformed = ~last & (r < err[live] * 0.35)
+        unknown = ~last & ~malformed & (r < err[live] * 0.5)
+        w = weights[live].copy()
+        has_prev = prev[live] >= 0
+        w[has_prev, prev[live][has_prev]] *= repeat[live][has_prev, prev[live][has_prev]]
+        if k == 1:
+            w[:, _OVW] *= 4.0
+            w[:, _CON] = 0.0
+        t = _categorical(rng, w)
+        t[last] = _CON
+        t[malformed] = _MALF
+        t[unknown] = _UNK
+        tool[pos] = t
+        finalize[pos] = last
+
+        c_live = wt[live]
+        newf = file_offset_a[c_live] + np.minimum(
+            (cdf[c_live] < rng.random(L)[:, None]).sum(axis=1), file_count_a[c_live] - 1)
+        has_cur = cur[live] >= 0
+        le = last_end[live]
+        f = np.full(L, -1, dtype=np.int64)
+        a = np.zeros(L, dtype=np.int64)
+        b = np.zeros(L, dtype=np.int64)
+        nl = np.zeros(L, dtype=np.int64)
+        u1, u2, u3 = rng.random(L), rng.random(L), rng.random(L)
+
+        is_pkr = t == _PKR
+        same = has_cur & (u1 < stay[live])
+        fp = np.where(same, cur[live], newf)
+        size = _categorical(rng, pkr_sizes[live])
+        lo = np.array([5, 20, 51])[size]
+        hi = np.array([19, 50, 160])[size]
+        length = lo + (u2 * (hi - lo + 1)).astype(np.int64)
+        loc = loc_of[fp]
+        contig = same & (le > 0) & (le < loc) & (u3 < contiguous[live])
+        span = np.maximum(1, loc - length + 1)
+        start = np.where(contig, le + 1, 1 + (rng.random(L) * span).astype(np.int64))
+        start = np.clip(start, 1, loc)
+        f[is_pkr], a[is_pkr] = fp[is_pkr], start[is_pkr]
+        b[is_pkr] = np.minimum(loc, start + length - 1)[is_pkr]
+
+        is_ovw = t == _OVW
+        fo = np.where(has_cur & (u1 < 0.3), cur[live], newf)
+        f[is_ovw] = fo[is_ovw]
+        nl[is_ovw] = np.maximum(3, loc_of[fo] // 25)[is_ovw]
+        result[pos[is_ovw]] = nl[is_ovw]
+        block[pos[is_ovw]] = (u3 < 0.2)[is_ovw]
+
+        is_exp = t == _EXP
+        act = _categorical(rng, np.tile([0.45, 0.3, 0.25], (L, 1)))
+        here = np.where(has_cur, cur[live], newf)
+        defn = is_exp & (act == 0)
+        found = defn & (u1 >= 0.1)
+        f[defn] = here[defn]
+        f[found] = newf[found]
+        loc_new = loc_of[newf]
+        d_start = 1 + (u2 * loc_new).astype(np.int64)
+        d_len = 5 + (u3 * 56).astype(np.int64)
+        a[found] = d_start[found]
+        b[found] = np.minimum(loc_new, d_start + d_len - 1)[found]
+        refs = is_exp & (act == 1)
+        f[refs] = here[refs]
+        n_refs = (u2 * 21).astype(np.int64)
+        nxt = is_exp & (act == 2)
+        loc_here = loc_of[here]
+        n_start = np.where(le + 1 > loc_here, 1, le + 1)
+        f[nxt] = here[nxt]
+        a[nxt] = n_start[nxt]
+        b[nxt] = np.minimum(loc_here, n_start + 10 + (u3 * 31).astype(np.int64) - 1)[nxt]
+        action[pos[is_exp]] = act[is_exp]
+        result[pos[defn]] = np.where(found, 1, 0)[defn]
+        result[pos[refs]] = n_refs[refs]
+        result[pos[nxt]] = 1
+        nl[refs] = n_refs[refs]
+
+        cog_file = (t == _BKM) | (t == _HNT)
+        f[cog_file] = here[cog_file]
+
+        has_range = a > 0
+        nl[has_range] = (b - a + 1)[has_range]
+        terr = np.isin(t, (_PKR, _OVW, _EXP)) & (rng.random(L) < err[live] * 0.5)
+        a[terr], b[terr], nl[terr] = 0, 0, 0
+        result[pos[terr]] = -1
+        tool_error[pos] = terr
+        file_id[pos], a_line[pos], b_line[pos], lines[pos] = f, a, b, nl
+
+        ok = (f >= 0) & ~terr
+        cur[live[ok]] = f[ok]
+        ranged = ok & (a > 0)
+        last_end[live[ranged]] = b[ranged]
+        last_end[live[ok & ~ranged & is_ovw]] = 0
+        real = t < _MALF
+        prev[live[real]] = t[real]
+
+    # per-turn effort, timing, coach and reminders (no state involved)
+    run = np.repeat(np.arange(R), n)
+    turn = np.arange(T) - offsets[run] + 1
+    mr = m_idx[run]
+    prof_arr = {a: np.array([getattr(p, a) for p in profs])[mr]
+                for a in ("latency", "thinking", "budget_latency", "budget_thinking",
+                          "pacing_gaps")}
+    b_run = budget[run]
+    pace = rng.lognormal(0, 0.2, R)[run]
+    think_scale = rng.lognormal(0, 0.25, R)[run]
+    thinking = (prof_arr["thinking"] * np.where(b_run, prof_arr["budget_thinking"], 1.0)
+                * think_scale * rng.lognormal(0, 0.5, T)).astype(np.int64)
+    latency = (prof_arr["latency"] * np.where(b_run, prof_arr["budget_latency"], 1.0) * pace
+               * rng.lognormal(0, 0.45, T))
+    gap_turn = b_run & (rng.random(T) < prof_arr["pacing_gaps"])
+    latency = np.where(gap_turn, latency * rng.uniform(3.0, 6.0, T), latency)
+    prose = np.where(gap_turn, 40 + rng.lognormal(3.5, 0.6, T),
+                     30 + 12 * latency * rng.lognormal(0, 0.6, T)).astype(np.int64)
+    tool_s = np.where(tool == _OVW, rng.uniform(0.02, 0.2, T), rng.uniform(0.002, 0.03, T))
+    hint = tool == _HNT
+    tool_s = tool_s + np.where(hint, rng.uniform(1.5, 4.0, T), 0.0)
+    gap = rng.uniform(0.005, 0.02, T)
+    latency = np.round(latency, 3)
+    duration = latency + tool_s
+    starts_at = np.array([s.started_at for s in specs])
+    csum_gap = np.cumsum(gap)
+    csum_dur = np.cumsum(duration)
+    run_gap0 = np.concatenate([[0.0], csum_gap])[offsets][run]
+    run_dur0 = np.concatenate([[0.0], csum_dur])[offsets][run]
+    started = np.round(starts_at[run] + 0.05 + (csum_gap - run_gap0) + (csum_dur - duration
+                                                                         - run_dur0), 3)
+    ended = np.round(started + duration, 3)
+
+    base_len = np.array([_xml_base_len(t) for t in TOOL_ORDER] + [0, 60])
+    name_len = np.array([len(x) for x in all_files] + [0])
+    digits = np.where(a_line > 0, np.floor(np.log10(np.maximum(a_line, 1))) * 2 + 2, 0)
+    output = (prose + np.where(tool == _MALF, 0, 1 + base_len[tool]
+                               + name_len[file_id] * np.isin(tool, (_OVW, _PKR, _EXP, _BKM, _HNT))
+                               + digits)).astype(np.int64)
+    tokens_in = 2500 + 350 * turn + 7 * thinking // 4
+    tokens_out = (thinking + output) // 4
+
+    coach_t = coach[run] & (turn >= 2)
+    u = rng.random(T)
+    hold = (tool == _CON) & ~finalize
+    decision = np.full(T, None, dtype=object)
+    on_con = coach_t & hold
+    decision[on_con] = np.where(u < 0.5, "REJECT", "APPROVE")[on_con]
+    periodic = coach_t & ~hold & (turn % 4 == 0)
+    decision[periodic] = np.where(u < 0.4, "HINT", "APPROVE")[periodic]
+    remaining = budget_n[run] - turn
+    reminder = b_run & ((remaining == budget_n[run] // 2) | (remaining == 3) | (remaining == 1))
+    n_injected = (np.isin(decision, ("HINT", "REJECT")).astype(np.int64)
+                  + reminder.astype(np.int64))
+
+    # run level
+    finished = np.array([s.finished for s in specs])
+    last_pos = offsets + n - 1
+    finalized = (tool[last_pos] == _CON) & finalize[last_pos]
+    reason = np.where(finished, np.where(finalized, "finalize", "turn_bound"), None)
+    t_end = np.where(finished, np.round(ended[last_pos] + 0.01, 3), ended[last_pos])
+    span = np.maximum(t_end - starts_at, 1e-9)
+    conc_len = np.maximum(40, (col("conclusion_chars") * rng.lognormal(0, 0.3, R))
+                          .astype(np.int64))
+    conclusion = np.array([_text(int(x)) if r == "finalize" else None
+                           for x, r in zip(conc_len, reason, strict=True)], dtype=object)
+
+    # tables
+    real = tool < _MALF
+    tool_abbr = np.array(TOOL_ORDER + [None, None], dtype=object)[tool]
+    call_names = np.array([ABBR_TOOL[t] for t in TOOL_ORDER] + [None, None], dtype=object)
+    tool_name = call_names[tool]
+    unk = tool == _UNK
+    tool_name[unk] = np.array(_UNKNOWN, dtype=object)[rng.integers(0, len(_UNKNOWN), unk.sum())]
+    error_type = np.full(T, None, dtype=object)
+    error_type[tool_error] = "tool_error"
+    error_type[tool == _MALF] = "malformed"
+    error_type[unk] = "unknown_tool"
+    parse_error = np.full(T, None, dtype=object)
+    malf = tool == _MALF
+    parse_error[malf] = np.array(_MALFORMED, dtype=object)[rng.integers(0, 4, malf.sum())]
+    parse_error[unk] = "unknown_tool"
+    has_file = file_id >= 0
+    files_col = _obj(file_names[np.maximum(file_id, 0)], has_file)
+    rng_ok = a_line > 0
+    symbols = np.array(_SYMBOLS, dtype=object)[rng.integers(0, len(_SYMBOLS), T)]
+    is_exp_t = tool == _EXP
+    conf_draw = _categorical(rng, np.tile([0.15, 0.425, 0.2975, 0.1275], (T, 1)))
+    confidence = np.array([None, *_CONFIDENCE], dtype=object)[conf_draw]
+    confidence[tool != _MEM] = None
+    fin_col = np.full(T, None, dtype=object)
+    fin_col[tool == _CON] = finalize[tool == _CON]
+    act_col = _obj(np.array(_EXP_ACTIONS, dtype=object)[np.maximum(action, 0)],
+                   is_exp_t & (action >= 0))
+    turns_df = pd.DataFrame({
+        "run_id": np.array([s.run_id for s in specs], dtype=object)[run],
+        "model": np.array([s.model for s in specs], dtype=object)[run],
+        "world": np.array([s.world for s in specs], dtype=object)[run],
+        "task": np.array([s.task for s in specs], dtype=object)[run],
+        "condition": np.array([s.condition for s in specs], dtype=object)[run],
+        "turn": turn,
+        "tool": tool_abbr,
+        "tool_name": tool_name,
+        "action": act_col,
+        "file": files_col,
+        "start_line": np.where(rng_ok, a_line, np.nan),
+        "end_line": np.where(rng_ok, b_line, np.nan),
+        "lines_viewed": lines,
+        "structural": tool == _OVW,
+        "block": _obj(symbols, block),
+        "symbol": _obj(symbols, is_exp_t & (action != 2) & real),
+        "result_count": np.where(result >= 0, result, np.nan),
+        "error_type": error_type,
+        "parse_error": parse_error,
+        "finalize": fin_col,
+        "confidence": confidence,
+        "thinking_chars": thinking,
+        "output_chars": output,
+        "started_at": started,
+        "ended_at": ended,
+        "t_rel_start": (started - starts_at[run]) / span[run],
+        "t_rel_end": (ended - starts_at[run]) / span[run],
+        "duration_s": ended - started,
+        "latency_s": latency,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "cached": np.zeros(T, dtype=bool),
+        "coach_decision": decision,
+        "n_injected": n_injected,
+        "dropped_messages": np.zeros(T, dtype=np.int64),
+    }, columns=TURN_COLUMNS)
+    keep = rng_ok & has_file & (error_type == None)  # noqa: E711 (object array)
+    reads_df = turns_df.loc[keep, ["run_id", "model", "world", "task", "condition", "turn",
+                                   "tool", "file"]].reset_index(drop=True)
+    reads_df["start_line"] = a_line[keep]
+    reads_df["end_line"] = b_line[keep]
+    reads_df["n_lines"] = b_line[keep] - a_line[keep] + 1
+    errors = np.bincount(run, weights=(error_type != None).astype(float),  # noqa: E711
+                         minlength=R).astype(np.int64)
+    runs_df = pd.DataFrame({
+        "run_id": [s.run_id for s in specs],
+        "study": "synthetic",
+        "model": [s.model for s in specs],
+        "model_kind": "baseline",
+        "world": [s.world for s in specs],
+        "task": [s.task for s in specs],
+        "target": np.array(["synthetic feature target" if "feature" in s.task else None
+                            for s in specs], dtype=object),
+        "condition": [s.condition for s in specs],
+        "repeat": np.array([s.repeat for s in specs], dtype=np.int64),
+        "seed": np.full(R, seed, dtype=np.int64),
+        "turn_bound": np.full(R, bound, dtype=np.int64),
+        "reason": reason.astype(object),
+        "finished": finished,
+        "n_turns": n,
+        "started_at": starts_at,
+        "elapsed_s": t_end - starts_at,
+        "tokens_in": np.bincount(run, weights=tokens_in, minlength=R).astype(np.int64),
+        "tokens_out": np.bincount(run, weights=tokens_out, minlength=R).astype(np.int64),
+        "cost_usd": np.full(R, None, dtype=object),
+        "cache_hits": np.zeros(R, dtype=np.int64),
+        "errors": errors,
+        "conclusion": conclusion,
+        "conclusion_chars": np.array([len(c) if c else 0 for c in conclusion], dtype=np.int64),
+        "path": [f"synthetic://{s.run_id}" for s in specs],
+    }, columns=RUN_COLUMNS)
+    return Corpus(runs=runs_df, turns=turns_df, reads=reads_df)
 
 
 __all__ = [
