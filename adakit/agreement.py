@@ -36,12 +36,16 @@ Scoring rules, stated once:
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Sequence
 from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from adakit import config
+from adakit.record import COG, NAV
 
 # --------------------------------------------------------------------------- vocabulary
 
@@ -61,15 +65,27 @@ FAMILY_TITLES: dict[str, str] = {
     "reasoning_prior": "Reasoning prior usage",
 }
 
-_ORDINAL = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 4.0}
-#: The label -> score map of each family ("unclear" is deliberately absent: it has no score).
-LABEL_SCORES: dict[str, dict[str, float]] = {
-    "task_relevance": dict(_ORDINAL),
-    "trace_grounding": dict(_ORDINAL),
-    "termination_calibration": dict(_ORDINAL),
-    "navigation_prior": {"evidence-led": 0.0, "mixed": 0.5, "prior-led": 1.0},
-    "reasoning_prior": {"trajectory-grounded": 0.0, "mixed": 0.5, "prior-shaped": 1.0},
+#: Label names of each family, in score order (the words the judges answer with).
+LABEL_NAMES: dict[str, tuple[str, ...]] = {
+    "task_relevance": ("not-addressed", "partly-addressed", "mostly-addressed", "fully-addressed"),
+    "trace_grounding": ("unsupported", "weakly-supported", "mostly-supported", "well-supported"),
+    "termination_calibration": ("premature", "borderline", "defensible", "ready-to-finalize"),
+    "navigation_prior": ("evidence-led", "mixed", "prior-led"),
+    "reasoning_prior": ("trajectory-grounded", "mixed", "prior-shaped"),
 }
+_SCORE_VALUES = {"conclusion": (1.0, 2.0, 3.0, 4.0), "turn": (0.0, 0.5, 1.0)}
+
+
+def _label_scores(family: str) -> dict[str, float]:
+    values = _SCORE_VALUES["conclusion" if family in CONCLUSION_FAMILIES else "turn"]
+    scores = dict(zip(LABEL_NAMES[family], values, strict=True))
+    if family in CONCLUSION_FAMILIES:  # the ordinal digits are labels too ('1'..'4')
+        scores.update({str(int(v)): v for v in values})
+    return scores
+
+
+#: The label -> score map of each family ("unclear" is deliberately absent: it has no score).
+LABEL_SCORES: dict[str, dict[str, float]] = {f: _label_scores(f) for f in FAMILIES}
 UNCLEAR = "unclear"
 
 #: The ordered score categories of each family, and the size of one ordinal step.
@@ -111,6 +127,13 @@ def clean_judgments(judgments: pd.DataFrame) -> pd.DataFrame:
     if j["family"].isna().any():
         raise ValueError(f"{int(j['family'].isna().sum())} judgment row(s) have no family")
     j["item_id"] = j["item_id"].astype(str)
+    dup = j.duplicated(["item_id", "family", "judge"], keep=False)
+    if dup.any():
+        examples = j.loc[dup, ["item_id", "family", "judge"]].drop_duplicates().head(3)
+        raise ValueError(
+            f"{int(dup.sum())} rows repeat an (item, family, judge) verdict, e.g. "
+            f"{examples.to_dict('records')}; keep one verdict per judge and item"
+        )
     j["score"] = pd.to_numeric(j["score"], errors="coerce").astype(float)
     label = j["label"].astype("string").str.strip().str.lower()
     valid = j["valid"].fillna(False).astype(bool)
@@ -291,7 +314,8 @@ def judge_agreement(judgments: pd.DataFrame, families: Sequence[str] | None = No
 
     ``pair_exact`` and ``mean_step_diff`` average over every (item, judge pair) where both
     verdicts count (the step difference is ``|a - b|`` in ordinal steps); ``all_same_rate``
-    is the share of complete items (every judge counted) on which all judges agree.
+    is the share of complete items (every judge counted) on which all judges agree. With a
+    single judge (the turn families) the agreement columns are NaN.
     """
     j = clean_judgments(judgments)
     fams = [f for f in (families or FAMILIES) if f in set(j["family"])]
@@ -313,7 +337,7 @@ def judge_agreement(judgments: pd.DataFrame, families: Sequence[str] | None = No
             "pair_exact": float((d == 0).mean()) if len(d) else np.nan,
             "mean_step_diff": float(d.mean()) if len(d) else np.nan,
             "n_complete": len(complete),
-            "all_same_rate": float(same.mean()) if len(complete) else np.nan,
+            "all_same_rate": float(same.mean()) if len(complete) and m.shape[1] > 1 else np.nan,
         })
     return pd.DataFrame(rows)
 
@@ -438,10 +462,17 @@ def load_human_labels(
 
 
 def _score_label(family: str, score: float) -> str | None:
-    for lab, val in LABEL_SCORES[family].items():
-        if val == score:
-            return lab
-    return None
+    """The label name of a score on the family's scale (None off the scale)."""
+    values = _SCORE_VALUES["conclusion" if family in CONCLUSION_FAMILIES else "turn"]
+    return LABEL_NAMES[family][values.index(score)] if score in values else None
+
+
+def display_label(family: str, score: float) -> str | None:
+    """A label for display: ``'4 fully-addressed'`` on the 1-4 scale, the name otherwise."""
+    name = _score_label(family, score)
+    if name is None or family not in CONCLUSION_FAMILIES:
+        return name
+    return f"{int(score)} {name}"
 
 
 def _agreement_row(family: str, human: np.ndarray, model: np.ndarray) -> dict[str, float]:
@@ -607,3 +638,128 @@ def length_diagnostic_by_model(
                      f"mean_{family}": grp[family].mean(),
                      "r": pearson(grp[length], grp[family])})
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- files
+
+
+def judgments_path_for(corpus: str | Path) -> Path:
+    """Where ``adakit judge`` writes the judgments of a corpus folder:
+    ``<JUDGMENTS>/<corpus folder name>/judgments.parquet``."""
+    return config.JUDGMENTS / Path(corpus).name / "judgments.parquet"
+
+
+def read_judgments(path: str | Path) -> pd.DataFrame:
+    """Read a judgments table (parquet, CSV or JSON lines) and check it (:func:`clean_judgments`).
+
+    In a ``.jsonl`` verdict log the latest line per (item, judge) wins, as in ``adakit judge``.
+
+    The returned table is the file's rows unchanged apart from types: ``item_id`` as str,
+    ``score`` as float, ``turn`` as float (NaN for conclusion items).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no judgments at {path}; run `adakit judge CORPUS` first, or pass the file"
+        )
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        table = pd.read_parquet(path)
+    elif suffix == ".csv":
+        table = pd.read_csv(path, dtype={"item_id": str, "label": str})
+    elif suffix in (".jsonl", ".json"):
+        table = pd.read_json(path, lines=suffix == ".jsonl", dtype={"item_id": str})
+        if suffix == ".jsonl" and {"item_id", "judge"} <= set(table.columns):
+            # an append-only verdict log: a later line for the same item and judge replaces
+            table = table.drop_duplicates(["item_id", "judge"], keep="last")
+    else:
+        raise ValueError(f"{path}: judgments must be .parquet, .csv or .jsonl")
+    clean_judgments(table)  # raises on a malformed table
+    table["item_id"] = table["item_id"].astype(str)
+    table["score"] = pd.to_numeric(table["score"], errors="coerce").astype(float)
+    if "turn" in table.columns:
+        table["turn"] = pd.to_numeric(table["turn"], errors="coerce").astype(float)
+    return table
+
+
+# --------------------------------------------------------------------------- synthetic
+
+
+def _unit(*key: object) -> float:
+    """A stable number in [0, 1) from a key (independent of hash randomisation)."""
+    return zlib.crc32("/".join(map(str, key)).encode()) / 2**32
+
+
+def synthetic_judgments(
+    runs: pd.DataFrame,
+    turns: pd.DataFrame | None = None,
+    judges: Sequence[str] = ("synth-judge-1", "synth-judge-2", "synth-judge-3"),
+    turn_judge: str | None = None,
+    seed: int = 0,
+    p_unclear: float = 0.04,
+    p_failed: float = 0.02,
+) -> pd.DataFrame:
+    """Random but seeded judgments in the table's shape, for tests, demos and teaching.
+
+    These are not verdicts of any model. Conclusion items (runs with a conclusion) get one
+    verdict per judge in ``judges`` from a latent score with per-model and per-judge offsets,
+    a length effect on task relevance and a budget effect on termination calibration; turn
+    items (navigation tools: navigation_prior, cognitive tools: reasoning_prior) get one
+    verdict from ``turn_judge`` (default: the first judge) whose prior-leaning odds depend on
+    the tool and task. A share of verdicts is unclear or failed.
+    """
+    rng = np.random.default_rng(seed)
+    turn_judge = turn_judge or judges[0]
+    runs = add_length_columns(runs).sort_values("run_id").reset_index(drop=True)
+    rationale = "synthetic verdict (seeded random), not a model judgment"
+    rows: list[dict[str, object]] = []
+
+    def emit(item, run, fam, judge, turn, tool, label, score):
+        roll = rng.random()
+        if roll < p_failed:
+            label, score, valid = None, np.nan, False
+        elif roll < p_failed + p_unclear:
+            label, score, valid = UNCLEAR, np.nan, True
+        else:
+            valid = True
+        rows.append({"item_id": item, "run_id": run, "family": fam, "judge": judge,
+                     "turn": turn, "tool": tool, "label": label, "score": score,
+                     "rationale": rationale, "valid": valid})
+
+    words = runs["conclusion_words"].astype(float) if "conclusion_words" in runs else None
+    z = (words - words.mean()) / (words.std() or 1.0) if words is not None else None
+    for i, run in runs.iterrows():
+        if not isinstance(run.get("conclusion"), str) or not run["conclusion"].strip():
+            continue
+        model = run.get("model", "")
+        for fam in CONCLUSION_FAMILIES:
+            latent = 2.2 + 1.6 * _unit(seed, model, fam)
+            if fam == "task_relevance" and z is not None:
+                latent += 0.35 * z[i]
+            if fam == "termination_calibration" and run.get("condition") in (
+                "budget_pressure", "combined"
+            ):
+                latent -= 0.4
+            for judge in judges:
+                severity = -0.6 + 0.8 * _unit(seed, judge, fam)
+                value = float(np.clip(np.rint(latent + severity + rng.normal(0, 0.6)), 1, 4))
+                emit(run["run_id"], run["run_id"], fam, judge, np.nan, None,
+                     _score_label(fam, value), value)
+    if turns is None or turns.empty:
+        return pd.DataFrame(rows, columns=JUDGMENT_COLUMNS)
+    base = {"OVW": 0.45, "PKR": 0.3, "EXP": 0.15, "MEM": 0.4, "BKM": 0.3, "HNT": 0.25,
+            "CON": 0.45}
+    t = turns[turns["tool"].isin(list(NAV | COG)) & turns["error_type"].isna()]
+    t = t[t["run_id"].isin(set(runs["run_id"]))].sort_values(["run_id", "turn"])
+    for r in t.itertuples():
+        fam = "navigation_prior" if r.tool in NAV else "reasoning_prior"
+        p_prior = base[r.tool] + 0.2 * (_unit(seed, r.model, fam) - 0.5)
+        if "asr" in str(r.task).lower():
+            p_prior += 0.1
+        p_prior = float(np.clip(p_prior, 0.02, 0.9))
+        p_mixed = min(0.3, 1.0 - p_prior)
+        labels = list(LABEL_SCORES[fam])
+        label = labels[rng.choice(3, p=[1.0 - p_prior - p_mixed, p_mixed, p_prior])]
+        emit(f"{r.run_id}#{int(r.turn)}", r.run_id, fam, turn_judge, float(r.turn), r.tool,
+             label, LABEL_SCORES[fam][label])
+    return pd.DataFrame(rows, columns=JUDGMENT_COLUMNS)

@@ -206,7 +206,7 @@ def test_human_labels_missing_file_and_unknown_items_allowed(panel, tmp_path):
     path = write_csv(tmp_path, "item_id,family,score\ni9,termination_calibration,3\n")
     out = ag.load_human_labels(path, panel, allow_unknown_items=True)
     assert out.iloc[0].to_dict() == {"item_id": "i9", "family": "termination_calibration",
-                                     "label": "3", "score": 3.0}
+                                     "label": "defensible", "score": 3.0}
 
 
 def test_bad_judgments_tables_are_refused():
@@ -287,3 +287,64 @@ def test_conclusion_length_tables_c11_d12():
     assert d12.loc["a", "r"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="no length column"):
         ag.length_robustness(ag.run_scores(length_judgments()), length="conclusion_words")
+
+
+def test_named_labels_and_judges_dtypes_give_the_same_vote():
+    # The judges answer with label names; the scores decide, the names are kept for display.
+    names = ag.LABEL_NAMES["termination_calibration"]  # premature .. ready-to-finalize
+    rows = [verdict("c", j, names[s - 1], "termination_calibration") for j, s in
+            zip("ABC", (4, 2, 4), strict=True)]
+    table = pd.DataFrame(rows)
+    table["turn"] = pd.array([pd.NA] * 3, dtype="Int64")  # as adakit.judges types it
+    agg = ag.aggregate_votes(table).iloc[0]
+    assert agg["score"] == 4.0 and agg["label"] == "ready-to-finalize"
+    assert ag.display_label("termination_calibration", 2.0) == "2 borderline"
+    assert ag.display_label("navigation_prior", 0.5) == "mixed"
+
+
+def test_label_vocabulary_matches_the_judges():
+    judges = pytest.importorskip("adakit.judges")
+    for name, fam in judges.FAMILIES.items():
+        assert ag.LABEL_NAMES[name] == fam.labels
+        assert [ag.LABEL_SCORES[name][lab] for lab in fam.labels] == list(fam.scores)
+    assert judges.judgments_dir("data/runs/quick") / "judgments.parquet" == (
+        ag.judgments_path_for("data/runs/quick"))
+
+
+def test_repeated_verdicts_are_refused(panel):
+    with pytest.raises(ValueError, match="repeat an"):
+        ag.clean_judgments(pd.concat([panel, panel.iloc[:1]]))
+
+
+def test_read_judgments_formats(panel, tmp_path):
+    panel.to_parquet(tmp_path / "j.parquet")
+    panel.to_csv(tmp_path / "j.csv", index=False)
+    # a verdict log: the second line for (i1, A) replaces the first
+    log = pd.concat([panel.iloc[[0]].assign(label="1", score=1.0), panel])
+    log.to_json(tmp_path / "judgments.jsonl", orient="records", lines=True)
+    for name in ("j.parquet", "j.csv", "judgments.jsonl"):
+        back = ag.read_judgments(tmp_path / name)
+        assert len(back) == 15
+        assert ag.aggregate_votes(back)["score"].tolist() == [4.0, 3.0, 2.0, 2.0, 3.0]
+    with pytest.raises(FileNotFoundError, match="adakit judge"):
+        ag.read_judgments(tmp_path / "none.parquet")
+    (tmp_path / "j.txt").write_text("x")
+    with pytest.raises(ValueError, match="parquet, .csv or .jsonl"):
+        ag.read_judgments(tmp_path / "j.txt")
+
+
+def test_synthetic_judgments_are_seeded_and_well_formed():
+    runs = length_runs()
+    turns = pd.DataFrame({
+        "run_id": ["r1", "r1", "r2"], "model": "a", "task": ["arch", "arch", "asr_x"],
+        "turn": [0, 1, 0], "tool": ["OVW", "MEM", "EXP"], "error_type": [None, None, None],
+    })
+    a = ag.synthetic_judgments(runs, turns, seed=5)
+    b = ag.synthetic_judgments(runs, turns, seed=5)
+    pd.testing.assert_frame_equal(a, b)
+    assert list(a.columns) == ag.JUDGMENT_COLUMNS
+    # 5 runs with a conclusion x 3 families x 3 judges + 3 turn items
+    assert len(a) == 5 * 3 * 3 + 3
+    assert set(a.loc[a["tool"] == "MEM", "family"]) == {"reasoning_prior"}
+    ag.clean_judgments(a)  # on the scale, one verdict per judge and item
+    assert not a.equals(ag.synthetic_judgments(runs, turns, seed=6))
