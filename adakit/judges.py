@@ -1,0 +1,1535 @@
+"""J, the post-hoc judges of lens 3 (paper §3.4, §4.2.3, Appendix C.1).
+
+Five evaluation families read a finished corpus. Three rate the final conclusion on a 1-4
+ordinal scale (task relevance, trace grounding, termination calibration) and are answered by a
+panel of judge models, one row per judge (the vote is :func:`adakit.agreement.aggregate_votes`);
+two rate single steps
+(navigation prior usage for every OVW/PKR/EXP action, reasoning prior usage for every
+MEM/BKM/HNT/CON artifact) on an evidence-orientation scale 0 / 0.5 / 1 and are answered by one
+judge. "unclear" is always allowed and scores NaN.
+
+Every item is built from a run file into a compact, capped context and anonymised: no model,
+condition, study or run id reaches a judge, injected reminders and coach messages are
+stripped, and sentences that talk about budgets or coaching are redacted. Judges reply with
+JSON ``{rationale, label, evidence}`` validated against a schema; an invalid reply is retried
+with a corrective message, and a verdict that still fails is stored as missing (label None,
+score NaN, valid False), never as a low score. Verdicts are appended one per line to
+``judgments.jsonl`` beside the corpus (so a crash loses nothing and a re-run resumes), and the
+tidy ``judgments.parquet`` is rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import string
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields, replace
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    create_model,
+)
+from tqdm.auto import tqdm
+
+from adakit import config
+from adakit.record import COG, NAV, TOOL_ABBR, RunFile, Turn, iter_run_files, read_run
+
+JUDGE_PROMPTS = config.PROMPTS / "judges"
+
+#: The offline judge: the embedded local model (registry name).
+LOCAL_JUDGE = "smollm2-135m"
+#: The paper's conclusion-level panel (Appendix C.1), as registered in ``models.yaml``.
+PAPER_PANEL = ("glm-5", "kimi-k2.5", "minimax-m2.7")
+#: The offline default panel: the local model in every seat.
+DEFAULT_PANEL = (LOCAL_JUDGE, LOCAL_JUDGE, LOCAL_JUDGE)
+
+#: Columns of the tidy judgments table, in order.
+JUDGMENT_COLUMNS = [
+    "item_id", "run_id", "family", "judge", "turn", "tool", "label", "score", "rationale",
+    "evidence", "valid", "cached", "latency_s",
+]  # fmt: skip
+
+UNCLEAR = "unclear"
+RATIONALE_MAX = 400
+EVIDENCE_ITEMS = 3
+EVIDENCE_MAX = 160
+
+
+# ============================================================================== families
+
+
+@dataclass(frozen=True)
+class Family:
+    """One evaluation family: its level, ordered labels with their scores, and its template."""
+
+    name: str
+    title: str
+    level: Literal["conclusion", "turn"]
+    labels: tuple[str, ...]
+    scores: tuple[float, ...]
+    tools: frozenset[str] = frozenset()
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """Every label a reply may carry (the ordered ones, then "unclear")."""
+        return (*self.labels, UNCLEAR)
+
+    def score(self, label: str | None) -> float:
+        """The numeric score of a label; NaN for "unclear" or a missing label."""
+        if label is None or label == UNCLEAR:
+            return math.nan
+        return self.scores[self.labels.index(label)]
+
+    @property
+    def template(self) -> str:
+        return (JUDGE_PROMPTS / f"{self.name}.txt").read_text(encoding="utf-8")
+
+
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family(
+            "task_relevance",
+            "Task relevance",
+            "conclusion",
+            ("not-addressed", "partly-addressed", "mostly-addressed", "fully-addressed"),
+            (1.0, 2.0, 3.0, 4.0),
+        ),
+        Family(
+            "trace_grounding",
+            "Trace grounding",
+            "conclusion",
+            ("unsupported", "weakly-supported", "mostly-supported", "well-supported"),
+            (1.0, 2.0, 3.0, 4.0),
+        ),
+        Family(
+            "termination_calibration",
+            "Termination calibration",
+            "conclusion",
+            ("premature", "borderline", "defensible", "ready-to-finalize"),
+            (1.0, 2.0, 3.0, 4.0),
+        ),
+        Family(
+            "navigation_prior",
+            "Navigation prior usage",
+            "turn",
+            ("evidence-led", "mixed", "prior-led"),
+            (0.0, 0.5, 1.0),
+            NAV,
+        ),
+        Family(
+            "reasoning_prior",
+            "Reasoning prior usage",
+            "turn",
+            ("trajectory-grounded", "mixed", "prior-shaped"),
+            (0.0, 0.5, 1.0),
+            COG,
+        ),
+    )
+}
+CONCLUSION_FAMILIES = tuple(n for n, f in FAMILIES.items() if f.level == "conclusion")
+TURN_FAMILIES = tuple(n for n, f in FAMILIES.items() if f.level == "turn")
+
+
+def get_family(name: str) -> Family:
+    """The family called ``name`` (clear error listing the known ones)."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown evaluation family {name!r}; known: {', '.join(FAMILIES)}"
+        ) from None
+
+
+# ============================================================================== replies
+
+
+class ReplyError(ValueError):
+    """A judge reply that cannot be used; the message is shown to the judge on retry."""
+
+
+@cache
+def reply_model(family: str) -> type[BaseModel]:
+    """The pydantic model of a reply for ``family`` (label restricted to its allowed labels)."""
+    fam = get_family(family)
+    label_type = Literal[fam.allowed]  # type: ignore[valid-type]
+    return create_model(
+        f"{''.join(p.title() for p in family.split('_'))}Reply",
+        __config__=ConfigDict(extra="ignore"),
+        rationale=(str, Field(max_length=RATIONALE_MAX)),
+        label=(label_type, ...),
+        evidence=(
+            list[Annotated[str, StringConstraints(max_length=EVIDENCE_MAX)]],
+            Field(default_factory=list, max_length=EVIDENCE_ITEMS),
+        ),
+    )
+
+
+def reply_schema(family: str) -> dict[str, Any]:
+    """The JSON schema sent for constrained decoding: every string and list is capped so a
+    reply finishes within the token limit."""
+    fam = get_family(family)
+    return {
+        "type": "object",
+        "properties": {
+            "rationale": {"type": "string", "minLength": 1, "maxLength": RATIONALE_MAX},
+            "label": {"type": "string", "enum": list(fam.allowed)},
+            "evidence": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": EVIDENCE_MAX},
+                "maxItems": EVIDENCE_ITEMS,
+            },
+        },
+        "required": ["rationale", "label", "evidence"],
+    }
+
+
+@dataclass
+class Verdict:
+    """A parsed, valid judge reply."""
+
+    label: str
+    score: float
+    rationale: str
+    evidence: list[str]
+
+
+_FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    candidates = [text.strip()]
+    candidates += [m.group(1).strip() for m in _FENCE_RE.finditer(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start : end + 1])
+    for cand in candidates:
+        if not cand:
+            continue
+        try:
+            data = json.loads(cand, strict=False)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return data
+    if not text.strip():
+        raise ReplyError("the reply was empty.")
+    raise ReplyError("the reply is not a JSON object.")
+
+
+def _normalise_label(raw: Any, fam: Family) -> Any:
+    if not isinstance(raw, str | int | float) or isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().strip("\"'").lower()
+    text = re.sub(r"[\s_]+", "-", text)
+    if text in fam.allowed:
+        return text
+    if fam.level == "conclusion" and re.fullmatch(r"[1-4](\.0)?", text):
+        return fam.labels[int(float(text)) - 1]  # a bare ordinal instead of its name
+    return raw
+
+
+def parse_reply(text: str, family: str) -> Verdict:
+    """Validate a judge reply for ``family``; raises :class:`ReplyError` with a message the
+    judge can act on. Over-long rationale and evidence are cut to the schema's caps."""
+    fam = get_family(family)
+    data = _json_object(text)
+    data = {str(k).lower(): v for k, v in data.items()}
+    if "label" in data:
+        data["label"] = _normalise_label(data["label"], fam)
+    if isinstance(data.get("rationale"), str):
+        data["rationale"] = data["rationale"].strip()[:RATIONALE_MAX]
+    ev = data.get("evidence")
+    if isinstance(ev, str):
+        ev = [ev]
+    if isinstance(ev, list):
+        ev = [str(e).strip()[:EVIDENCE_MAX] for e in ev if str(e).strip()]
+        data["evidence"] = ev[:EVIDENCE_ITEMS]
+    try:
+        reply = reply_model(family).model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "reply"
+            if where == "label":
+                problems.append(
+                    f"'label' must be exactly one of {', '.join(fam.allowed)} "
+                    f"(got {data.get('label')!r})"
+                )
+            else:
+                problems.append(f"'{where}': {err['msg']}")
+        raise ReplyError("; ".join(problems) + ".") from None
+    if not reply.rationale:
+        raise ReplyError("'rationale' is empty; give one or two sentences.")
+    return Verdict(
+        label=reply.label,
+        score=fam.score(reply.label),
+        rationale=reply.rationale,
+        evidence=list(reply.evidence),
+    )
+
+
+# ============================================================================== anonymising
+
+#: Sentences that would reveal a launch condition (budgets, reminders, coaching, the
+#: evidence-first stance) are replaced in agent text before a judge sees it.
+DEFAULT_REDACTIONS: tuple[str, ...] = (
+    r"\bbudget",
+    r"\b(?:\d+|one|two|three|four|five|a few|few)\s+(?:more\s+)?(?:exploration\s+)?"
+    r"(?:turns?|steps?|calls?)\s+(?:left|remaining|remain)\b",
+    r"\b(?:last|final|remaining)\s+(?:exploration\s+)?turns?\b",
+    r"\bturns?\s+(?:left|remaining)\b",
+    r"\bcoach",
+    r"\breminder",
+    r"\bweak hunch\b",
+    r"\bevidence[- ]first\b",
+    r"\bprior (?:familiarity|knowledge)\b",
+)
+REDACTED = "[redacted]"
+_SENTENCE_RE = re.compile(r"[^.!?\n]*(?:[.!?]+|\n|$)")
+
+
+@dataclass
+class Anonymiser:
+    """Removes identifying strings and condition-revealing sentences from agent text."""
+
+    terms: tuple[str, ...] = ()
+    redactions: tuple[str, ...] = DEFAULT_REDACTIONS
+
+    def __post_init__(self) -> None:
+        terms = sorted({t for t in self.terms if t and len(t.strip()) >= 3}, key=len, reverse=True)
+        self._terms = (
+            re.compile(
+                r"(?<![\w])(?:" + "|".join(re.escape(t) for t in terms) + r")(?![\w])",
+                re.IGNORECASE,
+            )
+            if terms
+            else None
+        )
+        self._redact = (
+            re.compile("|".join(f"(?:{p})" for p in self.redactions), re.IGNORECASE)
+            if self.redactions
+            else None
+        )
+
+    def __call__(self, text: str | None) -> str:
+        if not text:
+            return ""
+        if self._redact is not None and self._redact.search(text):
+            text = _SENTENCE_RE.sub(self._redact_sentence, text)
+        if self._terms is not None:
+            text = self._terms.sub(REDACTED, text)
+        return text
+
+    def _redact_sentence(self, m: re.Match[str]) -> str:
+        sentence = m.group(0)
+        if sentence.strip() and self._redact is not None and self._redact.search(sentence):
+            return REDACTED + ("\n" if sentence.endswith("\n") else " ")
+        return sentence
+
+
+def _variants(name: str) -> list[str]:
+    out = {name}
+    for sep in ("_", "-", " ", "."):
+        for rep in ("_", "-", " "):
+            out.add(name.replace(sep, rep))
+    return [v for v in out if v]
+
+
+@lru_cache(maxsize=1)
+def _registry_terms() -> tuple[str, ...]:
+    try:
+        from adakit.models import load_registry
+
+        specs = load_registry()
+    except Exception:  # noqa: BLE001 - a broken user registry must not stop adjudication
+        return ()
+    terms: list[str] = []
+    for spec in specs.values():
+        terms += _variants(spec.name)
+        if spec.model_id:
+            terms += _variants(spec.model_id)
+            terms.append(spec.model_id.rsplit("/", 1)[-1])
+    return tuple(terms)
+
+
+@lru_cache(maxsize=1)
+def _condition_terms() -> tuple[str, ...]:
+    try:
+        import yaml
+
+        data = yaml.safe_load(config.CONDITIONS_FILE.read_text(encoding="utf-8")) or {}
+    except (OSError, ValueError):
+        return ()
+    return tuple(str(k) for k in data if isinstance(k, str))
+
+
+def _condition_variants(name: str) -> list[str]:
+    # A one-word condition name ("natural", "combined") is an ordinary word in prose and is
+    # left alone; compound names ("budget_pressure") are removed in every spelling.
+    if not re.search(r"[_\-\s.]", name):
+        return []
+    return _variants(name)
+
+
+def anonymiser_for(rf: RunFile, redactions: Sequence[str] = DEFAULT_REDACTIONS) -> Anonymiser:
+    """The anonymiser of one run: its model, run id, study and condition names (plus every
+    registered model and known compound condition name) are replaced."""
+    h = rf.header
+    terms: list[str] = [h.run_id, h.study]
+    terms += _variants(h.model.name) + _variants(h.model.model_id)
+    if h.model.model_id:
+        terms.append(h.model.model_id.rsplit("/", 1)[-1])
+    if h.model.base_url:
+        terms.append(h.model.base_url)
+    terms += _condition_variants(h.condition.name)
+    for cond in _condition_terms():
+        terms += _condition_variants(cond)
+    terms += _registry_terms()
+    return Anonymiser(tuple(terms), tuple(redactions))
+
+
+# ============================================================================== context
+
+
+@dataclass(frozen=True)
+class ContextCaps:
+    """Character caps of every context section (the local judge has an 8k-token context;
+    ``prompt`` caps the whole user message, shrinking all sections together if needed)."""
+
+    task: int = 1200
+    conclusion: int = 3000
+    scope_note: int = 300
+    prefix_summary: int = 1800
+    prefix_line: int = 160
+    excerpt: int = 2400
+    excerpt_turns: int = 4
+    snippets: int = 2400
+    snippet_lines: int = 4
+    trajectory_summary: int = 1200
+    coverage: int = 1000
+    structure: int = 1200
+    window: int = 2000
+    window_turns: int = 3
+    thinking: int = 400
+    observation: int = 500
+    action: int = 1200
+    artifact: int = 1500
+    prompt: int = 14000
+
+    def scaled(self, factor: float) -> ContextCaps:
+        """Every character cap multiplied by ``factor`` (counts of turns and lines kept)."""
+        keep = {"excerpt_turns", "window_turns", "snippet_lines", "prompt"}
+        changes = {
+            f.name: max(40, int(getattr(self, f.name) * factor))
+            for f in fields(self)
+            if f.name not in keep
+        }
+        return replace(self, **changes)
+
+
+def clip(text: str, cap: int) -> str:
+    """``text`` cut to at most ``cap`` characters, saying how much was cut."""
+    text = text.strip()
+    if len(text) <= cap:
+        return text
+    note = f" [... {len(text) - cap} more characters]"
+    return text[: max(0, cap - len(note))].rstrip() + note
+
+
+def clip_lines(lines: Sequence[str], cap: int, keep: Literal["head", "tail"] = "head") -> str:
+    """Whole lines up to ``cap`` characters, from the head or the tail, noting what was left."""
+    out: list[str] = []
+    used = 0
+    seq = list(lines) if keep == "head" else list(reversed(lines))
+    for line in seq:
+        if used + len(line) + 1 > cap and out:
+            break
+        out.append(line if len(line) <= cap else clip(line, cap))
+        used += len(line) + 1
+    dropped = len(lines) - len(out)
+    if keep == "tail":
+        out.reverse()
+        if dropped:
+            out.insert(0, f"(... {dropped} earlier lines omitted)")
+    elif dropped:
+        out.append(f"(... {dropped} more lines omitted)")
+    return "\n".join(out) if out else "(none)"
+
+
+def _strip_injected(turn: Turn) -> str:
+    """The observation without any injected reminder or coach text."""
+    obs = turn.observation or ""
+    for inj in turn.injected:
+        text = inj.text.strip()
+        if text:
+            obs = obs.replace(text, "")
+    return obs.strip()
+
+
+def _abbr(turn: Turn) -> str | None:
+    if turn.metrics.tool:
+        return turn.metrics.tool
+    if turn.call is not None:
+        return TOOL_ABBR.get(turn.call.tool)
+    return None
+
+
+def _short(value: Any, cap: int = 60) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= cap else text[: cap - 3] + "..."
+
+
+def _ranges(turn: Turn) -> str:
+    return ",".join(f"{a}-{b}" for a, b in turn.metrics.ranges)
+
+
+def turn_line(turn: Turn, anon: Anonymiser, cap: int = 160, outcome: bool = True) -> str:
+    """One line for a turn: tool, key parameters, and (``outcome``) where it landed."""
+    head = f"t{turn.turn}"
+    if turn.call is None:
+        kind = turn.parse_error.kind if turn.parse_error else "no tool call"
+        return f"{head} (malformed reply: {kind})"
+    abbr = _abbr(turn) or turn.call.tool
+    params = ", ".join(f"{k}={_short(v)}" for k, v in turn.call.params.items())
+    parts = [f"{head} {abbr} {params}"]
+    m = turn.metrics
+    if outcome and m.error_type:
+        parts.append(f"[error: {m.error_type}]")
+    elif outcome:
+        if m.file and m.ranges and abbr in NAV:
+            parts.append(f"-> {m.file}:{_ranges(turn)}")
+        if m.result_count is not None:
+            parts.append(f"({m.result_count} results)")
+    return clip(anon(" ".join(parts)), cap)
+
+
+def turn_detail(turn: Turn, anon: Anonymiser, caps: ContextCaps) -> str:
+    """A turn in more detail: its line, the agent's reasoning, and the (clipped) result."""
+    lines = [f"[{turn_line(turn, anon, caps.prefix_line * 2)}]"]
+    if turn.thinking.strip():
+        lines.append("reasoning: " + clip(anon(turn.thinking), caps.thinking))
+    obs = _strip_injected(turn)
+    if obs:
+        lines.append("result: " + clip(anon(obs), caps.observation))
+    return "\n".join(lines)
+
+
+def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def _viewed(rf: RunFile) -> dict[str, list[tuple[int, int]]]:
+    files: dict[str, list[tuple[int, int]]] = {}
+    for t in rf.turns:
+        m = t.metrics
+        if m.file and m.error_type is None and m.tool in NAV:
+            files.setdefault(m.file, []).extend(m.ranges)
+    return {f: _merge(r) for f, r in files.items()}
+
+
+def snippet_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps) -> str:
+    """The files and line ranges the run viewed, then the opening lines of each view."""
+    viewed = _viewed(rf)
+    if not viewed:
+        return "(the run viewed no code)"
+    listing = []
+    for f, ranges in viewed.items():
+        span = ",".join(f"{a}-{b}" for a, b in ranges) or "outline"
+        listing.append(f"- {f}: lines {span}")
+    head = clip_lines([anon(x) for x in listing], caps.snippets // 3)
+    blocks: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for t in rf.turns:
+        m = t.metrics
+        if not m.file or m.error_type is not None or m.tool not in NAV:
+            continue
+        key = (m.file, _ranges(t))
+        if key in seen:
+            continue
+        seen.add(key)
+        obs_lines = [ln[:120] for ln in _strip_injected(t).splitlines() if ln.strip()]
+        if not obs_lines:
+            continue
+        body = "\n".join(obs_lines[: caps.snippet_lines + 1])
+        blocks.append(anon(f"t{t.turn} {m.tool} {m.file}:{_ranges(t) or 'outline'}\n{body}"))
+    rest = caps.snippets - len(head) - 2
+    body = clip_lines(blocks, max(rest, 40)) if blocks else "(no text recorded)"
+    return head + "\n\n" + body
+
+
+def _rle(tools: Sequence[str]) -> str:
+    out: list[str] = []
+    for tool in tools:
+        if out and out[-1].split("x")[0] == tool:
+            name, _, n = out[-1].partition("x")
+            out[-1] = f"{name}x{int(n or 1) + 1}"
+        else:
+            out.append(tool)
+    return " ".join(out)
+
+
+_ENDINGS = {
+    "finalize": "the agent ended the run itself with a final conclusion",
+    "turn_bound": "the run reached its turn limit",
+    "malformed_limit": "the run stopped after repeated malformed replies",
+    "model_error": "the run stopped because the model could not be reached",
+    "context_overflow": "the run stopped because its context was full",
+}
+
+
+def trajectory_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps) -> str:
+    """Turns, how the run ended, tool counts and the tool sequence (run-length encoded)."""
+    tools = [(_abbr(t) or "ERR") if t.call is not None else "ERR" for t in rf.turns]
+    counts = Counter(tools)
+    order = [*TOOL_ABBR.values(), "ERR"]
+    count_text = ", ".join(f"{k} {counts[k]}" for k in order if counts.get(k))
+    errors = sum(1 for t in rf.turns if t.metrics.error_type is not None)
+    ending = _ENDINGS.get(rf.end.reason, rf.end.reason) if rf.end else "the run did not finish"
+    lines = [
+        f"Turns: {len(rf.turns)}; ending: {ending}.",
+        f"Tool calls: {count_text or 'none'} (ERR = malformed reply).",
+        f"Tool errors: {errors}; conclusion attempts: {counts.get('CON', 0)}.",
+        "Sequence: " + _rle(tools),
+    ]
+    return clip(anon("\n".join(lines)), caps.trajectory_summary)
+
+
+def _dirs_of(path: str, depth: int = 2) -> str:
+    parts = path.split("/")[:-1]
+    return "/".join(parts[:depth]) + "/" if parts else "./"
+
+
+def coverage_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps, world: Any = None) -> str:
+    """Distinct files and lines viewed, and the folders they lie in."""
+    viewed = _viewed(rf)
+    n_lines = sum(b - a + 1 for ranges in viewed.values() for a, b in ranges)
+    structural = sorted(
+        {t.metrics.file for t in rf.turns if t.metrics.structural and t.metrics.file}
+    )
+    lines = [f"Distinct files viewed: {len(viewed)}; distinct lines read: {n_lines}."]
+    if structural:
+        lines.append(f"Files seen as structural outlines: {len(structural)}.")
+    if world is not None:
+        try:
+            total = len(world.source_files()) or len(world.files())
+            lines.append(f"Source files in the repository: {total}.")
+        except OSError:
+            pass
+    by_dir = Counter(_dirs_of(f) for f in viewed)
+    for d, n in by_dir.most_common():
+        lines.append(f"- {d}: {n} file(s) viewed")
+    return clip_lines([anon(x) for x in lines], caps.coverage)
+
+
+def structure_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps, world: Any = None) -> str:
+    """The repository's folders with source-file counts, marking the ones the run visited;
+    without the world at hand, the folders seen in the run's tool results."""
+    visited = {_dirs_of(f) for f in _viewed(rf)}
+    if world is not None:
+        try:
+            files = world.source_files() or world.files()
+        except OSError:
+            files = []
+        if files:
+            counts = Counter(_dirs_of(f) for f in files)
+            lines = [f"{len(files)} source files in {len(counts)} folders (to depth 2):"]
+            for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+                mark = "visited" if d in visited else "not visited"
+                lines.append(f"- {d} {n} files, {mark}")
+            return clip_lines([anon(x) for x in lines], caps.structure)
+    seen: Counter[str] = Counter()
+    path_re = re.compile(r"[\w.\-]+(?:/[\w.\-]+)+")
+    for t in rf.turns:
+        if t.metrics.tool == "OVW" or t.metrics.file:
+            for p in path_re.findall(_strip_injected(t)):
+                seen[_dirs_of(p)] += 1
+        if t.metrics.file:
+            seen[_dirs_of(t.metrics.file)] += 1
+    lines = ["(repository listing not available; folders named in the run's tool results)"]
+    for d, _ in seen.most_common():
+        lines.append(f"- {d} {'visited' if d in visited else 'mentioned only'}")
+    return clip_lines([anon(x) for x in lines], caps.structure)
+
+
+# ============================================================================== items
+
+
+@dataclass
+class JudgeItem:
+    """One thing to judge: an opaque id, where it came from (kept out of the prompt), and the
+    chat messages a judge receives."""
+
+    item_id: str
+    run_id: str
+    family: str
+    turn: int | None
+    tool: str | None
+    messages: list[dict[str, str]]
+
+    @property
+    def prompt_text(self) -> str:
+        return "\n\n".join(m["content"] for m in self.messages)
+
+
+def item_id(run_id: str, family: str, turn: int | None = None) -> str:
+    """The opaque, stable id of an item (a digest; it reveals nothing about the run)."""
+    raw = f"{run_id}\x00{family}\x00{'' if turn is None else turn}"
+    return "i" + hashlib.sha256(raw.encode()).hexdigest()[:12]
+
+
+@lru_cache(maxsize=1)
+def _concerns() -> dict[str, dict[str, list[str]]]:
+    text = (JUDGE_PROMPTS / "task_concerns.txt").read_text(encoding="utf-8")
+    out: dict[str, dict[str, list[str]]] = {}
+    family: dict[str, list[str]] | None = None
+    block: list[str] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or (line.startswith("#") and not line.startswith("## ")):
+            continue
+        if line.startswith("## "):
+            family = out.setdefault(line[3:].strip(), {})
+            block = None
+        elif line.endswith(":") and family is not None:
+            block = family.setdefault(line[:-1].strip(), [])
+        elif line.startswith("- ") and block is not None:
+            block.append(line[2:].strip())
+        else:
+            raise ValueError(f"task_concerns.txt: cannot read line {raw!r}")
+    return out
+
+
+def task_concerns(family: str, target: str | None = None) -> dict[str, list[str]]:
+    """Required / optional / off-task concerns of a task family (``default`` if unknown)."""
+    table = _concerns()
+    entry = table.get(family, table["default"])
+    tgt = target or "the feature"
+    return {k: [c.replace("{target}", tgt) for c in v] for k, v in entry.items()}
+
+
+def _task_title(family: str) -> str:
+    try:
+        import yaml
+
+        data = yaml.safe_load(config.TASKS_FILE.read_text(encoding="utf-8")) or {}
+        entry = data.get(family)
+        if isinstance(entry, dict) and entry.get("title"):
+            return str(entry["title"])
+    except (OSError, ValueError):
+        pass
+    return family.replace("_", " ").capitalize()
+
+
+def _bullets(items: Sequence[str]) -> str:
+    return "\n".join(f"- {c}" for c in items) if items else "- (none listed)"
+
+
+class _Renderer:
+    """Builds the context sections of one run under given caps."""
+
+    def __init__(self, rf: RunFile, anon: Anonymiser, caps: ContextCaps, world: Any) -> None:
+        self.rf, self.anon, self.caps, self.world = rf, anon, caps, world
+        h = rf.header
+        last_con = next(
+            (t for t in reversed(rf.turns) if t.call and TOOL_ABBR.get(t.call.tool) == "CON"),
+            None,
+        )
+        scope = str(last_con.call.params.get("scope_description", "")) if last_con else ""
+        end = rf.end
+        self.common = {
+            "task_title": _task_title(h.task.family),
+            "task_prompt": clip(anon(h.task.prompt), caps.task),
+            "repository": anon(h.world.name),
+            "conclusion_title": clip(
+                anon((end.conclusion_title if end else None) or "(none)"), 200
+            ),
+            "conclusion": clip(anon((end.conclusion if end else None) or ""), caps.conclusion),
+            "scope_note": clip(anon(scope), caps.scope_note) or "(none)",
+        }
+
+    def prefix(self, upto: int) -> str:
+        """One line per turn before the local window of turn ``upto``."""
+        before = [t for t in self.rf.turns if t.turn < upto]
+        turns = before[: max(0, len(before) - self.caps.window_turns)]
+        lines = [turn_line(t, self.anon, self.caps.prefix_line) for t in turns]
+        return clip_lines(lines, self.caps.prefix_summary, keep="tail") if lines else "(none)"
+
+    def window(self, upto: int) -> str:
+        turns = [t for t in self.rf.turns if t.turn < upto][-self.caps.window_turns :]
+        blocks = [turn_detail(t, self.anon, self.caps) for t in turns]
+        return clip_lines(blocks, self.caps.window, keep="tail") if blocks else "(none)"
+
+    def conclusion_fields(self, family: str) -> dict[str, str]:
+        rf, anon, caps = self.rf, self.anon, self.caps
+        if family == "task_relevance":
+            c = task_concerns(rf.header.task.family, rf.header.task.target)
+            return {
+                "required": anon(_bullets(c.get("required", []))),
+                "optional": anon(_bullets(c.get("optional", []))),
+                "off_task": anon(_bullets(c.get("off-task", []))),
+            }
+        if family == "trace_grounding":
+            n = caps.excerpt_turns
+            early = rf.turns[:-n] if n else rf.turns
+            late = rf.turns[-n:] if n else []
+            prefix = (
+                clip_lines(
+                    [turn_line(t, anon, caps.prefix_line) for t in early], caps.prefix_summary
+                )
+                if early
+                else "(none)"
+            )
+            excerpt = (
+                clip_lines([turn_detail(t, anon, caps) for t in late], caps.excerpt, keep="tail")
+                if late
+                else "(none)"
+            )
+            return {
+                "prefix_summary": prefix,
+                "excerpt": excerpt,
+                "snippets": snippet_summary(rf, anon, caps),
+            }
+        if family == "termination_calibration":
+            return {
+                "trajectory_summary": trajectory_summary(rf, anon, caps),
+                "coverage": coverage_summary(rf, anon, caps, self.world),
+                "structure": structure_summary(rf, anon, caps, self.world),
+            }
+        raise ValueError(f"{family!r} is not a conclusion-level family")
+
+    def turn_fields(self, family: str, turn: Turn) -> dict[str, str]:
+        anon, caps = self.anon, self.caps
+        call = turn.call
+        assert call is not None
+        abbr = _abbr(turn) or call.tool
+        base = {
+            "turn": str(turn.turn),
+            "prefix_summary": self.prefix(turn.turn),
+            "window": self.window(turn.turn),
+        }
+        if family == "navigation_prior":
+            params = "\n".join(f"{k}: {_short(v, 200)}" for k, v in call.params.items())
+            action = f"reasoning: {turn.thinking.strip() or '(none)'}\ncall: {call.tool}\n{params}"
+            return {
+                **base,
+                "tool_name": f"{abbr} ({call.tool})",
+                "tool_summary": turn_line(turn, anon, caps.prefix_line, outcome=False),
+                "action": clip(anon(action), caps.action),
+            }
+        if family == "reasoning_prior":
+            return {**base, **_artifact(turn, abbr, anon, caps)}
+        raise ValueError(f"{family!r} is not a turn-level family")
+
+
+_ARTIFACT_TYPES = {"MEM": "memory", "BKM": "bookmark", "HNT": "hint request", "CON": "conclusion"}
+
+
+def _artifact(turn: Turn, abbr: str, anon: Anonymiser, caps: ContextCaps) -> dict[str, str]:
+    p = dict(turn.call.params) if turn.call else {}
+
+    def take(*keys: str) -> str:
+        for k in keys:
+            if p.get(k) not in (None, ""):
+                return str(p.pop(k))
+        return ""
+
+    if abbr == "MEM":
+        title, content = take("memory_title", "title"), take("memory_content", "content")
+        scope = take("confidence_level", "confidence")
+        scope = f"confidence {scope}" if scope else ""
+        action = "create a memory"
+    elif abbr == "BKM":
+        path, line = take("file_path"), take("line_number")
+        title, content, scope = f"{path}:{line}", take("note"), ""
+        action = "bookmark a location"
+    elif abbr == "HNT":
+        title = f"{take('file_path')} {take('code_range')}".strip()
+        content = take("description_of_confusion")
+        tried = take("what_i_tried_or_think")
+        if tried:
+            content += f"\nWhat the agent tried or thinks: {tried}"
+        scope, action = "", "ask for a hint on a confusing snippet"
+    else:  # CON
+        title, content = take("title"), take("content")
+        scope = take("scope_description")
+        final = str(p.pop("proceed_to_finalize", "")).lower() in ("true", "1", "yes")
+        action = "stash a conclusion and finish" if final else "stash an interim conclusion"
+    extra = "\n".join(f"{k}: {_short(v, 200)}" for k, v in p.items())
+    if extra:
+        content = f"{content}\n{extra}".strip()
+    if turn.thinking.strip():
+        content = f"{content}\n(agent's reasoning before the note: {turn.thinking.strip()})"
+    return {
+        "artifact_type": f"{_ARTIFACT_TYPES.get(abbr, abbr)} ({abbr})",
+        "artifact_action": action,
+        "artifact_title": clip(anon(title), 200) or "(none)",
+        "artifact_scope": clip(anon(scope), caps.scope_note) or "(none)",
+        "artifact_content": clip(anon(content), caps.artifact) or "(empty)",
+    }
+
+
+@cache
+def _template(name: str) -> string.Template:
+    return string.Template((JUDGE_PROMPTS / f"{name}.txt").read_text(encoding="utf-8"))
+
+
+def _render(family: str, values: dict[str, str]) -> list[dict[str, str]]:
+    fam = get_family(family)
+    system = _template(f"system_{fam.level}").substitute()
+    user = _template(family).substitute(values)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _judgeable_turns(rf: RunFile, family: Family) -> list[Turn]:
+    return [t for t in rf.turns if t.call is not None and _abbr(t) in family.tools]
+
+
+def sample_evenly(items: Sequence[Any], k: int | None) -> list[Any]:
+    """At most ``k`` items spread evenly over the sequence (all of them if k is None)."""
+    if k is None or len(items) <= k:
+        return list(items)
+    if k <= 0:
+        return []
+    idx = np.unique(np.linspace(0, len(items) - 1, k).round().astype(int))
+    return [items[i] for i in idx]
+
+
+def build_items(
+    rf: RunFile,
+    families: Sequence[str] = tuple(FAMILIES),
+    *,
+    caps: ContextCaps | None = None,
+    max_turn_items: int | None = None,
+    world: Any = None,
+    redactions: Sequence[str] = DEFAULT_REDACTIONS,
+) -> list[JudgeItem]:
+    """The judge items of one run: one per conclusion-level family (if the run has a
+    conclusion) and one per matching step for the turn-level families (at most
+    ``max_turn_items`` per family, spread over the run)."""
+    caps = caps or ContextCaps()
+    anon = anonymiser_for(rf, redactions)
+    run_id = rf.header.run_id
+    items: list[JudgeItem] = []
+    for name in families:
+        fam = get_family(name)
+        if fam.level == "conclusion":
+            if not (rf.end and (rf.end.conclusion or "").strip()):
+                continue
+            iid = item_id(run_id, name)
+
+            def values(c: ContextCaps, n: str = name, i: str = iid) -> dict[str, str]:
+                r = _Renderer(rf, anon, c, world)
+                return {**r.common, **r.conclusion_fields(n), "item_id": i}
+
+            messages = _fit(caps, values, name)
+            items.append(JudgeItem(iid, run_id, name, None, None, messages))
+        else:
+            for turn in sample_evenly(_judgeable_turns(rf, fam), max_turn_items):
+                iid = item_id(run_id, name, turn.turn)
+
+                def tvalues(
+                    c: ContextCaps, n: str = name, t: Turn = turn, i: str = iid
+                ) -> dict[str, str]:
+                    r = _Renderer(rf, anon, c, world)
+                    return {**r.common, **r.turn_fields(n, t), "item_id": i}
+
+                messages = _fit(caps, tvalues, name)
+                items.append(JudgeItem(iid, run_id, name, turn.turn, _abbr(turn), messages))
+    return items
+
+
+def _fit(
+    caps: ContextCaps, values: Callable[[ContextCaps], dict[str, str]], family: str
+) -> list[dict[str, str]]:
+    """Render the messages, shrinking every section until the user message fits the cap."""
+    current = caps
+    for _ in range(5):
+        messages = _render(family, values(current))
+        size = len(messages[-1]["content"])
+        if size <= caps.prompt:
+            return messages
+        current = current.scaled(0.9 * caps.prompt / size)
+    messages[-1]["content"] = clip(messages[-1]["content"], caps.prompt)
+    return messages
+
+
+# ============================================================================== judging
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A judge seat: the name used in the table and the registry model behind it."""
+
+    name: str
+    model: str
+
+
+def panel_seats(models: Sequence[str]) -> list[Seat]:
+    """Seats for a list of judge models; a model named more than once gets ``#k`` suffixes."""
+    counts = Counter(models)
+    seen: Counter[str] = Counter()
+    seats = []
+    for m in models:
+        seen[m] += 1
+        seats.append(Seat(f"{m}#{seen[m]}" if counts[m] > 1 else m, m))
+    return seats
+
+
+def panel_note(models: Sequence[str]) -> str | None:
+    """A warning when the panel repeats a model (its seats then agree by construction)."""
+    repeated = {m: n for m, n in Counter(models).items() if n > 1}
+    if not repeated:
+        return None
+    words = {2: "twice", 3: "thrice"}
+    parts = [f"{m} {words.get(n, f'{n} times')}" for m, n in repeated.items()]
+    return (
+        f"the panel is one model in several seats ({'; '.join(parts)}): each such model is asked "
+        "once per item and its verdict is copied to its seats, so those seats agree by "
+        "construction"
+    )
+
+
+@dataclass
+class Attempted:
+    """The outcome of asking one judge about one item (after retries)."""
+
+    verdict: Verdict | None
+    text: str
+    error: str | None
+    attempts: int
+    cached: bool
+    latency_s: float
+
+
+def ask_judge(
+    backend: Any, item: JudgeItem, *, retries: int = 2, max_tokens: int = 512
+) -> Attempted:
+    """Ask ``backend`` about ``item``; an unusable reply is retried up to ``retries`` times with
+    a corrective message. Model errors propagate (the verdict is then not recorded)."""
+    fam = get_family(item.family)
+    schema = reply_schema(item.family)
+    messages = list(item.messages)
+    latency, cached, text, error = 0.0, True, "", None
+    for attempt in range(1, retries + 2):
+        comp = backend.complete(messages, json_schema=schema, max_tokens=max_tokens)
+        latency += float(comp.latency_s or 0.0)
+        cached = cached and bool(comp.cached)
+        text = comp.text or ""
+        try:
+            verdict = parse_reply(text, item.family)
+        except ReplyError as exc:
+            error = str(exc)
+            if getattr(comp, "finish_reason", None) == "length":
+                error += " The reply was cut off at the length limit; keep it shorter."
+            correction = _template("correction").substitute(
+                error=error, labels=", ".join(fam.allowed)
+            )
+            messages = [
+                *messages,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": correction},
+            ]
+            continue
+        return Attempted(verdict, text, None, attempt, cached, round(latency, 6))
+    return Attempted(None, text, error, retries + 1, cached, round(latency, 6))
+
+
+def _row(item: JudgeItem, seat: Seat, res: Attempted) -> dict[str, Any]:
+    v = res.verdict
+    return {
+        "item_id": item.item_id,
+        "run_id": item.run_id,
+        "family": item.family,
+        "judge": seat.name,
+        "turn": item.turn,
+        "tool": item.tool,
+        "label": v.label if v else None,
+        "score": v.score if v else math.nan,
+        "rationale": v.rationale if v else "",
+        "evidence": json.dumps(v.evidence if v else [], ensure_ascii=False),
+        "valid": v is not None,
+        "cached": res.cached,
+        "latency_s": res.latency_s,
+        # beyond the table: kept in the jsonl for audits
+        "model": seat.model,
+        "attempts": res.attempts,
+        "error": res.error,
+        "raw": None if v else res.text[:2000],
+        "judged_at": time.time(),
+    }
+
+
+# ============================================================================== storage
+
+
+def judgments_dir(corpus: str | Path) -> Path:
+    """Where the judgments of a corpus live: ``JUDGMENTS / <corpus folder name>``."""
+    p = Path(corpus)
+    name = p.name if p.is_dir() or not p.suffix else p.stem
+    return config.JUDGMENTS / name
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The verdict lines of a judgments.jsonl (a torn last line is skipped)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    raw = path.read_text(encoding="utf-8")
+    lines = raw.split("\n")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            if i == len(lines):  # the last write did not complete
+                continue
+            raise ValueError(f"{path}:{i}: not a JSON line") from None
+    return rows
+
+
+def judgments_table(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """The tidy table from verdict rows; the latest row per (item_id, judge) wins."""
+    df = pd.DataFrame(list(rows))
+    if df.empty:
+        return _typed(pd.DataFrame(columns=JUDGMENT_COLUMNS))
+    for col in JUDGMENT_COLUMNS:
+        if col not in df:
+            df[col] = None
+    df = df.drop_duplicates(["item_id", "judge"], keep="last")
+    return _typed(df[JUDGMENT_COLUMNS].reset_index(drop=True))
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    df["turn"] = pd.array(df["turn"], dtype="Int64")
+    df["score"] = pd.to_numeric(df["score"], errors="coerce").astype(float)
+    df["latency_s"] = pd.to_numeric(df["latency_s"], errors="coerce").astype(float)
+    df["valid"] = df["valid"].astype(bool)
+    df["cached"] = df["cached"].astype(bool)
+    for col in ("item_id", "run_id", "family", "judge", "tool", "label", "rationale", "evidence"):
+        # let pandas infer the text dtype, so the table equals its parquet round trip
+        values = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+                  for v in df[col].tolist()]  # fmt: skip
+        df[col] = pd.Series(values, index=df.index, dtype=None)
+    return df
+
+
+def load_judgments(source: str | Path) -> pd.DataFrame:
+    """The judgments table of a corpus folder, a judgments folder, or a .jsonl/.parquet file."""
+    p = Path(source)
+    if p.suffix == ".parquet":
+        return pd.read_parquet(p)
+    if p.suffix == ".jsonl" and p.name == "judgments.jsonl":
+        return judgments_table(read_jsonl(p))
+    folder = p if (p / "judgments.jsonl").exists() else judgments_dir(p)
+    if not (folder / "judgments.jsonl").exists():
+        raise FileNotFoundError(f"no judgments for {source} (looked in {folder})")
+    return judgments_table(read_jsonl(folder / "judgments.jsonl"))
+
+
+def write_parquet(table: pd.DataFrame, path: Path) -> Path:
+    """Write the table atomically (temporary file, then rename)."""
+    tmp = path.with_suffix(".parquet.tmp")
+    table.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+class _JsonlSink:
+    """Appends one verdict per line, flushed and fsync'ed; safe across threads."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._trim_torn(path)
+        self._fh = open(path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _trim_torn(path: Path) -> None:
+        if not path.exists():
+            return
+        raw = path.read_bytes()
+        if raw and not raw.endswith(b"\n"):
+            with open(path, "r+b") as fh:
+                fh.truncate(raw.rfind(b"\n") + 1)
+
+    def write(self, row: dict[str, Any]) -> None:
+        line = json.dumps(row, ensure_ascii=False, default=_json_default)
+        with self._lock:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot store {type(obj).__name__} in a judgment")
+
+
+# ============================================================================== the run
+
+
+@dataclass
+class JudgeReport:
+    """What one adjudication pass did, and the resulting table."""
+
+    table: pd.DataFrame
+    out_dir: Path
+    n_runs: int = 0
+    n_items: int = 0
+    n_tasks: int = 0
+    n_skipped: int = 0
+    n_new: int = 0
+    n_invalid: int = 0
+    n_cache_hits: int = 0
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        t = self.table
+        lines = [
+            f"judgments: {self.out_dir / 'judgments.parquet'}",
+            f"runs {self.n_runs}, items {self.n_items}, verdicts to give {self.n_tasks} "
+            f"({self.n_skipped} already on file)",
+            f"new verdicts {self.n_new}: invalid {self.n_invalid}, cache hits "
+            f"{self.n_cache_hits}; model errors {len(self.errors)}",
+        ]
+        if not t.empty:
+            lines.append(f"table: {len(t)} verdicts, {int((~t['valid']).sum())} invalid (NaN)")
+            per = t.groupby("family")["valid"].agg(["size", "sum"])
+            for fam, row in per.iterrows():
+                lines.append(f"  {fam}: {int(row['sum'])}/{int(row['size'])} valid")
+        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"error: {e}" for e in self.errors[:5]]
+        if len(self.errors) > 5:
+            lines.append(f"... and {len(self.errors) - 5} more errors")
+        return "\n".join(lines)
+
+
+BackendFactory = Callable[[str], Any]
+
+
+def default_backends(cache_mode: str = "use", cache: Any = None) -> BackendFactory:
+    """A factory of registry backends sharing one response cache (``cache_mode``)."""
+    from adakit.models import backend_for
+
+    made: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def factory(name: str) -> Any:
+        with lock:
+            if name not in made:
+                made[name] = backend_for(name, cache=cache, cache_mode=cache_mode)  # type: ignore[arg-type]
+            return made[name]
+
+    return factory
+
+
+def _model_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from adakit.models import ModelError
+    except ImportError:  # pragma: no cover - the models layer ships with adakit
+        return ()
+    return (ModelError,)
+
+
+def _open_world(name: str) -> Any:
+    """The world folder a run explored, when it has been fetched here (else None)."""
+    try:
+        from adakit import world as world_mod
+    except ImportError:  # pragma: no cover
+        return None
+    opener = getattr(world_mod, "load_world", None)
+    if opener is None:
+        return None
+    try:
+        return opener(name)
+    except Exception:  # noqa: BLE001 - a missing world only costs the structure summary
+        return None
+
+
+def run_judgments(
+    corpus: str | Path,
+    families: Sequence[str] = tuple(FAMILIES),
+    judges: Sequence[str] | None = None,
+    turn_judge: str | None = None,
+    *,
+    max_turn_items: int | None = None,
+    cache_mode: str = "use",
+    out_dir: str | Path | None = None,
+    caps: ContextCaps | None = None,
+    retries: int = 2,
+    max_tokens: int = 512,
+    retry_invalid: bool = False,
+    workers: int = 1,
+    max_consecutive_errors: int = 5,
+    backends: BackendFactory | None = None,
+    worlds: Callable[[str], Any] | None = _open_world,
+    progress: bool = True,
+) -> JudgeReport:
+    """Judge a corpus (folder or run files) and store the verdicts beside it.
+
+    Conclusion-level families go to every seat of ``judges`` (default: the local model thrice),
+    turn-level families to ``turn_judge`` (default: the first judge). Verdicts already in
+    ``judgments.jsonl`` are skipped (invalid ones too, unless ``retry_invalid``).
+    """
+    fams = [get_family(f).name for f in families]
+    panel = list(judges) if judges else list(DEFAULT_PANEL)
+    turn_model = turn_judge or panel[0]
+    paths = list(iter_run_files(corpus))
+    if not paths:
+        raise FileNotFoundError(f"no run files in {corpus}")
+    folder = Path(out_dir) if out_dir else judgments_dir(corpus)
+    folder.mkdir(parents=True, exist_ok=True)
+    jsonl = folder / "judgments.jsonl"
+
+    done: set[tuple[str, str]] = set()
+    for row in read_jsonl(jsonl):
+        if row.get("valid") or not retry_invalid:
+            done.add((row["item_id"], row["judge"]))
+
+    items: list[JudgeItem] = []
+    world_cache: dict[str, Any] = {}
+    n_runs = 0
+    bad: list[str] = []
+    for p in tqdm(paths, desc="building items", unit="run", disable=not progress, leave=False):
+        try:
+            rf = read_run(p)
+        except ValueError as exc:
+            bad.append(f"skipped {p}: {exc}")
+            continue
+        n_runs += 1
+        wname = rf.header.world.name
+        if worlds is not None and wname not in world_cache:
+            world_cache[wname] = worlds(wname)
+        items += build_items(
+            rf,
+            fams,
+            caps=caps,
+            max_turn_items=max_turn_items,
+            world=world_cache.get(wname),
+        )
+
+    # one task per (item, distinct model); the seats of a repeated model share its verdict
+    conclusion_seats = panel_seats(panel)
+    turn_seats = [Seat(turn_model, turn_model)]
+    tasks: list[tuple[JudgeItem, str, list[Seat]]] = []
+    n_skipped = 0
+    for it in items:
+        seats = conclusion_seats if get_family(it.family).level == "conclusion" else turn_seats
+        by_model: dict[str, list[Seat]] = {}
+        for s in seats:
+            if (it.item_id, s.name) in done:
+                n_skipped += 1
+            else:
+                by_model.setdefault(s.model, []).append(s)
+        tasks += [(it, m, ss) for m, ss in by_model.items()]
+
+    report = JudgeReport(
+        table=pd.DataFrame(), out_dir=folder, n_runs=n_runs, n_items=len(items),
+        n_tasks=sum(len(ss) for _, _, ss in tasks) + n_skipped, n_skipped=n_skipped,
+    )  # fmt: skip
+    report.notes += bad
+    note = panel_note(panel) if any(get_family(f).level == "conclusion" for f in fams) else None
+    if note:
+        report.notes.append(note)
+
+    factory = backends or default_backends(cache_mode)
+    errors_types = _model_errors()
+    sink = _JsonlSink(jsonl)
+    lock = threading.Lock()
+    streak: Counter[str] = Counter()
+    given_up: set[str] = set()
+    bar = tqdm(total=len(tasks), desc="judging", unit="item", disable=not progress)
+
+    def work(task: tuple[JudgeItem, str, list[Seat]]) -> None:
+        it, model, seats = task
+        with lock:
+            skip = model in given_up
+        if skip:
+            bar.update(1)
+            return
+        try:
+            res = ask_judge(factory(model), it, retries=retries, max_tokens=max_tokens)
+        except errors_types as exc:
+            with lock:
+                report.errors.append(f"{model} on {it.item_id}: {exc}")
+                streak[model] += 1
+                if streak[model] >= max_consecutive_errors and model not in given_up:
+                    given_up.add(model)
+                    report.notes.append(
+                        f"stopped asking {model} after {streak[model]} consecutive errors; "
+                        "re-run to resume"
+                    )
+            bar.update(1)
+            return
+        for k, seat in enumerate(seats):
+            row = _row(it, seat, res)
+            if k:  # a repeated model's further seats copy the verdict
+                row["cached"] = True
+                row["latency_s"] = 0.0
+            sink.write(row)
+        with lock:
+            streak[model] = 0
+            report.n_new += len(seats)
+            report.n_invalid += 0 if res.verdict else len(seats)
+            report.n_cache_hits += sum(1 for k in range(len(seats)) if res.cached or k)
+        bar.update(1)
+
+    try:
+        if workers <= 1:
+            for task in tasks:
+                work(task)
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(work, tasks))
+    finally:
+        bar.close()
+        sink.close()
+        report.table = judgments_table(read_jsonl(jsonl))
+        write_parquet(report.table, folder / "judgments.parquet")
+    return report
+
+
+# ============================================================================== CLI
+
+
+def _parse_families(values: Sequence[str] | None) -> list[str]:
+    if not values:
+        return list(FAMILIES)
+    out: list[str] = []
+    for v in values:
+        for name in v.split(","):
+            name = name.strip()
+            if name in ("all", ""):
+                out += [f for f in FAMILIES if name == "all"]
+            elif name == "conclusion":
+                out += list(CONCLUSION_FAMILIES)
+            elif name == "turn":
+                out += list(TURN_FAMILIES)
+            else:
+                out.append(get_family(name).name)
+    return list(dict.fromkeys(out))
+
+
+def _parse_judges(values: Sequence[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    out: list[str] = []
+    for v in values:
+        for name in v.split(","):
+            name = name.strip()
+            if name == "paper":
+                out += list(PAPER_PANEL)
+            elif name:
+                out.append(name)
+    return out
+
+
+def _cmd_judge(args: argparse.Namespace) -> int:
+    try:
+        families = _parse_families(args.families)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    caps = ContextCaps(prompt=args.prompt_chars) if args.prompt_chars else None
+    try:
+        report = run_judgments(
+            args.corpus,
+            families,
+            _parse_judges(args.judges),
+            args.turn_judge,
+            max_turn_items=args.max_turn_items,
+            cache_mode=args.cache_mode,
+            out_dir=args.out,
+            caps=caps,
+            retries=args.retries,
+            max_tokens=args.max_tokens,
+            retry_invalid=args.retry_invalid,
+            workers=args.workers,
+            progress=not args.no_progress,
+        )
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except LookupError as exc:  # a replay that misses the cache
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except _model_errors() as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(report.summary())
+    return 1 if report.errors else 0
+
+
+def register_cli(sub: Any) -> None:
+    """``adakit judge CORPUS``: post-hoc adjudication of a corpus (lens 3)."""
+    p = sub.add_parser(
+        "judge",
+        help="post-hoc adjudication of a corpus by LLM judges (lens 3)",
+        description=(
+            "Judge every run of a corpus on the five evaluation families of Appendix C.1. "
+            "Conclusion-level families go to a panel (--judges), turn-level families to one "
+            "judge (--turn-judge). Verdicts are stored beside the corpus under "
+            f"{config.JUDGMENTS}; a re-run resumes."
+        ),
+    )
+    p.add_argument("corpus", help="a corpus folder (e.g. data/runs/quick) or a run file")
+    p.add_argument(
+        "--families", nargs="+", metavar="F",
+        help=f"families to judge (default all): {', '.join(FAMILIES)}, or 'conclusion'/'turn'",
+    )  # fmt: skip
+    p.add_argument(
+        "--judges", nargs="+", metavar="MODEL",
+        help=f"conclusion-level panel (registry names; 'paper' = {' '.join(PAPER_PANEL)}); "
+        f"default: {LOCAL_JUDGE} three times",
+    )  # fmt: skip
+    p.add_argument("--turn-judge", metavar="MODEL", help="turn-level judge (default: first judge)")
+    p.add_argument(
+        "--max-turn-items", type=int, metavar="N",
+        help="at most N steps per run and turn-level family, spread over the run",
+    )  # fmt: skip
+    p.add_argument(
+        "--cache-mode", default="use", choices=["use", "replay", "refresh", "off"],
+        help="response cache: use (default), replay (no endpoint), refresh, off",
+    )  # fmt: skip
+    p.add_argument("--retries", type=int, default=2, help="extra attempts after an invalid reply")
+    p.add_argument("--max-tokens", type=int, default=512, help="reply token limit")
+    p.add_argument("--workers", type=int, default=1, help="parallel judge calls")
+    p.add_argument("--retry-invalid", action="store_true", help="ask again where a verdict failed")
+    p.add_argument("--prompt-chars", type=int, help="cap of the judge prompt in characters")
+    p.add_argument("--out", help="output folder (default: beside the corpus under data/judgments)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_judge)

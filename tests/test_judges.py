@@ -1,0 +1,788 @@
+"""Post-hoc judges (lens 3): reply parsing, retries, anonymisation, panels, resume, storage.
+
+Judge traffic goes to the scripted OpenAI-compatible server in ``tests/fake_openai.py``; run
+files are written by hand with :class:`adakit.record.RunWriter` (plus synthetic runs for size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from adakit import judges as J
+from adakit.agreement import aggregate_votes, clean_judgments
+from adakit.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
+from adakit.record import (
+    ConditionInfo,
+    End,
+    Header,
+    Injection,
+    ModelInfo,
+    ParseError,
+    RunWriter,
+    TaskInfo,
+    ToolCall,
+    ToolMetrics,
+    Turn,
+    WorldInfo,
+    read_run,
+)
+from adakit.synthetic import synthetic_run, write_run
+from tests.fake_openai import FakeOpenAI
+
+KEY_ENV = "ADAKIT_TEST_JUDGE_KEY"
+SECRET_RUN = "run-zq81-secret"
+SECRET_STUDY = "studyzeta"
+REMINDER = "Budget: 6 of 12 turns left. Narrow down: drop side paths and go for the evidence."
+COACH = "Coach hint: you skipped the blueprint registry; look at it before concluding."
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+def _turn(n: int, tool: str | None, params: dict[str, Any], **kw: Any) -> Turn:
+    metrics = kw.pop("metrics", {})
+    return Turn(
+        turn=n,
+        started_at=1000.0 + 10 * n,
+        ended_at=1005.0 + 10 * n,
+        call=ToolCall(tool=tool, params=params) if tool else None,
+        metrics=ToolMetrics(**metrics),
+        **kw,
+    )
+
+
+def write_hand_run(path: Path, run_id: str = SECRET_RUN, conclusion: bool = True) -> Path:
+    """A small run of a hosted model under budget pressure whose text leaks its identity."""
+    header = Header(
+        run_id=run_id,
+        study=SECRET_STUDY,
+        model=ModelInfo(name="gpt-4.1", kind="llm", model_id="gpt-4.1-2025-04-14"),
+        world=WorldInfo(name="flask", version="3.1.3"),
+        task=TaskInfo(
+            family="feature_tracing",
+            target="request routing",
+            prompt="Find and describe the full implementation of this feature: request routing.",
+        ),
+        condition=ConditionInfo(name="budget_pressure", budget=12),
+        turn_bound=50,
+        started_at=1000.0,
+        system_prompt="You are gpt-4.1. Budget block: 12 turns.",
+    )
+    turns = [
+        _turn(
+            1,
+            "get_structural_overview",
+            {"file_path": "src/flask/app.py"},
+            thinking="As GPT-4.1 I start with the app module. I have 12 turns left in my budget.",
+            observation="src/flask/app.py (1536 lines)\nclass Flask(App): 109-1536\n  def dispatch_request: 865-890",
+            metrics={"tool": "OVW", "file": "src/flask/app.py", "structural": True},
+        ),
+        _turn(
+            2,
+            "peek_code_region",
+            {"file_path": "src/flask/app.py", "start_line": 865, "end_line": 890},
+            thinking="The outline shows dispatch_request at 865; read it.",
+            observation="865 def dispatch_request(self, ctx):\n866     req = ctx.request\n"
+            + REMINDER,
+            injected=[Injection(source="reminder", text=REMINDER)],
+            metrics={
+                "tool": "PKR",
+                "file": "src/flask/app.py",
+                "ranges": [(865, 890)],
+                "lines_viewed": 26,
+            },
+        ),
+        _turn(
+            3,
+            "explore_code",
+            {
+                "action_type": "go_to_definition",
+                "current_file_path": "src/flask/app.py",
+                "current_line_number": 880,
+                "symbol_name": "view_functions",
+            },
+            thinking="view_functions is looked up by endpoint; find where it is filled.",
+            observation="src/flask/sansio/scaffold.py 70-95: self.view_functions = {}",
+            metrics={
+                "tool": "EXP",
+                "file": "src/flask/sansio/scaffold.py",
+                "ranges": [(70, 95)],
+                "action": "definition",
+                "result_count": 1,
+            },
+        ),
+        _turn(
+            4,
+            "create_memory",
+            {
+                "memory_title": "routing path",
+                "memory_content": "url_map -> endpoint -> "
+                "view_functions[endpoint] in dispatch_request",
+            },
+            thinking="Record the path.",
+            observation="memory saved\n" + COACH,
+            injected=[Injection(source="coach", text=COACH)],
+            coach={"decision": "HINT", "message": COACH},
+            metrics={"tool": "MEM"},
+        ),
+        _turn(
+            5,
+            None,
+            {},
+            parse_error=ParseError(kind="no_tool", message="no tool"),
+            metrics={"error_type": "malformed"},
+        ),
+        _turn(
+            6,
+            "stash_conclusion",
+            {
+                "title": "Routing in Flask",
+                "content": "Requests are matched by url_map and dispatched to view_functions.",
+                "scope_description": "app.py and scaffold.py",
+                "proceed_to_finalize": True,
+            },
+            thinking="Only the final turn remains, so I conclude.",
+            observation="conclusion stashed",
+            metrics={"tool": "CON", "finalize": True},
+        ),
+    ]
+    end = End(
+        reason="finalize",
+        ended_at=1100.0,
+        conclusion=(
+            "Requests are matched against url_map and dispatched to view_functions[endpoint] in "
+            "dispatch_request. Given the budget pressure I stopped early. This is run "
+            f"{run_id} by gpt-4.1."
+        )
+        if conclusion
+        else None,
+        conclusion_title="Routing in Flask",
+    )
+    with RunWriter(path) as w:
+        w.write(header)
+        for t in turns:
+            w.write(t)
+        w.write(end)
+    return path
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_hand_run(folder / "a.jsonl")
+    write_hand_run(folder / "b.jsonl", run_id="run-other-7")
+    return folder
+
+
+@pytest.fixture
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-test-judges")
+
+
+def first_label(request: dict[str, Any]) -> str:
+    """A scripted judge that always picks the first allowed label (read from the schema)."""
+    enum = request["response_format"]["schema"]["properties"]["label"]["enum"]
+    return json.dumps({"rationale": "fits the material", "label": enum[0], "evidence": ["t2"]})
+
+
+def backends_for(
+    fake: FakeOpenAI | str,
+    tmp_path: Path,
+    names: tuple[str, ...] = ("judge-a",),
+    mode: str = "use",
+) -> J.BackendFactory:
+    """Backends of scripted judges at the fake server (or at a URL where nothing listens)."""
+    url = fake if isinstance(fake, str) else fake.url
+    cache = ResponseCache(tmp_path / "cache", mode)  # type: ignore[arg-type]
+    made = {
+        n: OpenAIBackend(
+            ModelSpec(
+                name=n,
+                base_url=url,
+                model_id=f"{n}-id",
+                api_key_env=KEY_ENV,
+                constrain="json",
+                temperature=0.2,
+            ),
+            cache,
+            retry=RetryPolicy(attempts=1),
+        )
+        for n in names
+    }
+    return made.__getitem__
+
+
+# ----------------------------------------------------------------------------- replies
+
+
+def test_families_and_scores() -> None:
+    assert J.CONCLUSION_FAMILIES == ("task_relevance", "trace_grounding", "termination_calibration")
+    assert J.TURN_FAMILIES == ("navigation_prior", "reasoning_prior")
+    nav = J.FAMILIES["navigation_prior"]
+    assert [nav.score(x) for x in nav.labels] == [0.0, 0.5, 1.0]
+    assert nav.tools == frozenset({"OVW", "PKR", "EXP"})
+    assert J.FAMILIES["reasoning_prior"].tools == frozenset({"MEM", "BKM", "HNT", "CON"})
+    tc = J.FAMILIES["termination_calibration"]
+    assert tc.score("premature") == 1.0 and tc.score("ready-to-finalize") == 4.0
+    assert math.isnan(tc.score("unclear")) and math.isnan(tc.score(None))
+    with pytest.raises(ValueError, match="known: task_relevance"):
+        J.get_family("fluency")
+
+
+@pytest.mark.parametrize("family", list(J.FAMILIES))
+def test_templates_list_every_label_and_the_schema_matches(family: str) -> None:
+    fam = J.FAMILIES[family]
+    text = fam.template
+    for label in fam.allowed:
+        assert f'"{label}"' in text
+    schema = J.reply_schema(family)
+    assert schema["properties"]["label"]["enum"] == list(fam.allowed)
+    assert schema["properties"]["rationale"]["maxLength"] == J.RATIONALE_MAX
+    assert schema["properties"]["evidence"]["maxItems"] == J.EVIDENCE_ITEMS
+    pyd = J.reply_model(family).model_json_schema()
+    assert pyd["properties"]["label"]["enum"] == list(fam.allowed)
+
+
+def test_parse_valid_reply() -> None:
+    v = J.parse_reply(
+        '{"rationale": "Claims match t2 and t3.", "label": "mostly-supported", '
+        '"evidence": ["t2 dispatch_request", "t3 view_functions"]}',
+        "trace_grounding",
+    )
+    assert (v.label, v.score) == ("mostly-supported", 3.0)
+    assert v.evidence == ["t2 dispatch_request", "t3 view_functions"]
+
+
+def test_parse_lenient_forms() -> None:
+    fenced = '```json\n{"rationale": "ok", "label": "Evidence Led", "evidence": "t1"}\n```'
+    v = J.parse_reply(fenced, "navigation_prior")
+    assert (v.label, v.score, v.evidence) == ("evidence-led", 0.0, ["t1"])
+    v = J.parse_reply('Sure. {"rationale": "r", "label": 2, "evidence": []}', "task_relevance")
+    assert (v.label, v.score) == ("partly-addressed", 2.0)
+    raw_newline = '{"rationale": "line one\nline two", "label": "mixed", "evidence": []}'
+    assert J.parse_reply(raw_newline, "reasoning_prior").score == 0.5
+    long = json.dumps({"rationale": "x" * 900, "label": "mixed", "evidence": ["e" * 500] * 6})
+    v = J.parse_reply(long, "reasoning_prior")
+    assert len(v.rationale) == J.RATIONALE_MAX
+    assert len(v.evidence) == J.EVIDENCE_ITEMS and all(len(e) == J.EVIDENCE_MAX for e in v.evidence)
+
+
+def test_unclear_is_valid_but_unscored() -> None:
+    v = J.parse_reply(
+        '{"rationale": "cannot tell", "label": "unclear", "evidence": []}',
+        "termination_calibration",
+    )
+    assert v.label == "unclear" and math.isnan(v.score)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty"),
+        ("I think it is fine.", "not a JSON object"),
+        ('{"rationale": "r", "label": "excellent", "evidence": []}', "must be exactly one of"),
+        ('{"rationale": "r", "evidence": []}', "'label'"),
+        ('{"rationale": "", "label": "mixed", "evidence": []}', "'rationale' is empty"),
+        ('{"rationale": "r", "label": "5", "evidence": []}', "must be exactly one of"),
+        ("[1, 2]", "not a JSON object"),
+    ],
+)
+def test_invalid_replies_raise_with_a_usable_message(text: str, message: str) -> None:
+    family = "task_relevance" if '"5"' in text else "navigation_prior"
+    with pytest.raises(J.ReplyError, match=message):
+        J.parse_reply(text, family)
+
+
+# ----------------------------------------------------------------------------- retries
+
+
+def _item() -> J.JudgeItem:
+    return J.JudgeItem(
+        "i1",
+        "r1",
+        "navigation_prior",
+        3,
+        "PKR",
+        [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+    )
+
+
+def test_invalid_then_fixed_by_retry(key: None, tmp_path: Path) -> None:
+    good = '{"rationale": "t2 listed it", "label": "evidence-led", "evidence": ["t2"]}'
+    with FakeOpenAI(["no idea", good]) as fake:
+        backend = backends_for(fake, tmp_path)("judge-a")
+        res = J.ask_judge(backend, _item(), retries=2)
+        assert res.verdict is not None and res.verdict.score == 0.0
+        assert res.attempts == 2 and res.error is None
+        retry = fake.requests[1]["messages"]
+        assert [m["role"] for m in retry] == ["system", "user", "assistant", "user"]
+        assert retry[2]["content"] == "no idea"
+        assert "not a JSON object" in retry[3]["content"]
+        assert "evidence-led, mixed, prior-led, unclear" in retry[3]["content"]
+        # the constrained-decoding schema went with every attempt
+        assert all(r["response_format"]["type"] == "json_object" for r in fake.requests)
+
+
+def test_still_invalid_is_missing_not_low(key: None, tmp_path: Path) -> None:
+    bad = '{"rationale": "r", "label": "terrible", "evidence": []}'
+    with FakeOpenAI([bad, bad, bad]) as fake:
+        res = J.ask_judge(backends_for(fake, tmp_path)("judge-a"), _item(), retries=2)
+        assert len(fake.requests) == 3
+    assert res.verdict is None and res.attempts == 3 and "terrible" in (res.error or "")
+    row = J._row(_item(), J.Seat("judge-a", "judge-a"), res)
+    assert row["valid"] is False and row["label"] is None and math.isnan(row["score"])
+
+
+def test_retries_are_configurable(key: None, tmp_path: Path) -> None:
+    with FakeOpenAI(["x", "y"]) as fake:
+        res = J.ask_judge(backends_for(fake, tmp_path)("judge-a"), _item(), retries=0)
+        assert len(fake.requests) == 1 and res.verdict is None
+
+
+# ----------------------------------------------------------------------------- items
+
+
+def test_items_per_family_and_ids(corpus: Path) -> None:
+    rf = read_run(corpus / "a.jsonl")
+    items = J.build_items(rf)
+    by_fam = {f: [i for i in items if i.family == f] for f in J.FAMILIES}
+    assert all(len(by_fam[f]) == 1 for f in J.CONCLUSION_FAMILIES)
+    assert [(i.turn, i.tool) for i in by_fam["navigation_prior"]] == [
+        (1, "OVW"),
+        (2, "PKR"),
+        (3, "EXP"),
+    ]
+    assert [(i.turn, i.tool) for i in by_fam["reasoning_prior"]] == [(4, "MEM"), (6, "CON")]
+    ids = [i.item_id for i in items]
+    assert len(set(ids)) == len(ids) and all(SECRET_RUN not in x for x in ids)
+    assert ids == [i.item_id for i in J.build_items(rf)]  # stable
+    assert all(i.item_id in i.messages[1]["content"] for i in items)
+
+
+def test_no_conclusion_no_conclusion_items(tmp_path: Path) -> None:
+    rf = read_run(write_hand_run(tmp_path / "c.jsonl", conclusion=False))
+    fams = {i.family for i in J.build_items(rf)}
+    assert fams == {"navigation_prior", "reasoning_prior"}
+
+
+def test_anonymised_prompts(corpus: Path) -> None:
+    for item in J.build_items(read_run(corpus / "a.jsonl")):
+        text = item.prompt_text.lower()
+        for leak in (
+            "gpt-4.1",
+            "gpt 4.1",
+            SECRET_RUN,
+            SECRET_STUDY,
+            "budget_pressure",
+            "budget pressure",
+            "budget",
+            "coach",
+            "narrow down",
+            "blueprint registry",
+            "12 turns left",
+            "final turn remains",
+        ):
+            assert leak.lower() not in text, (item.family, item.turn, leak)
+    # the evidence itself survives
+    trace = next(
+        i for i in J.build_items(read_run(corpus / "a.jsonl")) if i.family == "trace_grounding"
+    )
+    assert "dispatch_request" in trace.prompt_text and "src/flask/app.py" in trace.prompt_text
+    assert "Requests are matched against url_map" in trace.prompt_text
+
+
+def test_anonymiser_leaves_ordinary_words() -> None:
+    anon = J.Anonymiser(("gpt-4o", "quick"))
+    assert (
+        anon("GPT-4o read it quickly; a quick look.")
+        == "[redacted] read it quickly; a [redacted] look."
+    )
+    assert J._condition_variants("natural") == []
+    assert "budget pressure" in J._condition_variants("budget_pressure")
+
+
+def test_task_relevance_carries_concerns(corpus: Path) -> None:
+    item = next(
+        i for i in J.build_items(read_run(corpus / "a.jsonl")) if i.family == "task_relevance"
+    )
+    text = item.messages[1]["content"]
+    assert "identifies where the feature (request routing) is entered" in text
+    assert "Off-task patterns" in text and "a trace of a different feature" in text
+    assert "Scope note: app.py and scaffold.py" in text
+    concerns = J.task_concerns("no_such_family")
+    assert concerns["required"] == J.task_concerns("default")["required"]
+
+
+def test_navigation_item_hides_the_steps_outcome(corpus: Path) -> None:
+    item = next(
+        i
+        for i in J.build_items(read_run(corpus / "a.jsonl"))
+        if i.family == "navigation_prior" and i.turn == 3
+    )
+    text = item.messages[1]["content"]
+    step = text[text.index("## The step to judge") :]
+    assert "symbol_name: view_functions" in step
+    assert "(1 results)" not in step and "scaffold.py 70-95" not in step
+    assert "The outline shows dispatch_request" in text  # the window before the step
+
+
+def test_every_section_is_capped(tmp_path: Path) -> None:
+    long_run = synthetic_run(
+        "long",
+        tools=["PKR", "OVW", "EXP", "MEM"] * 20
+        + [{"tool": "CON", "finalize": True, "thinking": 3000}],
+        seed=1,
+    )
+    write_run(long_run, tmp_path / "long.jsonl")
+    rf = read_run(tmp_path / "long.jsonl")
+    default = J.build_items(rf, max_turn_items=2)
+    assert all(len(i.messages[1]["content"]) <= J.ContextCaps().prompt for i in default)
+    small = J.ContextCaps(prompt=3000)
+    items = J.build_items(rf, max_turn_items=2, caps=small)
+    assert all(len(i.messages[1]["content"]) <= 3000 for i in items)
+    assert "omitted" in next(i for i in items if i.family == "trace_grounding").prompt_text
+
+
+def test_sampling_spreads_over_the_run() -> None:
+    assert J.sample_evenly(list(range(10)), 3) == [0, 4, 9]  # 4.5 rounds to even
+    assert J.sample_evenly(list(range(9)), 3) == [0, 4, 8]
+    assert J.sample_evenly([1, 2], 5) == [1, 2]
+    assert J.sample_evenly([1, 2, 3], None) == [1, 2, 3]
+    assert J.sample_evenly([1, 2, 3], 0) == []
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def test_run_judgments_sends_anonymous_constrained_requests(
+    key: None, corpus: Path, tmp_path: Path
+) -> None:
+    with FakeOpenAI(first_label) as fake:
+        report = J.run_judgments(
+            corpus,
+            judges=["judge-a"],
+            out_dir=tmp_path / "out",
+            backends=backends_for(fake, tmp_path),
+            progress=False,
+        )
+        sent = json.dumps(fake.requests).lower()
+        n_requests = len(fake.requests)
+    for leak in (
+        "gpt-4.1",
+        SECRET_RUN,
+        "run-other-7",
+        SECRET_STUDY,
+        "budget_pressure",
+        "budget",
+        "coach",
+        "narrow down",
+    ):
+        assert leak.lower() not in sent, leak
+    # 2 runs x (3 conclusion + 3 navigation + 2 reasoning) items, one judge each
+    assert report.n_items == 16 and n_requests == 16 and report.n_new == 16
+    assert report.n_invalid == 0 and not report.errors
+    assert "response_format" in sent
+
+
+def test_table_schema_and_files(key: None, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with FakeOpenAI(first_label) as fake:
+        report = J.run_judgments(
+            corpus,
+            ["task_relevance", "navigation_prior"],
+            ["judge-a"],
+            out_dir=out,
+            backends=backends_for(fake, tmp_path),
+            progress=False,
+        )
+    table = report.table
+    assert list(table.columns) == J.JUDGMENT_COLUMNS
+    assert len(table) == 2 * (1 + 3)
+    assert set(table["run_id"]) == {SECRET_RUN, "run-other-7"}
+    assert table["valid"].all() and table["turn"].dtype == "Int64"
+    conc = table[table["family"] == "task_relevance"]
+    assert conc["turn"].isna().all() and conc["tool"].isna().all()
+    assert (conc["label"] == "not-addressed").all() and (conc["score"] == 1.0).all()
+    nav = table[table["family"] == "navigation_prior"]
+    assert sorted(nav["tool"].unique()) == ["EXP", "OVW", "PKR"] and (nav["score"] == 0.0).all()
+    assert json.loads(table["evidence"].iloc[0]) == ["t2"]
+    on_disk = pd.read_parquet(out / "judgments.parquet")
+    pd.testing.assert_frame_equal(on_disk, table)
+    lines = (out / "judgments.jsonl").read_text().splitlines()
+    assert len(lines) == 8 and all(json.loads(x)["model"] == "judge-a" for x in lines)
+    assert J.load_judgments(out).shape == table.shape
+    counted = clean_judgments(table)  # the agreement module reads it as is
+    assert counted["counted"].all()
+
+
+def test_invalid_verdicts_are_stored_as_nan(key: None, corpus: Path, tmp_path: Path) -> None:
+    with FakeOpenAI(lambda req: "not json at all") as fake:
+        report = J.run_judgments(
+            corpus,
+            ["termination_calibration"],
+            ["judge-a"],
+            retries=1,
+            out_dir=tmp_path / "out",
+            backends=backends_for(fake, tmp_path),
+            progress=False,
+        )
+        assert len(fake.requests) == 2 * 2  # two items, two attempts each
+    t = report.table
+    assert len(t) == 2 and not t["valid"].any() and t["score"].isna().all()
+    assert t["label"].isna().all() and report.n_invalid == 2
+    row = json.loads((tmp_path / "out" / "judgments.jsonl").read_text().splitlines()[0])
+    assert row["raw"] == "not json at all" and "JSON" in row["error"] and row["attempts"] == 2
+
+
+def _panel_reply(req: dict[str, Any]) -> str:
+    enum = req["response_format"]["schema"]["properties"]["label"]["enum"]
+    pick = {"a-id": 3, "b-id": 3, "c-id": 1}[req["model"]]
+    return json.dumps({"rationale": "r", "label": enum[pick], "evidence": []})
+
+
+def test_vote_of_three(key: None, corpus: Path, tmp_path: Path) -> None:
+    with FakeOpenAI(_panel_reply) as fake:
+        backends = backends_for(fake, tmp_path, names=("a", "b", "c"))
+        report = J.run_judgments(
+            corpus,
+            ["task_relevance", "reasoning_prior"],
+            ["a", "b", "c"],
+            turn_judge="c",
+            out_dir=tmp_path / "out",
+            backends=backends,
+            progress=False,
+        )
+    t = report.table
+    conc = t[t["family"] == "task_relevance"]
+    assert len(conc) == 2 * 3 and sorted(conc["judge"].unique()) == ["a", "b", "c"]
+    turn = t[t["family"] == "reasoning_prior"]
+    assert set(turn["judge"]) == {"c"} and len(turn) == 2 * 2
+    votes = aggregate_votes(t)
+    tr = votes[votes["family"] == "task_relevance"]
+    assert (tr["label"] == "fully-addressed").all() and (tr["score"] == 4.0).all()
+    assert (tr["rule"] == "majority").all() and (tr["n_counted"] == 3).all()
+    assert report.notes == []
+
+
+def test_repeated_model_is_asked_once_and_said_so(key: None, corpus: Path, tmp_path: Path) -> None:
+    with FakeOpenAI(first_label) as fake:
+        report = J.run_judgments(
+            corpus,
+            ["trace_grounding"],
+            ["judge-a"] * 3,
+            out_dir=tmp_path / "out",
+            backends=backends_for(fake, tmp_path),
+            progress=False,
+        )
+        assert len(fake.requests) == 2  # one per item, not three
+    assert sorted(report.table["judge"].unique()) == ["judge-a#1", "judge-a#2", "judge-a#3"]
+    assert any("thrice" in n and "by construction" in n for n in report.notes)
+    assert "thrice" in report.summary()
+    assert J.panel_note(["x", "y", "z"]) is None
+
+
+def test_resume_skips_finished_verdicts(key: None, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    calls = {"n": 0}
+
+    def flaky(req: dict[str, Any]) -> Any:
+        calls["n"] += 1
+        return 400 if calls["n"] > 5 else first_label(req)  # the endpoint dies after 5 calls
+
+    fams = ["task_relevance", "navigation_prior"]
+    with FakeOpenAI(flaky) as fake:
+        first = J.run_judgments(
+            corpus,
+            fams,
+            ["judge-a"],
+            out_dir=out,
+            backends=backends_for(fake, tmp_path, mode="off"),
+            progress=False,
+        )
+    assert first.n_new == 5 and len(first.errors) == 3  # nothing recorded for failed calls
+    assert len(first.table) == 5
+    with FakeOpenAI(first_label) as fake:
+        second = J.run_judgments(
+            corpus,
+            fams,
+            ["judge-a"],
+            out_dir=out,
+            backends=backends_for(fake, tmp_path, mode="off"),
+            progress=False,
+        )
+        assert len(fake.requests) == 3
+    assert second.n_skipped == 5 and second.n_new == 3 and not second.errors
+    assert len(second.table) == 8
+    assert len((out / "judgments.jsonl").read_text().splitlines()) == 8
+    with FakeOpenAI([]) as fake:  # a third pass asks nothing at all
+        third = J.run_judgments(
+            corpus,
+            fams,
+            ["judge-a"],
+            out_dir=out,
+            backends=backends_for(fake, tmp_path),
+            progress=False,
+        )
+        assert fake.requests == []
+    assert third.n_skipped == 8 and third.n_new == 0
+
+
+def test_retry_invalid_asks_again(key: None, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with FakeOpenAI(lambda req: "garbage") as fake:
+        J.run_judgments(
+            corpus,
+            ["task_relevance"],
+            ["judge-a"],
+            out_dir=out,
+            retries=0,
+            backends=backends_for(fake, tmp_path, mode="off"),
+            progress=False,
+        )
+    with FakeOpenAI(first_label) as fake:
+        again = J.run_judgments(
+            corpus,
+            ["task_relevance"],
+            ["judge-a"],
+            out_dir=out,
+            retry_invalid=True,
+            progress=False,
+            backends=backends_for(fake, tmp_path, mode="off"),
+        )
+        assert len(fake.requests) == 2
+    assert again.table["valid"].all() and len(again.table) == 2  # latest verdict wins
+
+
+def test_torn_jsonl_line_is_dropped_and_redone(key: None, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with FakeOpenAI(first_label) as fake:
+        J.run_judgments(
+            corpus,
+            ["task_relevance"],
+            ["judge-a"],
+            out_dir=out,
+            backends=backends_for(fake, tmp_path, mode="off"),
+            progress=False,
+        )
+    path = out / "judgments.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0] + "\n" + lines[1][:30])  # a crash mid-write
+    with FakeOpenAI(first_label) as fake:
+        report = J.run_judgments(
+            corpus,
+            ["task_relevance"],
+            ["judge-a"],
+            out_dir=out,
+            backends=backends_for(fake, tmp_path, mode="off"),
+            progress=False,
+        )
+        assert len(fake.requests) == 1
+    assert len(report.table) == 2 and report.table["valid"].all()
+
+
+def test_cache_replay_needs_no_endpoint(key: None, corpus: Path, tmp_path: Path) -> None:
+    with FakeOpenAI(first_label) as fake:
+        first = J.run_judgments(
+            corpus,
+            ["trace_grounding"],
+            ["judge-a"],
+            out_dir=tmp_path / "o1",
+            backends=backends_for(fake, tmp_path),
+            progress=False,
+        )
+        url = fake.url
+    # the server is gone now: a replay reads every verdict from the response cache
+    replay = J.run_judgments(
+        corpus,
+        ["trace_grounding"],
+        ["judge-a"],
+        out_dir=tmp_path / "o2",
+        backends=backends_for(url, tmp_path, mode="replay"),
+        progress=False,
+    )
+    assert replay.n_cache_hits == 2 and replay.table["cached"].all()
+    cols = ["item_id", "label", "score", "rationale"]
+    pd.testing.assert_frame_equal(replay.table[cols], first.table[cols])
+
+
+def test_cli_judge(key: None, corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    def main(argv: list[str]) -> int:  # only this module's subcommand
+        parser = argparse.ArgumentParser(prog="adakit")
+        J.register_cli(parser.add_subparsers())
+        args = parser.parse_args(argv)
+        return int(args.func(args))
+
+    with FakeOpenAI(first_label) as fake:
+        registry = tmp_path / "models.yaml"
+        registry.write_text(
+            "models:\n  cli-judge:\n"
+            f"    base_url: {fake.url}\n    model_id: cli-judge-id\n"
+            f"    api_key_env: {KEY_ENV}\n    constrain: json\n"
+        )
+        monkeypatch.setenv("ADAKIT_MODELS", str(registry))
+        monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "cache"))
+        out = tmp_path / "cli-out"
+        argv = [
+            "judge",
+            str(corpus),
+            "--families",
+            "task_relevance,navigation_prior",
+            "--judges",
+            "cli-judge",
+            "--max-turn-items",
+            "1",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+        assert main(argv) == 0
+        printed = capsys.readouterr().out
+        assert len(fake.requests) == 2 * (1 + 1)
+        assert main([*argv, "--cache-mode", "replay"]) == 0
+    assert "runs 2, items 4" in printed and "invalid 0" in printed
+    assert "task_relevance: 2/2 valid" in printed
+    assert "4 already on file" in capsys.readouterr().out
+    assert main(["judge", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert "no corpus" in capsys.readouterr().err
+    assert main(["judge", str(corpus), "--families", "nonsense"]) == 2
+    assert "unknown evaluation family" in capsys.readouterr().err
+
+
+def test_judgments_dir_is_beside_the_corpus_name(tmp_path: Path) -> None:
+    from adakit import config
+
+    assert J.judgments_dir(tmp_path / "runs" / "quick") == config.JUDGMENTS / "quick"
+
+
+@pytest.mark.slow
+def test_local_model_judges_end_to_end(tmp_path: Path, corpus: Path) -> None:
+    from adakit.models import local_model_available
+
+    ok, why = local_model_available()
+    if not ok:
+        pytest.skip(why)
+    report = J.run_judgments(
+        corpus / "a.jsonl",
+        ["termination_calibration", "reasoning_prior"],
+        [J.LOCAL_JUDGE],
+        max_turn_items=1,
+        cache_mode="off",
+        out_dir=tmp_path / "out",
+        progress=False,
+        max_tokens=256,
+    )
+    t = report.table
+    assert len(t) == 2 and not report.errors
+    # the 135M model's choices are not meaningful; the plumbing is: constrained JSON parses
+    assert t["valid"].all(), t[["family", "label", "rationale"]]
+    assert set(t["label"]) <= set(J.FAMILIES["termination_calibration"].allowed) | set(
+        J.FAMILIES["reasoning_prior"].allowed
+    )
