@@ -299,6 +299,9 @@ def test_tag_deviation_by_hand():
     assert np.allclose(dev.sum(axis=1), 0.0) and np.allclose(dev.sum(axis=0), 0.0)
     with pytest.raises(ValueError, match="grouping"):
         p.tag_deviation(shares.drop(columns="model"))
+    # rows follow the paper's model order, not the alphabet
+    named = shares.replace({"m1": "Qwen3.5-397B", "m2": "GPT-4o", "m3": "DeepSeek-V3.2"})
+    assert list(p.tag_deviation(named).index) == ["GPT-4o", "DeepSeek-V3.2", "Qwen3.5-397B"]
 
 
 def test_split_regimes():

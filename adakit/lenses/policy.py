@@ -463,6 +463,8 @@ def tag_deviation(shares: pd.DataFrame) -> pd.DataFrame:
     wide = shares.pivot_table(index=keys, columns="tag", values="share", aggfunc="sum",
                               fill_value=0.0, observed=True)
     wide = wide.reindex(columns=_tag_order(shares["tag"]), fill_value=0.0)
+    rows = _sort_groups(wide.index.to_frame(index=False), keys)
+    wide = wide.reindex(pd.MultiIndex.from_frame(rows) if len(keys) > 1 else rows[keys[0]])
     dev = wide - wide.mean(axis=0)
     dev.columns.name = "tag"
     return dev
@@ -652,7 +654,8 @@ def plot_tag_deviation(
         for i in range(vals.shape[0]):
             for j in range(vals.shape[1]):
                 v = vals[i, j]
-                ax.text(j, i, f"{v:+.1f}", ha="center", va="center", fontsize=7,
+                text = "0.0" if abs(v) < 0.05 else f"{v:+.1f}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="white" if abs(v) > 0.6 * vmax else "black")
     fig.colorbar(im, ax=ax, label="Deviation from average (pp)", shrink=0.8)
     if title:

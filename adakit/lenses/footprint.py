@@ -1,0 +1,726 @@
+"""Lens 4, the codebase footprint lens (evidence layer): trace density over files and code
+regions, repository maps (Fig. 10), signed difference maps (Fig. 10b-d, Fig. 13), single-run
+routes (Fig. 11), anchor files (Table D13) and file-to-file corridors (Table D14).
+
+Trace density counts the lines a tool actually showed, line by line: a read of lines 10-19
+adds 1 to each of those ten lines, and reading them twice adds 2. Density per file is the sum
+of lines shown divided by the number of runs in the group (so groups of different size
+compare), and the lines a group touched at least once are its distinct lines. The input is the
+tidy reads table of :func:`adakit.record.load_corpus` (run_id, turn, file, start_line,
+end_line; failed tool calls are not in it).
+
+Choices made where the paper is silent:
+
+* **Anchors (D13).** For each world and each condition, files are ranked by density
+  (1 = densest, ties share the better rank). A file a condition never read ranks just after
+  that condition's last read file. A file's position is its rank averaged over the world's
+  conditions; ties go to the larger total of lines shown.
+* **Corridors (D14).** A move is two consecutive successful tool calls of a run that name
+  different files; turns naming no file (MEM, CON, ...) are skipped, so a -> MEM -> b is a
+  move a -> b. Moves count every occurrence, trajectories count the runs with at least one.
+  Corridors are directed.
+* **Maps.** The world's folders nest as circles (circle packing with ``circlify``), a file's
+  area follows its lines of code, its colour its density. Folders holding a single folder are
+  merged into one circle ("src/flask"). Files never read stay grey. Very large worlds are
+  thinned for drawing: unread files of a folder merge into one grey "(n files)" circle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import circlify
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib import patheffects as pe
+from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize, TwoSlopeNorm
+from matplotlib.figure import Figure
+from matplotlib.patches import Circle, FancyArrowPatch
+from tqdm.auto import tqdm
+
+from adakit import figures
+
+UNVISITED_COLOR = "#D9D9D9"
+FOLDER_FACE = "#F5F5F5"
+FOLDER_EDGE = "#9E9E9E"
+DENSITY_CMAP = "YlOrRd"
+DIFF_CMAP = "RdBu_r"
+_READ_COLUMNS = ("run_id", "file", "start_line", "end_line")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _require(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} lacks column(s) {missing}; got {list(frame.columns)}")
+
+
+def _as_tuple(by: str | Sequence[str] | None) -> tuple[str, ...]:
+    if by is None:
+        return ()
+    return (by,) if isinstance(by, str) else tuple(by)
+
+
+def _with_groups(
+    frame: pd.DataFrame, runs: pd.DataFrame | None, by: Sequence[str], what: str
+) -> pd.DataFrame:
+    missing = [c for c in by if c not in frame.columns]
+    if not missing:
+        return frame
+    if runs is None:
+        raise ValueError(f"{what} lacks {missing}; pass the runs table to take them from")
+    _require(runs, ["run_id", *missing], "the runs table")
+    return frame.merge(runs[["run_id", *missing]].drop_duplicates("run_id"), on="run_id",
+                       how="left")
+
+
+def _clean_reads(reads: pd.DataFrame) -> pd.DataFrame:
+    _require(reads, _READ_COLUMNS, "the reads table")
+    r = reads[reads["file"].notna()].copy()
+    r["start_line"] = pd.to_numeric(r["start_line"], errors="coerce")
+    r["end_line"] = pd.to_numeric(r["end_line"], errors="coerce")
+    r = r[r["start_line"].notna() & r["end_line"].notna()]
+    bad = r["end_line"] < r["start_line"]
+    if bad.any():
+        raise ValueError(f"{int(bad.sum())} read(s) end before they start, e.g. "
+                         f"{r.loc[bad].iloc[0][list(_READ_COLUMNS)].to_dict()}")
+    r["start_line"] = r["start_line"].astype(np.int64)
+    r["end_line"] = r["end_line"].astype(np.int64)
+    r["n_shown"] = r["end_line"] - r["start_line"] + 1
+    return r
+
+
+def _group_run_counts(
+    reads: pd.DataFrame, runs: pd.DataFrame | None, keys: list[str]
+) -> pd.DataFrame:
+    """Runs per group: from ``runs`` when given (runs that read nothing count), else reads."""
+    source = reads
+    if runs is not None and all(k in runs.columns for k in keys):
+        source = runs
+    if not keys:
+        return pd.DataFrame({"n_runs": [source["run_id"].nunique()]})
+    return source.groupby(keys, dropna=False)["run_id"].nunique().rename("n_runs").reset_index()
+
+
+def _union_length(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Distinct lines covered by the ranges of each group (overlapping intervals merged)."""
+    f = frame.sort_values([*keys, "start_line"], kind="stable")
+    gid = f.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+    start = f["start_line"].to_numpy()
+    end = f["end_line"].to_numpy()
+    reach = pd.Series(end).groupby(gid).cummax().to_numpy()
+    first = np.r_[True, gid[1:] != gid[:-1]]
+    prev = np.r_[0, reach[:-1]]
+    block = np.cumsum(first | (start > prev))
+    blocks = pd.DataFrame({"block": block, "s": start, "e": end}).groupby("block").agg(
+        s=("s", "min"), e=("e", "max"))
+    length = (blocks["e"] - blocks["s"] + 1).to_numpy()
+    first_row = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
+    lab = f.iloc[first_row][keys].reset_index(drop=True)
+    return pd.Series(length, index=pd.MultiIndex.from_frame(lab)).groupby(
+        level=list(range(len(keys))), dropna=False).sum()
+
+
+# --------------------------------------------------------------------------- density
+
+
+def trace_density(
+    reads: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Trace density per file (and group).
+
+    Columns: *by, file, lines_shown (lines shown, counted per line and per read), distinct_lines,
+    reads, runs_visiting, n_runs (runs in the group: from ``runs`` when given, so runs that read
+    nothing count), density (= lines_shown / n_runs), max_line (the highest line read).
+    """
+    keys = list(_as_tuple(by))
+    r = _with_groups(_clean_reads(reads), runs, keys, "the reads table")
+    cols = [*keys, "file", "lines_shown", "distinct_lines", "reads", "runs_visiting", "n_runs",
+            "density", "max_line"]
+    if r.empty:
+        return pd.DataFrame(columns=cols)
+    g = [*keys, "file"]
+    out = r.groupby(g, dropna=False).agg(
+        lines_shown=("n_shown", "sum"),
+        reads=("n_shown", "size"),
+        runs_visiting=("run_id", "nunique"),
+        max_line=("end_line", "max"),
+    )
+    out["distinct_lines"] = _union_length(r, g).reindex(out.index)
+    out = out.reset_index()
+    counts = _group_run_counts(r, runs, keys)
+    out = out.merge(counts, on=keys, how="left") if keys else out.assign(
+        n_runs=int(counts["n_runs"].iloc[0]))
+    out["density"] = out["lines_shown"] / out["n_runs"]
+    out = out.sort_values([*keys, "density", "file"], ascending=[True] * len(keys) + [False, True])
+    return out[cols].reset_index(drop=True)
+
+
+def region_density(
+    reads: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+    bin_lines: int = 50,
+    regions: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Trace density per code region: fixed bins of ``bin_lines`` lines, or named regions.
+
+    ``regions`` (columns file, region, start_line, end_line; e.g. functions and classes from a
+    code index) replaces the bins. Each read adds its overlap with a region, line by line.
+    Columns: *by, file, region, region_start, region_end, lines_shown, n_runs, density.
+    """
+    keys = list(_as_tuple(by))
+    r = _with_groups(_clean_reads(reads), runs, keys, "the reads table")
+    cols = [*keys, "file", "region", "region_start", "region_end", "lines_shown", "n_runs",
+            "density"]
+    if r.empty:
+        return pd.DataFrame(columns=cols)
+    if regions is None:
+        if int(bin_lines) < 1:
+            raise ValueError(f"bin_lines must be >= 1, got {bin_lines}")
+        b = int(bin_lines)
+        first = (r["start_line"].to_numpy() - 1) // b
+        last = (r["end_line"].to_numpy() - 1) // b
+        reps = (last - first + 1).astype(np.int64)
+        idx = np.repeat(np.arange(len(r)), reps)
+        offset = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
+        k = first[idx] + offset
+        x = r.iloc[idx].reset_index(drop=True)
+        x["region_start"] = k * b + 1
+        x["region_end"] = (k + 1) * b
+        x["region"] = [f"L{s}-{e}" for s, e in zip(x["region_start"], x["region_end"],
+                                                    strict=True)]
+    else:
+        _require(regions, ["file", "region", "start_line", "end_line"], "the regions table")
+        reg = regions.rename(columns={"start_line": "region_start", "end_line": "region_end"})
+        x = r.merge(reg[["file", "region", "region_start", "region_end"]], on="file")
+        x = x[(x["start_line"] <= x["region_end"]) & (x["end_line"] >= x["region_start"])]
+    x = x.assign(
+        overlap=np.minimum(x["end_line"], x["region_end"])
+        - np.maximum(x["start_line"], x["region_start"]) + 1
+    )
+    g = [*keys, "file", "region", "region_start", "region_end"]
+    out = x.groupby(g, dropna=False)["overlap"].sum().rename("lines_shown").reset_index()
+    counts = _group_run_counts(r, runs, keys)
+    out = out.merge(counts, on=keys, how="left") if keys else out.assign(
+        n_runs=int(counts["n_runs"].iloc[0]))
+    out["density"] = out["lines_shown"] / out["n_runs"]
+    out = out.sort_values([*keys, "file", "region_start"])
+    return out[cols].reset_index(drop=True)
+
+
+def _select(frame: pd.DataFrame, spec: Mapping[str, Any]) -> pd.Series:
+    mask = pd.Series(True, index=frame.index)
+    for col, val in spec.items():
+        if col not in frame.columns:
+            raise ValueError(f"cannot select on {col!r}: not a column ({list(frame.columns)})")
+        if isinstance(val, (list, tuple, set, frozenset)):
+            mask &= frame[col].isin(list(val))
+        else:
+            mask &= frame[col] == val
+    return mask
+
+
+def density_difference(
+    reads: pd.DataFrame,
+    runs: pd.DataFrame,
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+) -> pd.DataFrame:
+    """Signed per-file density of group A minus group B (each normalised by its run count).
+
+    ``a`` and ``b`` select runs by column values, e.g. ``{"model": "Qwen3.5-397B", "world":
+    "graphiti"}`` (a list value means "any of"). Columns: file, density_a, density_b, diff,
+    n_runs_a, n_runs_b; files read by neither group are absent. Raises if a group has no runs.
+    """
+    _require(runs, ["run_id"], "the runs table")
+    out = []
+    for name, spec in (("a", a), ("b", b)):
+        ids = set(runs.loc[_select(runs, spec), "run_id"])
+        if not ids:
+            raise ValueError(f"group {name.upper()} {dict(spec)} has no runs")
+        d = trace_density(reads[reads["run_id"].isin(ids)])
+        d = d.set_index("file")["lines_shown"] / len(ids)
+        out.append((d.rename(f"density_{name}"), len(ids)))
+    (da, na), (db, nb) = out
+    table = pd.concat([da, db], axis=1).fillna(0.0)
+    table["diff"] = table["density_a"] - table["density_b"]
+    table["n_runs_a"], table["n_runs_b"] = na, nb
+    table.index.name = "file"
+    return table.reset_index().sort_values("diff", ascending=False, kind="stable").reset_index(
+        drop=True)
+
+
+# --------------------------------------------------------------------------- world files
+
+
+def world_files_table(
+    world: Any,
+    extensions: Iterable[str] | None = None,
+    source_only: bool = True,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """The files of an :class:`adakit.world.World` with their physical line counts (file, loc).
+
+    Files are those ending with one of ``extensions``; by default the world's source files
+    (its manifest's source extensions when it has a manifest entry, else the known languages),
+    or every file when ``source_only`` is false or the world has no source file.
+    """
+    if extensions is None and source_only:
+        extensions = _manifest_extensions(getattr(world, "name", ""))
+    if extensions:
+        ends = tuple(e.lower() for e in extensions)
+        files = [f for f in world.files() if f.lower().endswith(ends)]
+    else:
+        files = world.source_files() if source_only else world.files()
+    if not files:
+        files = world.files()
+    locs = [world.line_count(f) for f in tqdm(files, desc=f"LOC {world.name}",
+                                               disable=not progress, leave=False)]
+    return pd.DataFrame({"file": list(files), "loc": locs})
+
+
+def _manifest_extensions(name: str) -> tuple[str, ...]:
+    try:
+        from adakit.world import load_manifest
+
+        spec = load_manifest().get(name)
+    except (OSError, ValueError, ImportError):  # no usable manifest: the known languages
+        return ()
+    return tuple(spec.extensions) if spec is not None else ()
+
+
+def files_from_reads(reads: pd.DataFrame) -> pd.DataFrame:
+    """A stand-in files table when the world is not at hand: the files the corpus read, with
+    LOC unknown and taken as the highest line read."""
+    r = _clean_reads(reads)
+    out = r.groupby("file")["end_line"].max().rename("loc").reset_index()
+    return out.sort_values("file").reset_index(drop=True)
+
+
+def complete_files(files: pd.DataFrame, reads: pd.DataFrame) -> pd.DataFrame:
+    """``files`` plus the files the corpus read that it lacks (LOC = highest line read), so a
+    map shows every read file (e.g. a file type outside the world's source extensions)."""
+    _require(files, ["file", "loc"], "the files table")
+    seen = files_from_reads(reads)
+    extra = seen[~seen["file"].isin(files["file"])]
+    return pd.concat([files[["file", "loc"]], extra], ignore_index=True)
+
+
+# --------------------------------------------------------------------------- layout
+
+
+@dataclass
+class _Node:
+    name: str
+    path: str
+    loc: float = 0.0
+    value: float = float("nan")
+    is_file: bool = False
+    children: dict[str, _Node] | None = None
+
+    def total(self) -> float:
+        if self.is_file:
+            return max(self.loc, 1.0)
+        return sum(c.total() for c in (self.children or {}).values())
+
+    def visited(self) -> bool:
+        if self.is_file:
+            return bool(np.isfinite(self.value) and self.value != 0)
+        return any(c.visited() for c in (self.children or {}).values())
+
+
+def _build_tree(files: pd.DataFrame, values: pd.Series) -> _Node:
+    root = _Node("", "", children={})
+    for f, loc in zip(files["file"], files["loc"], strict=True):
+        parts = str(f).strip("/").split("/")
+        node = root
+        for i, part in enumerate(parts[:-1]):
+            path = "/".join(parts[: i + 1])
+            node = node.children.setdefault(part, _Node(part, path, children={}))
+            if node.is_file:
+                raise ValueError(f"{path!r} is both a file and a folder in the files table")
+        leaf = _Node(parts[-1], str(f).strip("/"), loc=float(loc or 0), is_file=True,
+                     value=float(values.get(f, np.nan)))
+        node.children[parts[-1]] = leaf
+    return root
+
+
+def _compress(node: _Node) -> _Node:
+    """Merge chains of folders that hold exactly one folder (src -> src/flask)."""
+    if node.is_file:
+        return node
+    kids = {k: _compress(c) for k, c in (node.children or {}).items()}
+    node.children = kids
+    if node.path and len(kids) == 1:
+        (only,) = kids.values()
+        if not only.is_file:
+            return _Node(f"{node.name}/{only.name}", only.path, children=only.children)
+    return node
+
+
+def _thin(node: _Node) -> None:
+    """Merge the unread files of every folder into one grey leaf."""
+    if node.is_file:
+        return
+    kids = node.children or {}
+    unread = [c for c in kids.values() if c.is_file and not c.visited()]
+    if len(unread) > 1:
+        for c in unread:
+            del kids[c.name]
+        name = f"({len(unread)} files)"
+        path = f"{node.path}/{name}" if node.path else name
+        kids[name] = _Node(name, path, loc=sum(c.loc for c in unread), is_file=True)
+    for c in kids.values():
+        _thin(c)
+
+
+def _count_leaves(node: _Node) -> int:
+    return 1 if node.is_file else sum(_count_leaves(c) for c in (node.children or {}).values())
+
+
+def _to_circlify(node: _Node) -> list[dict[str, Any]]:
+    out = []
+    for c in sorted((node.children or {}).values(), key=lambda n: -n.total()):
+        item: dict[str, Any] = {"id": c.path, "datum": c.total()}
+        if not c.is_file:
+            item["children"] = _to_circlify(c)
+        out.append(item)
+    return out
+
+
+def _values_series(values: pd.Series | Mapping[str, float] | pd.DataFrame | None,
+                   column: str | None) -> pd.Series:
+    if values is None:
+        return pd.Series(dtype=float)
+    if isinstance(values, pd.DataFrame):
+        _require(values, ["file"], "the values table")
+        col = column or ("diff" if "diff" in values.columns else "density")
+        _require(values, [col], "the values table")
+        return values.groupby("file")[col].sum()
+    return pd.Series(values, dtype=float)
+
+
+def repo_layout(
+    files: pd.DataFrame,
+    values: pd.Series | Mapping[str, float] | pd.DataFrame | None = None,
+    value_column: str | None = None,
+    max_leaves: int = 800,
+) -> pd.DataFrame:
+    """Circle-packing layout of a world: one row per circle (path, kind, depth, x, y, r, loc,
+    value). Files read in ``values`` but missing from ``files`` are added with their value's
+    LOC unknown (1). When there are more than ``max_leaves`` files, unread files are merged
+    per folder before packing."""
+    _require(files, ["file", "loc"], "the files table")
+    vals = _values_series(values, value_column)
+    extra = sorted(set(vals.index) - set(files["file"]))
+    if extra:
+        files = pd.concat([files[["file", "loc"]], pd.DataFrame({"file": extra, "loc": 1})])
+    if files.empty:
+        raise ValueError("the files table is empty: nothing to lay out")
+    root = _compress(_build_tree(files, vals))
+    if _count_leaves(root) > max_leaves:
+        _thin(root)
+    nodes: dict[str, _Node] = {}
+
+    def index(n: _Node) -> None:
+        for c in (n.children or {}).values():
+            nodes[c.path] = c
+            index(c)
+
+    index(root)
+    circles = circlify.circlify(_to_circlify(root), show_enclosure=False,
+                                target_enclosure=circlify.Circle(x=0, y=0, r=1))
+    rows = []
+    for c in circles:
+        if not c.ex:
+            continue
+        n = nodes[c.ex["id"]]
+        rows.append({"path": n.path, "name": n.name, "kind": "file" if n.is_file else "folder",
+                     "depth": c.level, "x": c.x, "y": c.y, "r": c.r, "loc": n.total(),
+                     "value": n.value if n.is_file else np.nan})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- maps
+
+
+def _short(name: str, width: int = 16) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def plot_repo_map(
+    files: pd.DataFrame,
+    values: pd.Series | Mapping[str, float] | pd.DataFrame | None = None,
+    ax: Axes | None = None,
+    value_column: str | None = None,
+    diverging: bool | None = None,
+    layout: pd.DataFrame | None = None,
+    label_top: int = 8,
+    label_depth: int = 2,
+    min_label_radius: float = 0.12,
+    clip_quantile: float = 0.95,
+    colorbar_label: str | None = None,
+    title: str | None = None,
+) -> Figure:
+    """The repository map (Fig. 10): folders as nested circles, file area = LOC, colour =
+    density (sequential) or a signed difference (diverging, centred at zero); unread files grey.
+
+    ``values`` is a per-file Series/mapping, or a table from :func:`trace_density` /
+    :func:`density_difference` (``value_column`` defaults to diff, else density).
+    ``diverging`` defaults to True when any value is negative. Colours saturate at the
+    ``clip_quantile`` of the absolute values (the colour bar then shows "+"). Folders down to
+    ``label_depth`` whose circle radius is at least ``min_label_radius`` (the world is the unit
+    circle) and the ``label_top`` strongest files are labelled.
+    """
+    figures.use_style()
+    vals = _values_series(values, value_column)
+    lay = layout if layout is not None else repo_layout(files, vals)
+    if diverging is None:
+        diverging = bool((vals < 0).any())
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    else:
+        fig = ax.figure
+    ax.set_aspect("equal")
+    ax.axis("off")
+    leaf = lay[lay["kind"] == "file"].copy()
+    leaf["value"] = leaf["path"].map(vals).astype(float)
+    seen = leaf["value"].notna() & (leaf["value"] != 0 if not diverging else True)
+    mags = leaf.loc[seen, "value"].abs()
+    vmax = float(np.quantile(mags, clip_quantile)) if len(mags) else 1.0
+    vmax = vmax if vmax > 0 else (float(mags.max()) if len(mags) and mags.max() > 0 else 1.0)
+    clipped = bool(len(mags) and mags.max() > vmax)
+    if diverging:
+        norm: Normalize = TwoSlopeNorm(0.0, -vmax, vmax)
+        cmap = colormaps[DIFF_CMAP]
+    else:
+        norm = Normalize(0.0, vmax)
+        cmap = colormaps[DENSITY_CMAP]
+    for row in lay[lay["kind"] == "folder"].itertuples():
+        ax.add_patch(Circle((row.x, row.y), row.r, facecolor=FOLDER_FACE, edgecolor=FOLDER_EDGE,
+                            linewidth=0.6 if row.depth > 1 else 0.9, zorder=1 + row.depth * 0.01))
+    for row, ok in zip(leaf.itertuples(), seen, strict=True):
+        face = cmap(norm(np.clip(row.value, -vmax, vmax))) if ok else UNVISITED_COLOR
+        ax.add_patch(Circle((row.x, row.y), row.r, facecolor=face, edgecolor="white",
+                            linewidth=0.3, zorder=3))
+    halo = [pe.withStroke(linewidth=2.2, foreground="white")]
+    big = lay["r"] >= min_label_radius
+    for row in lay[(lay["kind"] == "folder") & (lay["depth"] <= label_depth) & big].itertuples():
+        top = row.depth == lay["depth"].min()  # outermost circles: label above the rim
+        ax.text(row.x, row.y + row.r * (1.0 if top else 0.97), _short(row.name, 24),
+                ha="center", va="bottom" if top else "top", fontsize=8 if top else 7,
+                fontweight="bold", color="#333333", path_effects=halo, zorder=6)
+    strongest = leaf[seen].assign(m=leaf["value"].abs()).nlargest(label_top, "m")
+    for row in strongest.itertuples():
+        ax.text(row.x, row.y, _short(row.name), ha="center", va="center", fontsize=7,
+                path_effects=halo, zorder=7)
+    lim = max(1.0, float((lay["x"].abs() + lay["r"]).max()), float((lay["y"].abs() + lay["r"]).max()))
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    sm = ScalarMappable(norm=norm, cmap=cmap)
+    label = colorbar_label or ("Signed trace density (lines per run)" if diverging else
+                               "Trace density (lines shown per run)")
+    extend = ("both" if diverging else "max") if clipped else "neither"
+    fig.colorbar(sm, ax=ax, shrink=0.6, label=label, extend=extend)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_difference_map(
+    files: pd.DataFrame,
+    difference: pd.DataFrame,
+    labels: tuple[str, str] = ("A", "B"),
+    ax: Axes | None = None,
+    **kwargs: Any,
+) -> Figure:
+    """A signed difference map (Fig. 10b-d, Fig. 13) from :func:`density_difference`: red where
+    A reads more, blue where B reads more, centred at zero."""
+    _require(difference, ["file", "diff"], "the difference table")
+    kwargs.setdefault("colorbar_label", f"{labels[0]} minus {labels[1]} (lines per run)")
+    kwargs.setdefault("title", f"{labels[0]} − {labels[1]}")
+    return plot_repo_map(files, difference, ax=ax, value_column="diff", diverging=True, **kwargs)
+
+
+# --------------------------------------------------------------------------- routes
+
+
+def _file_turns(turns: pd.DataFrame) -> pd.DataFrame:
+    _require(turns, ["run_id", "turn", "file"], "the turns table")
+    t = turns[turns["file"].notna()]
+    if "error_type" in t.columns:
+        t = t[t["error_type"].isna()]
+    return t.sort_values(["run_id", "turn"], kind="stable")
+
+
+def run_route(turns: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    """The files one run visited, in order (Fig. 11): consecutive calls on the same file form
+    one step. Columns: step, file, first_turn, last_turn, calls, lines (lines shown, when the
+    turns table has ``lines_viewed``)."""
+    t = _file_turns(turns)
+    t = t[t["run_id"] == run_id]
+    cols = ["step", "file", "first_turn", "last_turn", "calls", "lines"]
+    if t.empty:
+        if run_id not in set(turns["run_id"]):
+            raise ValueError(f"no run {run_id!r} in the turns table")
+        return pd.DataFrame(columns=cols)
+    step = (t["file"] != t["file"].shift()).cumsum().to_numpy()
+    lines = t["lines_viewed"] if "lines_viewed" in t.columns else pd.Series(0, index=t.index)
+    out = t.assign(step=step, lines=lines.fillna(0)).groupby("step").agg(
+        file=("file", "first"), first_turn=("turn", "min"), last_turn=("turn", "max"),
+        calls=("turn", "size"), lines=("lines", "sum"))
+    return out.reset_index()[cols]
+
+
+def plot_route(
+    routes: pd.DataFrame | Mapping[str, pd.DataFrame],
+    files: pd.DataFrame | None = None,
+    ax: Axes | None = None,
+    layout: pd.DataFrame | None = None,
+    title: str | None = None,
+) -> Figure:
+    """One or more runs' routes drawn on the repository map (Fig. 11): numbered arrows from
+    file to file, one colour per run; the files a route touches are outlined."""
+    figures.use_style()
+    named = dict(routes) if isinstance(routes, Mapping) else {"run": routes}
+    for name, r in named.items():
+        _require(r, ["step", "file"], f"route {name!r}")
+    visited = sorted({f for r in named.values() for f in r["file"]})
+    if files is None:
+        files = pd.DataFrame({"file": visited, "loc": 1})
+    lay = layout if layout is not None else repo_layout(
+        files, pd.Series(1.0, index=visited, dtype=float))
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    else:
+        fig = ax.figure
+    ax.set_aspect("equal")
+    ax.axis("off")
+    for row in lay.itertuples():
+        folder = row.kind == "folder"
+        ax.add_patch(Circle((row.x, row.y), row.r, facecolor=FOLDER_FACE if folder else
+                            "#EEEEEE", edgecolor=FOLDER_EDGE if folder else "white",
+                            linewidth=0.5, zorder=1 if folder else 2))
+    pos = lay.set_index("path")[["x", "y", "r"]]
+    halo = [pe.withStroke(linewidth=2.2, foreground="white")]
+    colors = figures.palette_for(list(named))
+    for k, (name, r) in enumerate(named.items()):
+        color = colors[name]
+        pts = [tuple(pos.loc[f, ["x", "y"]]) for f in r["file"] if f in pos.index]
+        jitter = (k - (len(named) - 1) / 2) * 0.012
+        pts = [(x + jitter, y + jitter) for x, y in pts]
+        for f in set(r["file"]):
+            if f in pos.index:
+                x, y, rad = pos.loc[f]
+                ax.add_patch(Circle((x, y), rad, facecolor="none", edgecolor=color,
+                                    linewidth=1.2, zorder=4))
+        for i in range(1, len(pts)):
+            ax.add_patch(FancyArrowPatch(pts[i - 1], pts[i], arrowstyle="-|>", mutation_scale=8,
+                                         color=color, linewidth=1.0, alpha=0.85, zorder=5,
+                                         connectionstyle="arc3,rad=0.15"))
+        steps: dict[tuple[float, float], list[str]] = {}
+        for i, xy in enumerate(pts, 1):
+            steps.setdefault(xy, []).append(str(i))
+        for (x, y), nums in steps.items():
+            ax.text(x, y, ",".join(nums), fontsize=7, ha="center", va="center", color=color,
+                    fontweight="bold", path_effects=halo, zorder=6)
+        ax.plot([], [], color=color, label=f"{name} ({len(pts)} steps)")
+    for row in lay[(lay["kind"] == "file") & lay["path"].isin(visited)].itertuples():
+        ax.text(row.x, row.y - row.r * 0.6, _short(row.name), ha="center", va="top",
+                fontsize=6.5, path_effects=halo, zorder=6)
+    lim = max(1.0, float((lay["x"].abs() + lay["r"]).max()), float((lay["y"].abs() + lay["r"]).max()))
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, 1.0), frameon=False)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def anchor_files(
+    reads: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    world: str = "world",
+    across: str = "condition",
+    top: int | None = 3,
+) -> pd.DataFrame:
+    """Recurring anchor files per world ranked by average position across ``across`` (D13).
+
+    Columns: world, position, file, mean_rank, ranked_in (groups that read the file),
+    groups (groups of the world), lines_shown.
+    """
+    d = trace_density(reads, runs, by=(world, across))
+    cols = [world, "position", "file", "mean_rank", "ranked_in", "groups", "lines_shown"]
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    d["rank"] = d.groupby([world, across], dropna=False)["density"].rank(
+        ascending=False, method="min")
+    files = d[[world, "file"]].drop_duplicates()
+    groups = d[[world, across]].drop_duplicates()
+    grid = files.merge(groups, on=world)
+    grid = grid.merge(d[[world, across, "file", "rank", "lines_shown"]],
+                      on=[world, across, "file"], how="left")
+    worst = d.groupby([world, across], dropna=False)["file"].size().rename("n_read") + 1
+    grid = grid.merge(worst.reset_index(), on=[world, across])
+    grid["ranked"] = grid["rank"].notna()
+    grid["rank"] = grid["rank"].fillna(grid["n_read"])
+    out = grid.groupby([world, "file"], dropna=False).agg(
+        mean_rank=("rank", "mean"), ranked_in=("ranked", "sum"), groups=(across, "nunique"),
+        lines_shown=("lines_shown", "sum"))
+    out = out.reset_index().sort_values([world, "mean_rank", "lines_shown", "file"],
+                                        ascending=[True, True, False, True])
+    out["position"] = out.groupby(world).cumcount() + 1
+    out["lines_shown"] = out["lines_shown"].astype(int)
+    out["ranked_in"] = out["ranked_in"].astype(int)
+    if top is not None:
+        out = out[out["position"] <= top]
+    return out[cols].reset_index(drop=True)
+
+
+def file_corridors(
+    turns: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: str | Sequence[str] | None = "world",
+    top: int | None = 5,
+) -> pd.DataFrame:
+    """The most frequent file-to-file moves per group (D14), directed.
+
+    Columns: *by, source, target, moves, trajectories, rank. Sorted by moves, then
+    trajectories, then names.
+    """
+    keys = list(_as_tuple(by))
+    t = _with_groups(_file_turns(turns), runs, keys, "the turns table")
+    cols = [*keys, "source", "target", "moves", "trajectories", "rank"]
+    same_run = t["run_id"].to_numpy()[1:] == t["run_id"].to_numpy()[:-1]
+    f = t["file"].to_numpy()
+    move = same_run & (f[1:] != f[:-1])
+    if not move.any():
+        return pd.DataFrame(columns=cols)
+    idx = np.flatnonzero(move)
+    m = pd.DataFrame({"run_id": t["run_id"].to_numpy()[idx + 1], "source": f[idx],
+                      "target": f[idx + 1]})
+    for k in keys:
+        m[k] = t[k].to_numpy()[idx + 1]
+    out = m.groupby([*keys, "source", "target"], dropna=False).agg(
+        moves=("run_id", "size"), trajectories=("run_id", "nunique")).reset_index()
+    out = out.sort_values([*keys, "moves", "trajectories", "source", "target"],
+                          ascending=[True] * len(keys) + [False, False, True, True])
+    out["rank"] = out.groupby(keys, dropna=False).cumcount() + 1 if keys else np.arange(
+        1, len(out) + 1)
+    if top is not None:
+        out = out[out["rank"] <= top]
+    return out[cols].reset_index(drop=True)

@@ -1,0 +1,247 @@
+"""Lens 4 (codebase footprint): densities, regions, differences, anchors, corridors and routes
+against hand-computed expectations; maps return Figures and save nothing."""
+
+from __future__ import annotations
+
+import matplotlib.figure
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from adakit.lenses import footprint as fp
+from adakit.world import World
+
+READ_COLS = ["run_id", "turn", "file", "start_line", "end_line"]
+
+
+@pytest.fixture
+def reads():
+    rows = [
+        ("r1", 1, "a.py", 1, 10),
+        ("r1", 2, "a.py", 5, 14),
+        ("r1", 4, "b.py", 1, 5),
+        ("r2", 1, "a.py", 1, 10),
+        ("r3", 3, "c.py", 100, 109),
+    ]
+    return pd.DataFrame(rows, columns=READ_COLS)
+
+
+@pytest.fixture
+def runs():
+    return pd.DataFrame({
+        "run_id": ["r1", "r2", "r3", "r4"],  # r4 read nothing
+        "model": ["m1", "m1", "m2", "m2"],
+        "condition": ["natural", "budget_pressure", "natural", "budget_pressure"],
+        "world": ["w", "w", "w", "w"],
+    })
+
+
+def test_trace_density_by_hand(reads, runs):
+    d = fp.trace_density(reads, runs).set_index("file")
+    # a.py: 10 + 10 + 10 lines shown, lines 1-14 distinct, 4 runs in the corpus
+    assert d.loc["a.py", "lines_shown"] == 30
+    assert d.loc["a.py", "distinct_lines"] == 14
+    assert d.loc["a.py", "reads"] == 3 and d.loc["a.py", "runs_visiting"] == 2
+    assert d.loc["a.py", "density"] == pytest.approx(7.5)
+    assert d.loc["b.py", "density"] == pytest.approx(1.25)
+    assert d.loc["c.py", "max_line"] == 109
+    assert list(d.index) == ["a.py", "c.py", "b.py"]  # densest first
+    # without the runs table only runs that read something count
+    assert fp.trace_density(reads).set_index("file").loc["a.py", "density"] == pytest.approx(10)
+
+
+def test_trace_density_by_group(reads, runs):
+    d = fp.trace_density(reads, runs, by="model").set_index(["model", "file"])
+    assert d.loc[("m1", "a.py"), "density"] == pytest.approx(15.0)
+    assert d.loc[("m1", "b.py"), "density"] == pytest.approx(2.5)
+    assert d.loc[("m2", "c.py"), "density"] == pytest.approx(5.0)  # r4 counts in m2
+    assert d.loc[("m2", "c.py"), "n_runs"] == 2
+    with pytest.raises(ValueError, match="runs table"):
+        fp.trace_density(reads, by="model")
+
+
+def test_distinct_lines_merge_overlaps_and_gaps():
+    r = pd.DataFrame([("r", 1, "x", 1, 5), ("r", 2, "x", 3, 8), ("r", 3, "x", 20, 21),
+                      ("r", 4, "x", 9, 9), ("q", 1, "x", 4, 30)], columns=READ_COLS)
+    d = fp.trace_density(r, by="run_id").set_index("run_id")
+    assert d.loc["r", "distinct_lines"] == 9 + 2  # 1-9 and 20-21
+    assert d.loc["r", "lines_shown"] == 5 + 6 + 2 + 1
+    assert d.loc["q", "distinct_lines"] == 27
+    assert fp.trace_density(r).loc[0, "distinct_lines"] == 30
+
+
+def test_bad_reads_are_refused(reads):
+    bad = reads.copy()
+    bad.loc[0, "end_line"] = 0
+    with pytest.raises(ValueError, match="end before they start"):
+        fp.trace_density(bad)
+    with pytest.raises(ValueError, match="start_line"):
+        fp.trace_density(reads.drop(columns="start_line"))
+
+
+def test_region_density_bins_by_hand(reads, runs):
+    d = fp.region_density(reads, runs, bin_lines=10).set_index(["file", "region"])
+    # a.py 1-10 twice and 5-14 once: 10 + 6 + 10 lines in L1-10, 4 in L11-20
+    assert d.loc[("a.py", "L1-10"), "lines_shown"] == 26
+    assert d.loc[("a.py", "L11-20"), "lines_shown"] == 4
+    assert d.loc[("c.py", "L91-100"), "lines_shown"] == 1
+    assert d.loc[("c.py", "L101-110"), "lines_shown"] == 9
+    assert d.loc[("a.py", "L1-10"), "density"] == pytest.approx(26 / 4)
+    assert d["lines_shown"].sum() == 45  # every shown line lands in exactly one bin
+    with pytest.raises(ValueError, match="bin_lines"):
+        fp.region_density(reads, bin_lines=0)
+
+
+def test_region_density_named_regions(reads):
+    regions = pd.DataFrame({"file": ["a.py", "a.py", "b.py"], "region": ["f", "g", "h"],
+                            "start_line": [1, 8, 50], "end_line": [7, 20, 60]})
+    d = fp.region_density(reads, regions=regions).set_index("region")
+    assert d.loc["f", "lines_shown"] == 7 + 3 + 7
+    assert d.loc["g", "lines_shown"] == 3 + 7 + 3
+    assert "h" not in d.index  # b.py lines 1-5 miss h
+
+
+def test_density_difference_by_hand(reads, runs):
+    diff = fp.density_difference(reads, runs, {"model": "m1"}, {"model": "m2"}).set_index("file")
+    assert diff.loc["a.py", "diff"] == pytest.approx(15.0)
+    assert diff.loc["b.py", "diff"] == pytest.approx(2.5)
+    assert diff.loc["c.py", "diff"] == pytest.approx(-5.0)
+    assert diff.loc["c.py", "density_a"] == 0.0
+    assert list(diff.index) == ["a.py", "b.py", "c.py"]
+    same = fp.density_difference(reads, runs, {"condition": ["natural", "budget_pressure"]},
+                                 {"world": "w"})
+    assert (same["diff"] == 0).all()
+    with pytest.raises(ValueError, match="no runs"):
+        fp.density_difference(reads, runs, {"model": "m9"}, {"model": "m1"})
+
+
+def test_anchor_files_by_hand(reads, runs):
+    a = fp.anchor_files(reads, runs, top=None)
+    # natural: a 10/run, c 5, b 2.5 -> ranks 1, 2, 3; budget: only a (rank 1), b and c rank 2
+    assert list(a["file"]) == ["a.py", "c.py", "b.py"]
+    assert list(a["mean_rank"]) == pytest.approx([1.0, 2.0, 2.5])
+    assert list(a["ranked_in"]) == [2, 1, 1] and set(a["groups"]) == {2}
+    assert list(a["position"]) == [1, 2, 3]
+    assert len(fp.anchor_files(reads, runs, top=2)) == 2
+
+
+def test_anchor_ties_go_to_more_lines(runs):
+    r = pd.DataFrame([("r1", 1, "x.py", 1, 10), ("r3", 1, "y.py", 1, 30),
+                      ("r2", 1, "y.py", 1, 10), ("r4", 1, "x.py", 1, 20)], columns=READ_COLS)
+    a = fp.anchor_files(r, runs, top=None)
+    # natural: y (30) rank 1, x (10) rank 2; budget: x (20) 1, y (10) 2 -> both 1.5
+    assert list(a["mean_rank"]) == [1.5, 1.5]
+    assert list(a["file"]) == ["y.py", "x.py"]  # 40 lines shown beat 30
+
+
+@pytest.fixture
+def turns():
+    rows = [
+        ("r1", 1, "PKR", "a.py", None, 10),
+        ("r1", 2, "PKR", "a.py", None, 10),
+        ("r1", 3, "MEM", None, None, 0),
+        ("r1", 4, "PKR", "b.py", None, 5),
+        ("r1", 5, "OVW", "a.py", None, 7),
+        ("r1", 6, "PKR", "b.py", "tool_error", 0),
+        ("r1", 7, "EXP", "c.py", None, 12),
+        ("r2", 1, "PKR", "a.py", None, 10),
+        ("r2", 2, "PKR", "b.py", None, 10),
+        ("r2", 3, "CON", None, None, 0),
+        ("r2", 4, "PKR", "a.py", None, 10),
+        ("r2", 5, "PKR", "b.py", None, 10),
+    ]
+    return pd.DataFrame(rows, columns=["run_id", "turn", "tool", "file", "error_type",
+                                       "lines_viewed"])
+
+
+def test_file_corridors_by_hand(turns, runs):
+    c = fp.file_corridors(turns, runs, top=None)
+    got = c[["source", "target", "moves", "trajectories", "rank"]].values.tolist()
+    assert got == [["a.py", "b.py", 3, 2, 1], ["b.py", "a.py", 2, 2, 2],
+                   ["a.py", "c.py", 1, 1, 3]]
+    assert set(c["world"]) == {"w"}
+    assert len(fp.file_corridors(turns, runs, top=1)) == 1
+    pooled = fp.file_corridors(turns, by=None, top=None)
+    assert list(pooled.columns) == ["source", "target", "moves", "trajectories", "rank"]
+    one_file = turns[turns["file"] == "a.py"]
+    assert fp.file_corridors(one_file, by=None).empty
+
+
+def test_run_route_by_hand(turns):
+    route = fp.run_route(turns, "r1")
+    assert route[["step", "file", "first_turn", "last_turn", "calls", "lines"]].values.tolist() == [
+        [1, "a.py", 1, 2, 2, 20], [2, "b.py", 4, 4, 1, 5], [3, "a.py", 5, 5, 1, 7],
+        [4, "c.py", 7, 7, 1, 12]]
+    with pytest.raises(ValueError, match="no run"):
+        fp.run_route(turns, "nope")
+
+
+def test_world_files_table_and_fallbacks(tmp_path, reads):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n" * 12)
+    (tmp_path / "pkg" / "b.py").write_text("y = 2\n\nz = 3\n")
+    (tmp_path / "notes.txt").write_text("hello\n")
+    world = World(tmp_path, name="tiny")
+    files = fp.world_files_table(world, progress=False).set_index("file")["loc"].to_dict()
+    assert files == {"pkg/a.py": 12, "pkg/b.py": 3}
+    every = fp.world_files_table(world, source_only=False, progress=False)
+    assert set(every["file"]) == {"pkg/a.py", "pkg/b.py", "notes.txt"}
+    txt = fp.world_files_table(world, extensions=[".txt"], progress=False)
+    assert txt.values.tolist() == [["notes.txt", 1]]
+    stand_in = fp.files_from_reads(reads).set_index("file")["loc"].to_dict()
+    assert stand_in == {"a.py": 14, "b.py": 5, "c.py": 109}
+    both = fp.complete_files(pd.DataFrame({"file": ["a.py"], "loc": [300]}), reads)
+    assert both.set_index("file")["loc"].to_dict() == {"a.py": 300, "b.py": 5, "c.py": 109}
+
+
+def test_repo_layout_nests_and_thins():
+    files = pd.DataFrame({"file": ["src/pkg/a.py", "src/pkg/b.py", "src/pkg/sub/c.py",
+                                   "src/pkg/sub/d.py", "src/pkg/sub/e.py", "setup.py"],
+                          "loc": [100, 50, 10, 10, 10, 5]})
+    lay = fp.repo_layout(files, {"src/pkg/a.py": 3.0})
+    folders = lay[lay["kind"] == "folder"].set_index("path")
+    assert "src/pkg" in folders.index and "src" not in folders.index  # chain merged
+    assert folders.loc["src/pkg", "name"] == "src/pkg"
+    assert (lay["kind"] == "file").sum() == 6
+    a = lay.set_index("path").loc["src/pkg/a.py"]
+    b = lay.set_index("path").loc["src/pkg/b.py"]
+    assert a["r"] > b["r"] and a["value"] == 3.0
+    assert ((lay["x"] ** 2 + lay["y"] ** 2) ** 0.5 + lay["r"] <= 1.0 + 1e-6).all()
+    thin = fp.repo_layout(files, {"src/pkg/a.py": 3.0}, max_leaves=3)
+    names = set(thin.loc[thin["kind"] == "file", "path"])
+    # a lone unread file stays itself; several merge into one grey leaf
+    assert names == {"src/pkg/a.py", "src/pkg/b.py", "src/pkg/sub/(3 files)", "setup.py"}
+    extra = fp.repo_layout(files, {"docs/x.md": 1.0})
+    assert "docs/x.md" in set(extra["path"])  # read files missing from the table are added
+    with pytest.raises(ValueError, match="empty"):
+        fp.repo_layout(files.iloc[0:0])
+
+
+@pytest.fixture
+def no_saving(monkeypatch, tmp_path):
+    def refuse(*a, **k):
+        raise AssertionError("a plot function tried to save")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", refuse)
+    monkeypatch.chdir(tmp_path)
+    yield
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_maps_return_figures(reads, runs, turns, no_saving):
+    files = fp.files_from_reads(reads)
+    fig = fp.plot_repo_map(files, fp.trace_density(reads, runs), title="density")
+    assert isinstance(fig, Figure)
+    diff = fp.density_difference(reads, runs, {"model": "m1"}, {"model": "m2"})
+    fig2 = fp.plot_difference_map(files, diff, labels=("m1", "m2"))
+    assert isinstance(fig2, Figure)
+    cbar = fig2.axes[-1]
+    lo, hi = cbar.get_ylim()
+    assert lo == pytest.approx(-hi)  # diverging scale centred at zero
+    fig3, ax = plt.subplots()
+    out = fp.plot_route({"r1": fp.run_route(turns, "r1"), "r2": fp.run_route(turns, "r2")},
+                        files, ax=ax)
+    assert out is fig3
+    assert isinstance(fp.plot_route(fp.run_route(turns, "r2")), Figure)
+    plt.close("all")
