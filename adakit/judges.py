@@ -620,60 +620,72 @@ def trajectory_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps) -> str:
     return clip(anon("\n".join(lines)), caps.trajectory_summary)
 
 
-def _dirs_of(path: str, depth: int = 2) -> str:
+def _dirs_of(path: str, depth: int = 3) -> str:
     parts = path.split("/")[:-1]
     return "/".join(parts[:depth]) + "/" if parts else "./"
+
+
+def _folder_depth(files: Sequence[str], limit: int = 40) -> int:
+    """The deepest folder level (at most 6) at which the files fall into <= ``limit`` folders."""
+    for depth in range(6, 1, -1):
+        if len({_dirs_of(f, depth) for f in files}) <= limit:
+            return depth
+    return 1
+
+
+def _world_files(world: Any) -> list[str]:
+    if world is None:
+        return []
+    try:
+        return list(world.source_files() or world.files())
+    except OSError:
+        return []
 
 
 def coverage_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps, world: Any = None) -> str:
     """Distinct files and lines viewed, and the folders they lie in."""
     viewed = _viewed(rf)
     n_lines = sum(b - a + 1 for ranges in viewed.values() for a, b in ranges)
-    structural = sorted(
-        {t.metrics.file for t in rf.turns if t.metrics.structural and t.metrics.file}
-    )
+    structural = {t.metrics.file for t in rf.turns if t.metrics.structural and t.metrics.file}
     lines = [f"Distinct files viewed: {len(viewed)}; distinct lines read: {n_lines}."]
     if structural:
         lines.append(f"Files seen as structural outlines: {len(structural)}.")
-    if world is not None:
-        try:
-            total = len(world.source_files()) or len(world.files())
-            lines.append(f"Source files in the repository: {total}.")
-        except OSError:
-            pass
-    by_dir = Counter(_dirs_of(f) for f in viewed)
-    for d, n in by_dir.most_common():
+    files = _world_files(world)
+    if files:
+        share = len(set(viewed) & set(files)) / len(files)
+        lines.append(f"Source files in the repository: {len(files)} ({share:.0%} of them viewed).")
+    depth = _folder_depth(files) if files else 3
+    by_dir = Counter(_dirs_of(f, depth) for f in viewed)
+    for d, n in sorted(by_dir.items()):
         lines.append(f"- {d}: {n} file(s) viewed")
     return clip_lines([anon(x) for x in lines], caps.coverage)
 
 
 def structure_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps, world: Any = None) -> str:
-    """The repository's folders with source-file counts, marking the ones the run visited;
-    without the world at hand, the folders seen in the run's tool results."""
-    visited = {_dirs_of(f) for f in _viewed(rf)}
-    if world is not None:
-        try:
-            files = world.source_files() or world.files()
-        except OSError:
-            files = []
-        if files:
-            counts = Counter(_dirs_of(f) for f in files)
-            lines = [f"{len(files)} source files in {len(counts)} folders (to depth 2):"]
-            for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-                mark = "visited" if d in visited else "not visited"
-                lines.append(f"- {d} {n} files, {mark}")
-            return clip_lines([anon(x) for x in lines], caps.structure)
-    seen: Counter[str] = Counter()
+    """The repository's folders with source-file counts and how many of them the run viewed;
+    without the world at hand, the folders named in the run's own tool results."""
+    viewed = list(_viewed(rf))
+    files = _world_files(world)
+    if files:
+        depth = _folder_depth(files)
+        counts = Counter(_dirs_of(f, depth) for f in files)
+        seen = Counter(_dirs_of(f, depth) for f in set(viewed) & set(files))
+        lines = [f"{len(files)} source files in {len(counts)} folders:"]
+        for d in sorted(counts):
+            lines.append(f"- {d} {counts[d]} files, {seen.get(d, 0)} viewed")
+        return clip_lines([anon(x) for x in lines], caps.structure)
+    visited = {_dirs_of(f) for f in viewed}
+    named: Counter[str] = Counter()
     path_re = re.compile(r"[\w.\-]+(?:/[\w.\-]+)+")
     for t in rf.turns:
-        if t.metrics.tool == "OVW" or t.metrics.file:
+        if t.metrics.tool in NAV:
             for p in path_re.findall(_strip_injected(t)):
-                seen[_dirs_of(p)] += 1
+                named[_dirs_of(p)] += 1
         if t.metrics.file:
-            seen[_dirs_of(t.metrics.file)] += 1
+            named[_dirs_of(t.metrics.file)] += 1
     lines = ["(repository listing not available; folders named in the run's tool results)"]
-    for d, _ in seen.most_common():
-        lines.append(f"- {d} {'visited' if d in visited else 'mentioned only'}")
+    for d in sorted(named):
+        lines.append(f"- {d} {'viewed' if d in visited else 'named only'}")
     return clip_lines([anon(x) for x in lines], caps.structure)
 
 
@@ -1266,17 +1278,13 @@ def _model_errors() -> tuple[type[BaseException], ...]:
 
 
 def _open_world(name: str) -> Any:
-    """The world folder a run explored, when it has been fetched here (else None)."""
+    """The world a run explored when it is already fetched here, else None (it is never
+    downloaded for judging; without it the structure summary uses the run's own results)."""
+    from adakit.world import open_world
+
     try:
-        from adakit import world as world_mod
-    except ImportError:  # pragma: no cover
-        return None
-    opener = getattr(world_mod, "load_world", None)
-    if opener is None:
-        return None
-    try:
-        return opener(name)
-    except Exception:  # noqa: BLE001 - a missing world only costs the structure summary
+        return open_world(name, fetch=False, progress=False)
+    except Exception:  # noqa: BLE001 - unknown or absent worlds only cost the structure summary
         return None
 
 
