@@ -764,7 +764,10 @@ def _unpack_tar(archive: Path, dest: Path, label: str, progress: bool) -> None:
                     )
                 os.symlink(target, path)
             elif m.islnk():
-                src_parts = _clean_member(m.linkname, label)[strip:]
+                try:
+                    src_parts = _clean_member(m.linkname, label)[strip:]
+                except UnsafeArchiveError:
+                    src_parts = []
                 source = root.joinpath(*src_parts) if src_parts else root
                 if not src_parts or not _inside(root, source) or not source.is_file():
                     raise UnsafeArchiveError(
@@ -927,16 +930,22 @@ def fetch_world(
 
 
 def open_world(
-    name: str, fetch: bool = True, manifest: dict[str, WorldSpec] | None = None
+    name: str,
+    fetch: bool = True,
+    manifest: dict[str, WorldSpec] | None = None,
+    progress: bool = True,
 ) -> World:
-    """The named world as a :class:`World` with the manifest's scope, fetching it if needed."""
+    """The named world as a :class:`World` with the manifest's scope, fetching it if needed.
+
+    With ``fetch=False`` a world that is not on disk raises :class:`WorldUnavailable`.
+    """
     spec = _spec(name, manifest)
     if not spec.is_fetched():
         if not fetch:
             raise WorldUnavailable(
                 name, f"not fetched yet; run `adakit worlds fetch {name}` (cache: {spec.path()})"
             )
-        fetch_world(name, manifest=manifest)
+        fetch_world(name, progress=progress, manifest=manifest)
     return World(
         spec.path(),
         name=spec.name,

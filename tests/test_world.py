@@ -1,0 +1,526 @@
+"""The repository world: manifest, verified fetching, safe unpacking, the sandbox, stats, CLI.
+
+Everything here is offline: archives are tiny tarballs built in tmp folders and the PyPI
+download is replaced by a local copy (the real downloads live in test_real_worlds.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from adakit import world as W
+from adakit.world import (
+    MARKER_NAME,
+    ManifestError,
+    PaperFigures,
+    SandboxError,
+    UnsafeArchiveError,
+    World,
+    WorldFetchError,
+    WorldSource,
+    WorldSpec,
+    WorldUnavailable,
+    absent_anchors,
+    fetch_world,
+    load_manifest,
+    open_world,
+    unpack_archive,
+    world_stats,
+)
+
+DEMO_INIT = b'"""Demo."""\n\nfrom demo.core import run\n\n\n__all__ = ["run"]\n'
+DEMO_CORE = b"def run(x):\n\n    return x + 1\n   \n"
+DEMO_TEST = b"def test_run():\n    assert True\n"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def build_tar(path: Path, entries: list[tuple]) -> Path:
+    """A gzip tarball from (kind, name[, data or link]) entries, written verbatim."""
+    with tarfile.open(path, "w:gz", format=tarfile.GNU_FORMAT) as tar:
+        for kind, name, *rest in entries:
+            info = tarfile.TarInfo(name)
+            info.mode = 0o644
+            if kind == "file":
+                data = rest[0] if rest else b""
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+                continue
+            if kind == "dir":
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+            elif kind == "sym":
+                info.type, info.linkname = tarfile.SYMTYPE, rest[0]
+            elif kind == "hard":
+                info.type, info.linkname = tarfile.LNKTYPE, rest[0]
+            elif kind == "chr":
+                info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 1, 3
+            elif kind == "fifo":
+                info.type = tarfile.FIFOTYPE
+            tar.addfile(info)
+    return path
+
+
+def demo_entries(top: str = "demo-1.0") -> list[tuple]:
+    return [
+        ("dir", f"{top}/"),
+        ("file", f"{top}/README.md", b"# demo\n"),
+        ("file", f"{top}/src/demo/__init__.py", DEMO_INIT),
+        ("file", f"{top}/src/demo/core.py", DEMO_CORE),
+        ("file", f"{top}/tests/test_core.py", DEMO_TEST),
+    ]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def demo_spec(archive: Path, *, sha: str | None = None, version: str = "1.0") -> WorldSpec:
+    return WorldSpec(
+        name="demo",
+        language="python",
+        source=WorldSource(
+            kind="pypi",
+            package="demo",
+            version=version,
+            filename=f"demo-{version}.tar.gz",
+            sha256=sha or sha256(archive),
+        ),
+        include=("src",),
+        exclude=("*/tests/*",),
+        anchors=("src/demo/core.py",),
+        paper=PaperFigures(language="Python", files=2, loc=6, system_type="demo"),
+    )
+
+
+@pytest.fixture
+def worlds_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "worlds"
+    monkeypatch.setenv("ADAKIT_WORLDS", str(root))
+    return root
+
+
+@pytest.fixture
+def fake_pypi(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Replace the PyPI download by a copy of ``state['archive']``; counts the calls."""
+    state: dict = {"archive": None, "calls": 0}
+
+    def download(spec: WorldSpec, dest: Path, progress: bool) -> None:
+        state["calls"] += 1
+        shutil.copyfile(state["archive"], dest)
+
+    monkeypatch.setattr(W, "_download_sdist", download)
+    return state
+
+
+def leftovers(root: Path) -> list[str]:
+    """Anything in the cache besides finished worlds and lock files."""
+    if not root.exists():
+        return []
+    return sorted(
+        p.name for p in root.iterdir() if not p.name.endswith(".lock") and not p.name.startswith("demo-")
+    )
+
+
+# ------------------------------------------------------------------------------- fetching
+
+
+def test_fetch_unpacks_strips_top_folder_and_marks(tmp_path, worlds_root, fake_pypi):
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries())
+    fake_pypi["archive"] = archive
+    spec = demo_spec(archive)
+    path = fetch_world("demo", progress=False, manifest={"demo": spec})
+    assert path == worlds_root / "demo-1.0"
+    assert (path / "src/demo/core.py").read_bytes() == DEMO_CORE
+    assert (path / "README.md").is_file() and not (path / "demo-1.0").exists()
+    marker = (path / MARKER_NAME).read_text()
+    assert spec.source.sha256 in marker
+    assert spec.is_fetched()
+    assert leftovers(worlds_root) == []
+
+
+def test_fetch_is_idempotent(tmp_path, worlds_root, fake_pypi):
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries())
+    fake_pypi["archive"] = archive
+    manifest = {"demo": demo_spec(archive)}
+    first = fetch_world("demo", progress=False, manifest=manifest)
+    stamp = (first / MARKER_NAME).stat().st_mtime_ns
+    second = fetch_world("demo", progress=False, manifest=manifest)
+    open_world("demo", manifest=manifest)
+    assert first == second
+    assert fake_pypi["calls"] == 1
+    assert (first / MARKER_NAME).stat().st_mtime_ns == stamp
+
+
+def test_new_pin_replaces_the_world(tmp_path, worlds_root, fake_pypi):
+    old = build_tar(tmp_path / "old.tar.gz", demo_entries())
+    fake_pypi["archive"] = old
+    fetch_world("demo", progress=False, manifest={"demo": demo_spec(old)})
+    entries = [e for e in demo_entries() if not e[1].endswith("README.md")]
+    new = build_tar(tmp_path / "new.tar.gz", entries + [("file", "demo-1.0/NEW", b"x")])
+    fake_pypi["archive"] = new
+    path = fetch_world("demo", progress=False, manifest={"demo": demo_spec(new)})
+    assert fake_pypi["calls"] == 2
+    assert (path / "NEW").is_file() and not (path / "README.md").exists()
+    assert leftovers(worlds_root) == []
+
+
+def test_sha_mismatch_is_refused_and_nothing_is_left(tmp_path, worlds_root, fake_pypi):
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries())
+    fake_pypi["archive"] = archive
+    spec = demo_spec(archive, sha="0" * 64)
+    with pytest.raises(WorldFetchError, match="sha256 mismatch"):
+        fetch_world("demo", progress=False, manifest={"demo": spec})
+    assert not (worlds_root / "demo-1.0").exists()
+    assert leftovers(worlds_root) == []
+    assert not spec.is_fetched()
+
+
+UNSAFE = {
+    "parent": [("file", "demo-1.0/../evil.txt", b"x")],
+    "parent-deep": [("file", "demo-1.0/src/../../../evil.txt", b"x")],
+    "absolute": [("file", "/tmp/adakit-evil.txt", b"x")],
+    "symlink-out": [("sym", "demo-1.0/src/link", "../../../outside")],
+    "symlink-absolute": [("sym", "demo-1.0/src/link", "/etc/passwd")],
+    "hardlink-parent": [("hard", "demo-1.0/src/hl", "../outside")],
+    "hardlink-absolute": [("hard", "demo-1.0/src/hl", "/etc/passwd")],
+    "device": [("chr", "demo-1.0/src/null")],
+    "fifo": [("fifo", "demo-1.0/src/pipe")],
+    # each link is inside when created; together the first one leads out
+    "link-chain": [
+        ("dir", "demo-1.0/d/"),
+        ("sym", "demo-1.0/l", "d/m/../x"),
+        ("sym", "demo-1.0/d/m", ".."),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSAFE))
+def test_unsafe_members_are_refused(case, tmp_path, worlds_root, fake_pypi):
+    (tmp_path / "outside").write_text("secret")
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries() + UNSAFE[case])
+    fake_pypi["archive"] = archive
+    with pytest.raises(UnsafeArchiveError, match="refused"):
+        fetch_world("demo", progress=False, manifest={"demo": demo_spec(archive)})
+    assert not (worlds_root / "demo-1.0").exists()
+    assert leftovers(worlds_root) == []
+    assert not (tmp_path / "evil.txt").exists() and not Path("/tmp/adakit-evil.txt").exists()
+    assert (tmp_path / "outside").read_text() == "secret"
+
+
+def test_links_inside_the_archive_are_kept(tmp_path):
+    archive = build_tar(
+        tmp_path / "a.tar.gz",
+        demo_entries()
+        + [
+            ("sym", "demo-1.0/src/alias.py", "demo/core.py"),
+            ("hard", "demo-1.0/src/copy.py", "demo-1.0/src/demo/core.py"),
+        ],
+    )
+    dest = tmp_path / "out"
+    dest.mkdir()
+    unpack_archive(archive, dest)
+    assert os.readlink(dest / "src/alias.py") == "demo/core.py"
+    assert (dest / "src/copy.py").read_bytes() == DEMO_CORE
+    assert not (dest / "src/copy.py").is_symlink()
+
+
+def test_failure_mid_unpack_leaves_no_half_world(tmp_path, worlds_root, fake_pypi, monkeypatch):
+    good = build_tar(tmp_path / "good.tar.gz", demo_entries())
+    fake_pypi["archive"] = good
+    fetch_world("demo", progress=False, manifest={"demo": demo_spec(good)})
+    before = sorted(p.relative_to(worlds_root).as_posix() for p in worlds_root.rglob("*"))
+
+    newer = build_tar(tmp_path / "newer.tar.gz", demo_entries() + [("file", "demo-1.0/Z", b"z")])
+    fake_pypi["archive"] = newer
+    real_write = W._write_stream
+    written = {"n": 0}
+
+    def flaky_write(path, stream, mode):
+        written["n"] += 1
+        if written["n"] == 3:
+            raise OSError(28, "No space left on device")
+        real_write(path, stream, mode)
+
+    monkeypatch.setattr(W, "_write_stream", flaky_write)
+    with pytest.raises(OSError, match="No space left"):
+        fetch_world("demo", progress=False, manifest={"demo": demo_spec(newer)})
+    after = sorted(p.relative_to(worlds_root).as_posix() for p in worlds_root.rglob("*"))
+    assert after == before  # the previous world is intact, nothing half-written beside it
+    assert demo_spec(good).is_fetched()
+
+
+def test_stale_partial_folders_are_cleaned(tmp_path, worlds_root, fake_pypi):
+    worlds_root.mkdir()
+    (worlds_root / ".demo-1.0.abc123.partial").mkdir()
+    (worlds_root / ".demo-1.0.abc123.partial" / "half.py").write_text("x")
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries())
+    fake_pypi["archive"] = archive
+    fetch_world("demo", progress=False, manifest={"demo": demo_spec(archive)})
+    assert leftovers(worlds_root) == []
+
+
+def test_open_world_without_fetch_says_why(worlds_root, tmp_path):
+    spec = demo_spec(tmp_path / "none", sha="1" * 64)
+    with pytest.raises(WorldUnavailable, match="not fetched yet") as info:
+        open_world("demo", fetch=False, manifest={"demo": spec})
+    assert info.value.name == "demo" and "adakit worlds fetch demo" in info.value.reason
+    with pytest.raises(KeyError, match="unknown world 'nope'"):
+        open_world("nope", manifest={"demo": spec})
+
+
+def _git_spec(url: str, commit: str) -> WorldSpec:
+    return WorldSpec(
+        name="gitdemo",
+        language="python",
+        source=WorldSource(kind="git", url=url, commit=commit, version="v1"),
+        include=(),
+        exclude=(),
+        anchors=("pkg/mod.py",),
+        paper=PaperFigures(language="Python", files=1, loc=1, system_type="demo"),
+    )
+
+
+def test_git_world_unreachable_is_unavailable(tmp_path, worlds_root):
+    spec = _git_spec((tmp_path / "no-such-repo").as_uri(), "a" * 40)
+    with pytest.raises(WorldUnavailable, match="cannot fetch") as info:
+        fetch_world("gitdemo", manifest={"gitdemo": spec})
+    assert "git:" in info.value.reason
+    assert not spec.path().exists() and leftovers(worlds_root) == []
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_world_fetches_a_pinned_commit(tmp_path, worlds_root):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg/mod.py").write_text("X = 1\n\nY = 2\n")
+
+    def git(*args: str) -> str:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+        out = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                             text=True, env=env)
+        return out.stdout.strip()
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "one")
+    commit = git("rev-parse", "HEAD")
+    (repo / "pkg/later.py").write_text("Z = 3\n")
+    git("add", ".")
+    git("commit", "-qm", "two")
+    manifest = {"gitdemo": _git_spec(repo.as_uri(), commit)}
+    w = open_world("gitdemo", manifest=manifest)
+    assert w.files() == ["pkg/mod.py"]  # the pinned commit, not the newer one; no .git
+    assert not (w.root / ".git").exists()
+    assert absent_anchors(w, manifest["gitdemo"]) == []
+    assert world_stats(w, spec=manifest["gitdemo"])["loc"] == 2
+
+
+# ------------------------------------------------------------------------------- manifest
+
+TABLE3 = {  # paper Table 3: language, files, LOC
+    "requests": ("Python", 29, 8060),
+    "flask": ("Python", 29, 9526),
+    "scikit-learn": ("Python", 554, 258342),
+    "graphiti": ("Python", 109, 14321),
+    "prompt-optimizer": ("TypeScript", 172, 30694),
+    "tensorzero": ("Rust", 438, 149755),
+}
+
+
+def test_manifest_has_the_six_worlds_with_required_keys():
+    specs = load_manifest()
+    assert set(specs) == set(TABLE3)
+    for name, spec in specs.items():
+        assert (spec.paper.language, spec.paper.files, spec.paper.loc) == TABLE3[name]
+        assert spec.paper.system_type and spec.anchors and spec.extensions
+        assert spec.language in W.LANGUAGE_EXTENSIONS
+        if spec.source.kind == "pypi":
+            assert len(spec.source.sha256) == 64 and spec.source.filename.endswith(".tar.gz")
+            assert spec.source.version in spec.source.filename
+        else:
+            assert len(spec.source.commit) == 40 and spec.source.url.startswith("https://")
+    assert specs["prompt-optimizer"].source.kind == "git"
+    assert "gateway/src/main.rs" in specs["tensorzero"].missing_anchors
+    assert specs["graphiti"].source.package == "graphiti-core"
+
+
+BASE_ENTRY = """
+worlds:
+  demo:
+    language: python
+    source: {kind: pypi, package: demo, version: "1.0", filename: demo-1.0.tar.gz,
+             sha256: %s}
+    include: [src]
+    exclude: []
+    anchors: [src/demo/core.py]
+    paper: {language: Python, files: 2, loc: 6, system_type: demo}
+"""
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace("    include: [src]\n", ""), "missing required key 'include'"),
+        (lambda t: t.replace("language: python", "language: cobol"), "unknown language"),
+        (lambda t: t.replace("kind: pypi", "kind: ftp"), "unknown source kind"),
+        (lambda t: t.replace("a" * 64, "abc"), "64 hex digits"),
+        (lambda t: t.replace("files: 2, ", ""), "missing required key 'files'"),
+        (lambda t: t.replace("demo-1.0.tar.gz", "other-1.0.whl"), "not an sdist"),
+        (lambda t: "worlds: [1, 2]\n", "top-level mapping"),
+    ],
+)
+def test_bad_manifests_are_reported(tmp_path, edit, message):
+    path = tmp_path / "w.yaml"
+    path.write_text(edit(BASE_ENTRY % ("a" * 64)))
+    with pytest.raises(ManifestError, match=message):
+        load_manifest(path)
+
+
+def test_good_manifest_loads(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(BASE_ENTRY % ("a" * 64))
+    spec = load_manifest(path)["demo"]
+    assert spec.dirname == "demo-1.0" and spec.include == ("src",)
+    assert str(spec.source) == "pypi demo==1.0" and spec.source.pin == "a" * 64
+    assert spec.extensions == (".py", ".pyi")
+
+
+# -------------------------------------------------------------------------------- sandbox
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> World:
+    root = tmp_path / "repo"
+    (root / "pkg/sub").mkdir(parents=True)
+    (root / "pkg/core.py").write_text("def f():\n    return 1\n")
+    (root / "pkg/sub/helpers.py").write_text("X = 1\n")
+    (root / "pkg/latin1.py").write_bytes(b"s = '\xe9t\xe9'\n")
+    (root / "pkg/blob.py").write_bytes(b"\x00\x01\x02binary")
+    (root / "pkg/big.py").write_text("x = 1\n" * 100)
+    (root / "docs").mkdir()
+    (root / "docs/guide.md").write_text("guide\n")
+    (root / "top.js").write_text("export const a = 1;\n")
+    (tmp_path / "secret.txt").write_text("secret\n")
+    os.symlink(tmp_path / "secret.txt", root / "pkg/leak.py")
+    os.symlink("/dev/null", root / "pkg/null.py")
+    (root / MARKER_NAME).write_text("{}")
+    return World(root, name="repo", include=["pkg", "top.js"])
+
+
+def refused(world: World, path: str, kind: str) -> str:
+    with pytest.raises(SandboxError) as info:
+        world.lines(path)
+    assert info.value.kind == kind, str(info.value)
+    return str(info.value)
+
+
+def test_sandbox_refuses_parent_and_foreign_absolute_paths(sandbox):
+    assert "'..'" in refused(sandbox, "pkg/../../secret.txt", "outside")
+    assert "outside the repository" in refused(sandbox, "/etc/passwd", "outside")
+    assert sandbox.lines(str(sandbox.root / "pkg/core.py"))[0] == "def f():"  # own absolute path
+    assert sandbox.lines("repo/pkg/core.py") == sandbox.lines("./pkg/core.py")
+
+
+def test_sandbox_refuses_links_leading_out(sandbox):
+    assert "symbolic link" in refused(sandbox, "pkg/leak.py", "outside")
+    refused(sandbox, "pkg/null.py", "outside")  # /dev/null through a link
+
+
+def test_sandbox_refuses_folders_binary_and_oversized(sandbox, monkeypatch):
+    assert "folder" in refused(sandbox, "pkg/sub", "not_a_file")
+    assert "binary" in refused(sandbox, "pkg/blob.py", "binary")
+    monkeypatch.setattr(W, "MAX_FILE_BYTES", 100)
+    assert "600 bytes" in refused(sandbox, "pkg/big.py", "too_large")
+    refused(sandbox, "docs/guide.md", "out_of_scope")
+
+
+def test_sandbox_decodes_non_utf8_with_replacement(sandbox):
+    assert sandbox.lines("pkg/latin1.py") == ["s = '\ufffdt\ufffd'"]
+
+
+def test_sandbox_suggests_close_matches(sandbox):
+    assert "pkg/core.py" in refused(sandbox, "pkg/cor.py", "not_found")
+    assert "pkg/sub/helpers.py" in refused(sandbox, "helpers.py", "not_found")
+
+
+def test_world_files_respect_scope_links_and_marker(sandbox):
+    files = sandbox.files()
+    assert "top.js" in files  # an include entry that is a single file
+    assert MARKER_NAME not in files and "docs/guide.md" not in files
+    assert "pkg/leak.py" not in files and "pkg/null.py" not in files
+
+
+def test_world_stats_counts_nonblank_lines(tmp_path, worlds_root, fake_pypi):
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries())
+    fake_pypi["archive"] = archive
+    spec = demo_spec(archive)
+    w = open_world("demo", manifest={"demo": spec}, progress=False)
+    assert (w.name, w.version, w.language) == ("demo", "1.0", "python")
+    stats = world_stats(w, spec=spec)
+    # __init__.py: 6 lines, 3 non-blank; core.py: 4 lines, 2 non-blank ("   " is blank)
+    assert (stats["files"], stats["loc"], stats["lines"]) == (2, 5, 10)
+    assert stats["language"] == "Python"
+    assert world_stats(w, extensions=[".md"])["files"] == 0  # README is outside include
+    assert absent_anchors(w, spec) == []
+
+
+# ------------------------------------------------------------------------------------ CLI
+
+
+def run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="adakit")
+    W.register_cli(parser.add_subparsers())
+    args = parser.parse_args(list(argv))
+    return args.func(args)
+
+
+def test_cli_fetch_all_continues_past_unavailable_worlds(tmp_path, worlds_root, fake_pypi, capsys):
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries())
+    fake_pypi["archive"] = archive
+    text = (BASE_ENTRY % sha256(archive)) + (
+        "  gone:\n    language: typescript\n"
+        f"    source: {{kind: git, url: '{(tmp_path / 'missing').as_uri()}', commit: {'b' * 40}}}\n"
+        "    include: []\n    exclude: []\n    anchors: [x.ts]\n"
+        "    paper: {language: TypeScript, files: 1, loc: 1, system_type: demo}\n"
+    )
+    manifest = tmp_path / "w.yaml"
+    manifest.write_text(text)
+    assert run_cli("worlds", "fetch", "--all", "--no-progress", "--manifest", str(manifest)) == 0
+    out = capsys.readouterr().out
+    assert "gone bbbbbbbbbbbb: UNAVAILABLE here: cannot fetch" in out
+    assert "demo 1.0: fetched pypi demo==1.0" in out
+    assert run_cli("worlds", "fetch", "demo", "--manifest", str(manifest)) == 0
+    assert "already fetched" in capsys.readouterr().out
+    assert run_cli("worlds", "fetch", "nope", "--manifest", str(manifest)) == 2
+
+    assert run_cli("worlds", "list", "--manifest", str(manifest)) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[2].split()[-1] == "yes" and listing[3].split()[-1] == "no"
+
+    assert run_cli("worlds", "stats", "--manifest", str(manifest)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header, rule, row = lines[0], lines[1], lines[2]
+    assert row.split()[:6] == ["demo", "1.0", "Python", "2", "5", "10"]
+    assert len(header) == len(rule) and header.index("LOC") < header.index("paper LOC")
+    assert any("LOC = non-blank lines" in line for line in lines)
+    assert lines[-1].startswith("not fetched: gone")
+
+
+def test_cli_fetch_reports_failures_with_exit_code(tmp_path, worlds_root, fake_pypi, capsys):
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries())
+    fake_pypi["archive"] = archive
+    manifest = tmp_path / "w.yaml"
+    manifest.write_text(BASE_ENTRY % ("c" * 64))
+    assert run_cli("worlds", "fetch", "demo", "--manifest", str(manifest)) == 1
+    assert "sha256 mismatch" in capsys.readouterr().err
