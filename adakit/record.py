@@ -507,3 +507,29 @@ def load_corpus(
         except (OSError, ValueError, ImportError):
             pass  # the cache is an optimisation; a read-only corpus still loads
     return corpus if include_unfinished else corpus.where(finished=True)
+
+
+_WALL_CLOCK = {"started_at", "ended_at", "cached"}
+
+
+def _strip_clock(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _strip_clock(v) for k, v in obj.items() if k not in _WALL_CLOCK}
+    if isinstance(obj, list):
+        return [_strip_clock(v) for v in obj]
+    return obj
+
+
+def content_digest(run: RunFile) -> str:
+    """A digest of a run's content with wall-clock times and cache flags left out.
+
+    Two runs with the same digest made the same calls, saw the same observations and ended
+    the same way; a replay from the response cache must reproduce the digest exactly.
+    """
+    records = [run.header.model_dump(mode="json")] + [t.model_dump(mode="json") for t in run.turns]
+    if run.end is not None:
+        end = run.end.model_dump(mode="json")
+        end["totals"] = {k: v for k, v in end["totals"].items() if k != "cache_hits"}
+        records.append(end)
+    blob = json.dumps(_strip_clock(records), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()

@@ -1,0 +1,483 @@
+"""Run(A, E, tau, c): Ada's loop. One tool call per turn, turn bound N, recorded as it goes.
+
+The prompt prefix is kept stable: the system prompt (role, tools, repository structure,
+condition stance) never changes, history is append-only, and the volatile parts (state
+channels, budget reminders, coach messages) ride in the newest user message. When the prompt
+would overflow the model's context window, the oldest turns are left out of the request
+(system prompt and task always kept) and the count is recorded on the turn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+from typing import Any, Protocol
+
+from adakit import __version__, config
+from adakit.conditions import Condition
+from adakit.protocol import (
+    function_tools,
+    parse_function_call,
+    parse_reply,
+    render_call,
+    tool_grammar,
+)
+from adakit.record import (
+    ConditionInfo,
+    End,
+    Header,
+    Injection,
+    ModelCall,
+    ModelInfo,
+    ParseError,
+    RunFile,
+    RunWriter,
+    TaskInfo,
+    ToolCall,
+    ToolMetrics,
+    Turn,
+    WorldInfo,
+    read_run,
+    truncate_torn,
+)
+from adakit.tasks import Task
+from adakit.tools import TOOL_SPECS, Toolbox
+from adakit.world import World
+
+CHARS_PER_TOKEN = 3.2  # conservative for code-heavy prompts; only used to plan the window
+STATE_TOOLS = {"create_memory", "bookmark", "stash_conclusion"}
+
+
+class Backend(Protocol):
+    """Anything that answers chat messages: an OpenAI-compatible model or a baseline policy."""
+
+    spec: Any
+
+    def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> Any: ...
+
+
+class Coach(Protocol):
+    """The coach-judge sidecar (RQ3): reviews a finished turn, may add a hint or reject."""
+
+    def review(self, turn: Turn, context: dict[str, Any]) -> dict[str, Any]: ...
+
+    def resume(self, turns: list[Turn], context: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class RunConfig:
+    """Per-run settings of the loop."""
+
+    run_id: str
+    study: str = ""
+    turn_bound: int = 50
+    seed: int = 0
+    repeat: int = 0
+    malformed_limit: int = 3
+    tree_max_files: int = 200
+    max_observation_chars: int = 12_000
+    reply_max_tokens: int | None = None
+    constrain_paths: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _template(name: str) -> Template:
+    return Template(
+        (config.PROMPTS / name)
+        .read_text(encoding="utf-8")
+        .replace("$", "$$")
+        .replace("{", "${")
+    )
+
+
+def _fill(name: str, **values: str) -> str:
+    return _template(name).safe_substitute(**values)
+
+
+def describe_tools() -> str:
+    """The tools section of the scaffold, rendered from the tool specs."""
+    blocks = []
+    for spec in TOOL_SPECS.values():
+        lines = [f"## {spec.name} ({spec.abbr})", spec.description]
+        for p in spec.params:
+            kind = p.type if p.type != "enum" else " | ".join(p.choices)
+            need = "required" if p.required else "optional"
+            lines.append(f"- {p.name} ({kind}, {need}): {p.description}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def system_prompt(world: World, condition: Condition, tree_max_files: int = 200) -> str:
+    """The stable system prompt for a world under a condition."""
+    stance = f"\n{condition.stance.strip()}\n" if condition.stance.strip() else ""
+    return _fill(
+        "system.txt",
+        tools=describe_tools(),
+        world=world.name,
+        tree=world.tree(max_files=tree_max_files),
+        stance=stance,
+    ).strip()
+
+
+def first_message(task: Task, condition: Condition, state_text: str) -> str:
+    """The task message that opens the run."""
+    budget = ""
+    if condition.budget:
+        budget = "\n" + _fill("budget_block.txt", budget=str(condition.budget)).strip() + "\n"
+    return _fill("first_turn.txt", task=task.prompt, budget=budget, state=state_text).strip()
+
+
+def observation_message(tool: str, observation: str, injected: list[Injection], state_text: str) -> str:
+    """The user message carrying a turn's result, injections and the current state."""
+    extra = "\n".join(f"[{i.source.upper()}] {i.text}" for i in injected)
+    return _fill(
+        "observation.txt",
+        tool=tool,
+        observation=observation,
+        injected=("\n" + extra) if extra else "",
+        state=state_text,
+    ).strip()
+
+
+def estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    """A cheap upper estimate of a prompt's token count."""
+    return int(sum(len(m.get("content") or "") + 16 for m in messages) / CHARS_PER_TOKEN) + 8
+
+
+def fit_window(
+    messages: list[dict[str, Any]], context_window: int | None, reply_tokens: int
+) -> tuple[list[dict[str, Any]], int] | None:
+    """Leave out the oldest turn pairs until the prompt fits; None if even the core does not.
+
+    ``messages[0]`` (system) and ``messages[1]`` (task) are always kept, and so is the newest
+    turn pair (the last reply and the current observation with the state channels).
+    """
+    if not context_window:
+        return messages, 0
+    limit = context_window - reply_tokens
+    if estimate_tokens(messages) <= limit:
+        return messages, 0
+    system, task, body = messages[0], messages[1], messages[2:]
+    while len(body) > 2:
+        body = body[2:]  # one (assistant, user) pair
+        dropped = len(messages) - 2 - len(body)
+        note = (
+            f"\n\n[{dropped} earlier messages were left out to fit the context window; your "
+            "MEMORY, BOOKMARK and CONCLUSION channels still hold what you kept.]"
+        )
+        window = [system, {"role": "user", "content": task["content"] + note}, *body]
+        if estimate_tokens(window) <= limit:
+            return window, dropped
+    return None
+
+
+@dataclass
+class LaunchContext:
+    """Everything a run needs besides its config: the agent's parts and the environment."""
+
+    world: World
+    task: Task
+    condition: Condition
+    backend: Backend
+    index: Any = None
+    hint_model: Callable[[list[dict[str, Any]]], tuple[str, ModelCall]] | None = None
+    coach: Coach | None = None
+    world_info: WorldInfo | None = None
+
+
+def hint_model_from(backend: Backend, max_tokens: int = 300) -> Callable[[list[dict[str, Any]]], tuple[str, ModelCall]]:
+    """Wrap a chat backend as the hint model behind get_hint_on_snippet (calls are recorded)."""
+
+    def call(messages: list[dict[str, Any]]) -> tuple[str, ModelCall]:
+        c = backend.complete(messages, max_tokens=max_tokens)
+        return c.text, ModelCall(
+            purpose="hint",
+            model=backend.spec.name,
+            latency_s=c.latency_s,
+            tokens_in=c.tokens_in,
+            tokens_out=c.tokens_out,
+            cached=c.cached,
+        )
+
+    return call
+
+
+def _model_info(spec: Any) -> ModelInfo:
+    constrained = getattr(spec, "constrain", "none") not in (None, "none", False)
+    return ModelInfo(
+        name=spec.name,
+        kind=getattr(spec, "kind", "llm"),
+        model_id=getattr(spec, "model_id", "") or "",
+        base_url=getattr(spec, "base_url", None),
+        api_key_env=getattr(spec, "api_key_env", None),
+        temperature=getattr(spec, "temperature", None),
+        max_tokens=getattr(spec, "max_tokens", None),
+        context_window=getattr(spec, "context_window", None),
+        mode=getattr(spec, "mode", "xml") or "xml",
+        constrained=constrained,
+    )
+
+
+def make_header(ctx: LaunchContext, cfg: RunConfig, system: str) -> Header:
+    """The header record of a run."""
+    w = ctx.world
+    return Header(
+        run_id=cfg.run_id,
+        study=cfg.study,
+        model=_model_info(ctx.backend.spec),
+        world=ctx.world_info or WorldInfo(name=w.name, version=w.version, language=w.language),
+        task=TaskInfo(family=ctx.task.family, target=ctx.task.target, prompt=ctx.task.prompt),
+        condition=ConditionInfo(
+            name=ctx.condition.name, budget=ctx.condition.budget, params=dict(ctx.condition.params)
+        ),
+        turn_bound=cfg.turn_bound,
+        seed=cfg.seed,
+        repeat=cfg.repeat,
+        adakit_version=__version__,
+        system_prompt=system,
+    )
+
+
+def _same_run(a: Header, b: Header) -> bool:
+    keys = ("run_id", "turn_bound", "seed", "system_prompt")
+    return all(getattr(a, k) == getattr(b, k) for k in keys) and (
+        a.model.name,
+        a.world.name,
+        a.task.family,
+        a.condition.name,
+    ) == (b.model.name, b.world.name, b.task.family, b.condition.name)
+
+
+class Run:
+    """One launch of Ada; ``execute()`` runs (or resumes) it and returns the finished file."""
+
+    def __init__(self, ctx: LaunchContext, cfg: RunConfig, path: str | Path) -> None:
+        self.ctx = ctx
+        self.cfg = cfg
+        self.path = Path(path)
+        self.toolbox = Toolbox(ctx.world, index=ctx.index, hint_model=ctx.hint_model)
+        self.spec = ctx.backend.spec
+        self.mode = getattr(self.spec, "mode", "xml") or "xml"
+        self.constrain = getattr(self.spec, "constrain", "none") not in (None, "none", False)
+        self.grammar: str | None = None
+        if self.constrain:
+            files = ctx.world.source_files() if cfg.constrain_paths else []
+            self.grammar = tool_grammar(TOOL_SPECS, files if 0 < len(files) <= 400 else None)
+        self.reply_tokens = cfg.reply_max_tokens or getattr(self.spec, "max_tokens", None) or 1024
+        self.messages: list[dict[str, Any]] = []
+        self.turns: list[Turn] = []
+        self.mistakes = 0
+        self.conclusion: tuple[str | None, str | None] = (None, None)
+
+    # ------------------------------------------------------------------ resume
+
+    def _start_or_resume(self, header: Header) -> RunWriter:
+        if self.path.exists():
+            truncate_torn(self.path)
+            try:
+                old = read_run(self.path)
+            except ValueError:
+                old = None
+            if old is not None and old.end is not None and _same_run(old.header, header):
+                raise FileExistsError(f"{self.path} is already finished")
+            if old is not None and _same_run(old.header, header):
+                self._replay(old)
+                return RunWriter(self.path)
+            stale = self.path.with_suffix(f".stale-{int(time.time())}.jsonl.bak")
+            self.path.rename(stale)
+        writer = RunWriter(self.path)
+        writer.write(header)
+        self.messages = [
+            {"role": "system", "content": header.system_prompt},
+            {"role": "user", "content": first_message(self.ctx.task, self.ctx.condition, self.toolbox.state.render())},
+        ]
+        return writer
+
+    def _replay(self, old: RunFile) -> None:
+        """Rebuild messages, working state and counters from the recorded turns."""
+        self.messages = [
+            {"role": "system", "content": old.header.system_prompt},
+            {"role": "user", "content": first_message(self.ctx.task, self.ctx.condition, self.toolbox.state.render())},
+        ]
+        for t in old.turns:
+            if t.call and t.call.tool in STATE_TOOLS and t.metrics.error_type is None:
+                self.toolbox.execute(t.call.tool, dict(t.call.params))
+            self._after_turn_bookkeeping(t)
+        if self.ctx.coach is not None:
+            self.ctx.coach.resume(old.turns, self._coach_context())
+
+    def _after_turn_bookkeeping(self, t: Turn) -> None:
+        self.turns.append(t)
+        self.mistakes = self.mistakes + 1 if t.parse_error else 0
+        if t.call and t.call.tool == "stash_conclusion" and t.metrics.error_type is None:
+            self.conclusion = (t.call.params.get("content"), t.call.params.get("title"))
+        tool = t.call.tool if t.call else "error"
+        self.messages.append({"role": "assistant", "content": t.raw_text})
+        self.messages.append(
+            {
+                "role": "user",
+                "content": observation_message(tool, t.observation, t.injected, self.toolbox.state.render()),
+            }
+        )
+
+    def _coach_context(self) -> dict[str, Any]:
+        return {
+            "task": self.ctx.task,
+            "world": self.ctx.world,
+            "condition": self.ctx.condition,
+            "turn_bound": self.cfg.turn_bound,
+        }
+
+    # ------------------------------------------------------------------ the loop
+
+    def execute(self) -> RunFile:
+        """Run until finalize, the turn bound, too many malformed replies or a model error."""
+        system = system_prompt(self.ctx.world, self.ctx.condition, self.cfg.tree_max_files)
+        header = make_header(self.ctx, self.cfg, system)
+        writer = self._start_or_resume(header)
+        end: End | None = None
+        try:
+            if self.turns and self.turns[-1].metrics.finalize and not self._rejected(self.turns[-1]):
+                end = self._end("finalize")
+            while end is None:
+                n = len(self.turns) + 1
+                if n > self.cfg.turn_bound:
+                    end = self._end("turn_bound")
+                    break
+                turn, end = self._turn(n)
+                if turn is not None:
+                    writer.write(turn)
+                    self._after_turn_bookkeeping(turn)
+                if end is None:
+                    if turn is not None and turn.metrics.finalize and not self._rejected(turn):
+                        end = self._end("finalize")
+                    elif self.mistakes >= self.cfg.malformed_limit:
+                        end = self._end("malformed_limit")
+            writer.write(end)
+        finally:
+            writer.close()
+        return read_run(self.path)
+
+    @staticmethod
+    def _rejected(turn: Turn) -> bool:
+        return bool(turn.coach and turn.coach.get("decision") == "REJECT")
+
+    def _end(self, reason: str, error: str | None = None) -> End:
+        content, title = self.conclusion
+        return End(
+            reason=reason,
+            conclusion=content,
+            conclusion_title=title,
+            error=error,
+            totals={
+                "turns": len(self.turns),
+                "tokens_in": sum(t.tokens_in for t in self.turns),
+                "tokens_out": sum(t.tokens_out for t in self.turns),
+                "cost_usd": _sum_cost(self.turns),
+                "errors": sum(1 for t in self.turns if t.metrics.error_type),
+                "cache_hits": sum(1 for t in self.turns if t.cached),
+                "dropped_messages_max": max((t.dropped_messages for t in self.turns), default=0),
+            },
+        )
+
+    def _turn(self, n: int) -> tuple[Turn | None, End | None]:
+        started = time.time()
+        fitted = fit_window(self.messages, getattr(self.spec, "context_window", None), self.reply_tokens)
+        if fitted is None:
+            return None, self._end("context_overflow", "the prompt does not fit the context window")
+        window, dropped = fitted
+        kwargs: dict[str, Any] = {"max_tokens": self.reply_tokens}
+        if self.grammar:
+            kwargs["grammar"] = self.grammar
+        if self.mode == "function":
+            kwargs["tools"] = function_tools(TOOL_SPECS)
+        try:
+            completion = self.ctx.backend.complete(window, **kwargs)
+        except Exception as exc:  # ModelError, CacheMiss, transport errors: end, keep the record
+            return None, self._end("model_error", f"{type(exc).__name__}: {exc}")
+        text = completion.text or ""
+        if self.mode == "function" and getattr(completion, "tool_calls", None):
+            calls = completion.tool_calls
+            if len(calls) > 1:
+                parsed_call: ToolCall | ParseError = ParseError(
+                    kind="multiple_tools",
+                    message=f"Only one tool per message is allowed; this reply made {len(calls)} calls.",
+                )
+            else:
+                parsed_call = parse_function_call(calls[0]["name"], calls[0]["arguments"], TOOL_SPECS)
+            thinking = text.strip()
+            if isinstance(parsed_call, ToolCall):
+                text = render_call(parsed_call, thinking)
+                call, perr = parsed_call, None
+            else:
+                call, perr = None, parsed_call
+        else:
+            parsed = parse_reply(text, TOOL_SPECS)
+            thinking, call, perr = parsed.thinking, parsed.call, parsed.error
+
+        injected: list[Injection] = []
+        state_changes: list[dict[str, Any]] = []
+        model_calls: list[ModelCall] = []
+        if perr is not None:
+            count = self.mistakes + 1
+            observation = _fill(
+                "malformed.txt", message=perr.message, count=str(count), limit=str(self.cfg.malformed_limit)
+            ).strip()
+            metrics = ToolMetrics(error_type="unknown_tool" if perr.kind == "unknown_tool" else "malformed")
+        else:
+            assert call is not None
+            result = self.toolbox.execute(call.tool, dict(call.params))
+            observation = result.text
+            if len(observation) > self.cfg.max_observation_chars:
+                cut = self.cfg.max_observation_chars
+                observation = (
+                    observation[:cut]
+                    + f"\n[... output cut at {cut} characters; ask for a smaller range or block.]"
+                )
+            metrics = result.metrics
+            state_changes = list(result.state_changes)
+            model_calls = list(result.model_calls)
+
+        turn = Turn(
+            turn=n,
+            started_at=started,
+            ended_at=time.time(),
+            latency_s=completion.latency_s,
+            tokens_in=completion.tokens_in,
+            tokens_out=completion.tokens_out,
+            cost_usd=completion.cost_usd,
+            cached=completion.cached,
+            constrained=bool(getattr(completion, "constrained", False) or self.grammar),
+            raw_text=text,
+            thinking=thinking,
+            call=call,
+            parse_error=perr,
+            observation=observation,
+            metrics=metrics,
+            state_changes=state_changes,
+            model_calls=model_calls,
+            dropped_messages=dropped,
+        )
+        if self.ctx.coach is not None:
+            decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
+            turn.coach = decision
+            if decision.get("decision") in ("HINT", "REJECT") and decision.get("message"):
+                if decision["decision"] == "REJECT":
+                    injected.append(Injection(source="system", text=_fill("rejected.txt").strip()))
+                injected.append(Injection(source="coach", text=str(decision["message"])))
+        finalize = bool(turn.metrics.finalize) and not self._rejected(turn)
+        if not finalize:
+            reminder = self.ctx.condition.reminder_after(n)
+            if reminder:
+                injected.append(Injection(source="reminder", text=reminder))
+        turn.injected = injected
+        turn.ended_at = time.time()
+        return turn, None
+
+
+def _sum_cost(turns: list[Turn]) -> float | None:
+    costs = [t.cost_usd for t in turns if t.cost_usd is not None]
+    return round(sum(costs), 6) if costs else None

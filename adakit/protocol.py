@@ -1,0 +1,291 @@
+"""The turn grammar: one ``<thinking>`` block, then exactly one XML-style tool call.
+
+The parser accepts only the seven known tools and their declared parameters; anything else
+becomes a :class:`~adakit.record.ParseError` whose message is shown to the agent as its next
+observation. The same validation serves native function calling, and a GBNF grammar derived
+from the tool specs constrains small local models to the protocol.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adakit.record import ParseError, ToolCall
+
+_THINK_RE = re.compile(r"<thinking>(.*?)(?:</thinking>|$)", re.S)
+_TAG_RE = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>(.*?)</\1\s*>", re.S)
+_TRUE = {"true", "yes", "1", "y"}
+_FALSE = {"false", "no", "0", "n"}
+
+
+@dataclass
+class Parsed:
+    """A parsed reply: the thinking text, and either a call or a parse error."""
+
+    thinking: str
+    call: ToolCall | None
+    error: ParseError | None
+
+
+def extract_thinking(text: str) -> tuple[str, str]:
+    """Split a reply into (thinking, rest): every ``<thinking>`` block is removed from rest."""
+    parts = [m.group(1).strip() for m in _THINK_RE.finditer(text)]
+    rest = _THINK_RE.sub("", text)
+    return "\n".join(p for p in parts if p), rest
+
+
+def _usage(spec: Any) -> str:
+    lines = [f"<{spec.name}>"]
+    for p in spec.params:
+        opt = "" if p.required else " (optional)"
+        lines.append(f"<{p.name}>...</{p.name}>{opt}")
+    lines.append(f"</{spec.name}>")
+    return "\n".join(lines)
+
+
+def coerce(spec: Any, raw: Mapping[str, Any]) -> tuple[dict[str, Any] | None, ParseError | None]:
+    """Check a parameter mapping against a tool spec and convert values to declared types."""
+    known = {p.name: p for p in spec.params}
+    unknown = [k for k in raw if k not in known]
+    if unknown:
+        return None, ParseError(
+            kind="unknown_param",
+            message=(
+                f"{spec.name} has no parameter {', '.join(repr(u) for u in unknown)}. "
+                f"Its parameters are: {', '.join(known)}. Usage:\n{_usage(spec)}"
+            ),
+        )
+    missing = [
+        p.name
+        for p in spec.params
+        if p.required and (p.name not in raw or str(raw[p.name]).strip() == "")
+    ]
+    if missing:
+        return None, ParseError(
+            kind="missing_param",
+            message=(
+                f"{spec.name} is missing required parameter(s) {', '.join(missing)}. "
+                f"Usage:\n{_usage(spec)}"
+            ),
+        )
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        p = known[name]
+        text = value if not isinstance(value, str) else html.unescape(value.strip())
+        if isinstance(text, str) and text == "" and not p.required:
+            continue
+        try:
+            out[name] = _convert(p, text)
+        except ValueError as exc:
+            return None, ParseError(
+                kind="bad_value",
+                message=f"{spec.name}: parameter {name} {exc}. Usage:\n{_usage(spec)}",
+            )
+    return out, None
+
+
+def _convert(p: Any, value: Any) -> Any:
+    if p.type == "integer":
+        if isinstance(value, bool):
+            raise ValueError(f"must be a whole number, got {value!r}")
+        if isinstance(value, int):
+            return value
+        s = str(value).strip().replace(",", "")
+        if not re.fullmatch(r"[+-]?\d+", s):
+            raise ValueError(f"must be a whole number, got {str(value)[:40]!r}")
+        return int(s)
+    if p.type == "boolean":
+        if isinstance(value, bool):
+            return value
+        s = str(value).strip().lower()
+        if s in _TRUE:
+            return True
+        if s in _FALSE:
+            return False
+        raise ValueError(f"must be true or false, got {str(value)[:40]!r}")
+    if p.type == "enum":
+        s = str(value).strip()
+        for choice in p.choices:
+            if s.lower() == choice.lower():
+                return choice
+        raise ValueError(f"must be one of {', '.join(p.choices)}, got {s[:40]!r}")
+    return value if isinstance(value, str) else str(value)
+
+
+def parse_reply(text: str, specs: Mapping[str, Any]) -> Parsed:
+    """Parse an assistant reply in the XML protocol against the tool specs."""
+    thinking, rest = extract_thinking(text or "")
+    if not (text or "").strip():
+        return Parsed(thinking, None, ParseError(kind="empty_reply", message=_no_tool_msg(specs, "The reply was empty.")))
+    tags = [(m.group(1), m.group(2)) for m in _TAG_RE.finditer(rest)]
+    calls = [(name, body) for name, body in tags if name in specs]
+    if len(calls) > 1:
+        names = ", ".join(n for n, _ in calls)
+        return Parsed(
+            thinking,
+            None,
+            ParseError(
+                kind="multiple_tools",
+                message=f"Only one tool per message is allowed; this reply used {len(calls)} ({names}). "
+                "Send the single most useful call now; the others can follow in later turns.",
+            ),
+        )
+    if not calls:
+        param_names = {p.name for s in specs.values() for p in s.params}
+        strangers = [n for n, _ in tags if n not in param_names]
+        if strangers:
+            return Parsed(
+                thinking,
+                None,
+                ParseError(
+                    kind="unknown_tool",
+                    message=f"There is no tool named {strangers[0]!r}. "
+                    f"The available tools are: {', '.join(specs)}.",
+                ),
+            )
+        return Parsed(
+            thinking,
+            None,
+            ParseError(kind="no_tool", message=_no_tool_msg(specs, "The reply contained no tool call.")),
+        )
+    name, body = calls[0]
+    raw = {m.group(1): m.group(2) for m in _TAG_RE.finditer(body)}
+    params, err = coerce(specs[name], raw)
+    if err:
+        return Parsed(thinking, None, err)
+    return Parsed(thinking, ToolCall(tool=name, params=params or {}), None)
+
+
+def parse_function_call(
+    name: str, arguments: str | Mapping[str, Any], specs: Mapping[str, Any]
+) -> ParseError | ToolCall:
+    """Validate a native function call (name + JSON arguments) with the same rules."""
+    if name not in specs:
+        return ParseError(
+            kind="unknown_tool",
+            message=f"There is no tool named {name!r}. The available tools are: {', '.join(specs)}.",
+        )
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}", strict=False)
+        except json.JSONDecodeError as exc:
+            return ParseError(kind="bad_value", message=f"The arguments of {name} are not valid JSON ({exc}).")
+    if not isinstance(arguments, Mapping):
+        return ParseError(kind="bad_value", message=f"The arguments of {name} must be a JSON object.")
+    params, err = coerce(specs[name], arguments)
+    return err if err else ToolCall(tool=name, params=params or {})
+
+
+def _no_tool_msg(specs: Mapping[str, Any], lead: str) -> str:
+    return (
+        f"{lead} Every message must end with exactly one tool call in XML form, for example:\n"
+        "<thinking>why this step</thinking>\n<peek_code_region>\n<file_path>path/to/file.py</file_path>\n"
+        "<start_line>1</start_line>\n</peek_code_region>\n"
+        f"Tools: {', '.join(specs)}."
+    )
+
+
+def render_call(call: ToolCall, thinking: str = "") -> str:
+    """The XML text of a call (what a well-behaved model would write)."""
+    lines = []
+    if thinking:
+        lines.append(f"<thinking>{thinking}</thinking>")
+    lines.append(f"<{call.tool}>")
+    for k, v in call.params.items():
+        value = str(v).lower() if isinstance(v, bool) else str(v)
+        lines.append(f"<{k}>{value}</{k}>")
+    lines.append(f"</{call.tool}>")
+    return "\n".join(lines)
+
+
+def function_tools(specs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """OpenAI-style function definitions for native function-calling mode."""
+    kinds = {"integer": "integer", "boolean": "boolean", "string": "string", "enum": "string"}
+    out = []
+    for spec in specs.values():
+        props: dict[str, Any] = {}
+        for p in spec.params:
+            prop: dict[str, Any] = {"type": kinds[p.type], "description": p.description}
+            if p.type == "enum":
+                prop["enum"] = list(p.choices)
+            props[p.name] = prop
+        out.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "parameters": {
+                        "type": "object",
+                        "properties": props,
+                        "required": [p.name for p in spec.params if p.required],
+                    },
+                },
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- grammar
+
+
+def _gbnf_literal(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def tool_grammar(
+    specs: Mapping[str, Any],
+    files: Iterable[str] | None = None,
+    thinking_chars: int = 300,
+    text_chars: int = 400,
+) -> str:
+    """A GBNF grammar admitting exactly one well-formed call (free text and numbers capped).
+
+    With ``files``, file-path parameters are restricted to those paths, so a small model
+    cannot invent files; the recorded turn says the reply was constrained.
+    """
+    rules: dict[str, str] = {}
+    file_list = sorted(set(files or []))
+    rules["root"] = '"<thinking>" think "</thinking>\\n" call'
+    rules["think"] = f"[^<]{{1,{thinking_chars}}}"
+    rules["text"] = f"[^<]{{1,{text_chars}}}"
+    rules["int"] = "[1-9] [0-9]{0,5}"
+    rules["bool"] = '"true" | "false"'
+    if file_list:
+        rules["path"] = " | ".join(_gbnf_literal(f) for f in file_list)
+    else:
+        rules["path"] = "[A-Za-z0-9_./-]{1,160}"
+    alternatives = []
+    for i, spec in enumerate(specs.values()):
+        rule = f"tool{i}"
+        alternatives.append(rule)
+        parts = [_gbnf_literal(f"<{spec.name}>" + "\n")]
+        for j, p in enumerate(spec.params):
+            if p.type == "integer":
+                value = "int"
+            elif p.type == "boolean":
+                value = "bool"
+            elif p.type == "enum":
+                value = "(" + " | ".join(_gbnf_literal(c) for c in p.choices) + ")"
+            elif p.name in ("file_path", "current_file_path"):
+                value = "path"
+            else:
+                value = "text"
+            open_tag = _gbnf_literal(f"<{p.name}>")
+            close_tag = _gbnf_literal(f"</{p.name}>" + "\n")
+            piece = f"{open_tag} {value} {close_tag}"
+            if p.required:
+                parts.append(piece)
+            else:
+                opt = f"{rule}opt{j}"
+                rules[opt] = piece
+                parts.append(f"{opt}?")
+        parts.append(_gbnf_literal(f"</{spec.name}>"))
+        rules[rule] = " ".join(parts)
+    rules["call"] = " | ".join(alternatives)
+    return "\n".join(f"{k} ::= {v}" for k, v in rules.items()) + "\n"

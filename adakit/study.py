@@ -1,0 +1,373 @@
+"""The matrix: a study file (YAML) -> run specs -> a resumable, parallel launcher.
+
+A study file names its output folder and one or more ``matrix`` blocks, each a product of
+models x worlds x tasks x conditions x repeats with optional per-block settings. Run ids are
+deterministic (``model__world__task__condition__rN``), so re-launching a study skips
+finished runs and resumes interrupted ones from their last recorded turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from tqdm.auto import tqdm
+
+from adakit import config
+from adakit.agent import LaunchContext, Run, RunConfig, hint_model_from
+from adakit.conditions import get_condition
+from adakit.record import WorldInfo, load_corpus, read_run
+from adakit.tasks import make_task, task_families
+
+RUN_SETTINGS = ("turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit", "budget")
+_LOCAL_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One cell of the matrix."""
+
+    study: str
+    model: str
+    world: str
+    task: str
+    condition: str
+    repeat: int
+    seed: int
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.model}__{self.world}__{self.task}__{self.condition}__r{self.repeat}"
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        return dict(self.settings).get(key, default)
+
+
+@dataclass
+class Study:
+    """A parsed study file."""
+
+    name: str
+    output: Path
+    specs: list[RunSpec]
+    concurrency: int = 1
+    cache_mode: str = "use"
+    hint_model: str | None = None
+    coach_model: str | None = None
+    description: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _as_list(value: Any, what: str, block: int) -> list[Any]:
+    if value is None:
+        raise ValueError(f"matrix block {block}: '{what}' is missing")
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def load_study(path: str | Path, overrides: dict[str, Any] | None = None) -> Study:
+    """Parse a study file into run specs (``overrides`` replace top-level keys)."""
+    path = Path(path)
+    if not path.exists():
+        alt = config.STUDIES / f"{path}.yaml"
+        if alt.exists():
+            path = alt
+        else:
+            raise FileNotFoundError(f"no study file {path} (nor {alt})")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data.update(overrides or {})
+    name = data.get("name") or path.stem
+    output = Path(data.get("output") or f"data/runs/{name}")
+    if not output.is_absolute():
+        output = config.ROOT / output
+    blocks = data.get("matrix")
+    if not blocks:
+        raise ValueError(f"{path}: a study needs a non-empty 'matrix' list")
+    families = task_families()
+    specs: dict[str, RunSpec] = {}
+    base_seed = int(data.get("seed", 0))
+    for b, block in enumerate(blocks, 1):
+        tasks = _as_list(block.get("tasks", data.get("tasks")), "tasks", b)
+        if tasks == ["all"]:
+            tasks = families
+        for t in tasks:
+            if t not in families:
+                raise ValueError(f"matrix block {b}: unknown task {t!r}; known: {', '.join(families)}")
+        conditions = _as_list(block.get("conditions", data.get("conditions")), "conditions", b)
+        for c in conditions:
+            get_condition(c)  # raises with the known names
+        settings = {k: block.get(k, data.get(k)) for k in RUN_SETTINGS if block.get(k, data.get(k)) is not None}
+        repeats = int(block.get("repeats", data.get("repeats", 1)))
+        for model, world, task, cond, rep in itertools.product(
+            _as_list(block.get("models", data.get("models")), "models", b),
+            _as_list(block.get("worlds", data.get("worlds")), "worlds", b),
+            tasks,
+            conditions,
+            range(repeats),
+        ):
+            spec = RunSpec(name, model, world, task, cond, rep, base_seed + rep, tuple(sorted(settings.items())))
+            specs.setdefault(spec.run_id, spec)
+    return Study(
+        name=name,
+        output=output,
+        specs=list(specs.values()),
+        concurrency=max(1, int(data.get("concurrency", 1))),
+        cache_mode=data.get("cache_mode", "use"),
+        hint_model=data.get("hint_model"),
+        coach_model=data.get("coach_model"),
+        description=data.get("description", ""),
+        raw=data,
+    )
+
+
+class _Worlds:
+    """Opened worlds and their code indexes, shared by every run of a launch."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[Any, Any, WorldInfo]] = {}
+
+    def get(self, name: str) -> tuple[Any, Any, WorldInfo]:
+        with self._lock:
+            if name not in self._cache:
+                from adakit.code_index import CodeIndex
+                from adakit.world import load_manifest, open_world
+
+                world = open_world(name)
+                spec = load_manifest().get(name)
+                src = getattr(spec, "source", None) if spec else None
+                info = WorldInfo(
+                    name=world.name,
+                    version=world.version,
+                    language=world.language,
+                    source=_describe_source(src),
+                    sha256=(src or {}).get("sha256") if isinstance(src, dict) else getattr(src, "sha256", None),
+                )
+                index = CodeIndex(world)
+                index.build()
+                self._cache[name] = (world, index, info)
+            return self._cache[name]
+
+
+def _describe_source(src: Any) -> str:
+    if src is None:
+        return ""
+    if isinstance(src, dict):
+        return " ".join(f"{k}={v}" for k, v in src.items() if k in ("kind", "package", "version", "url", "commit"))
+    return str(src)
+
+
+def _backend(model: str, world: Any, index: Any, seed: int, cache_mode: str) -> Any:
+    if model.startswith("baseline-"):
+        from adakit.baselines import BaselinePolicy, baseline_spec
+
+        return BaselinePolicy(baseline_spec(model), world, index, seed=seed)
+    from adakit.models import ResponseCache, backend_for, get_model
+
+    return backend_for(get_model(model), cache=ResponseCache(), cache_mode=cache_mode)
+
+
+def run_one(study: Study, spec: RunSpec, worlds: _Worlds | None = None) -> tuple[str, str]:
+    """Launch (or resume) one run; returns (run_id, outcome)."""
+    worlds = worlds or _Worlds()
+    path = study.output / f"{spec.run_id}.jsonl"
+    if path.exists():
+        try:
+            if read_run(path).finished:
+                return spec.run_id, "skipped"
+        except ValueError:
+            pass
+    world, index, info = worlds.get(spec.world)
+    backend = _backend(spec.model, world, index, spec.seed, study.cache_mode)
+    hint = None
+    hint_name = study.hint_model or (None if spec.model.startswith("baseline-") else spec.model)
+    if hint_name:
+        hint = hint_model_from(
+            backend if hint_name == spec.model else _backend(hint_name, world, index, spec.seed, study.cache_mode)
+        )
+    condition = get_condition(spec.condition, budget=spec.setting("budget"))
+    coach = None
+    if condition.coach:
+        from adakit.coach import make_coach
+
+        coach = make_coach(study.coach_model or "smollm2-135m", cache_mode=study.cache_mode)
+    ctx = LaunchContext(
+        world=world,
+        task=make_task(spec.task, spec.world),
+        condition=condition,
+        backend=backend,
+        index=index,
+        hint_model=hint,
+        coach=coach,
+        world_info=info,
+    )
+    cfg = RunConfig(
+        run_id=spec.run_id,
+        study=study.name,
+        seed=spec.seed,
+        repeat=spec.repeat,
+        **{k: v for k, v in spec.settings if k in RunConfig.__dataclass_fields__},
+    )
+    resumed = path.exists()
+    local = getattr(backend.spec, "kind", "") == "local"
+    lock = _LOCAL_LOCK if local else _NullLock()
+    with lock:
+        rf = Run(ctx, cfg, path).execute()
+    outcome = rf.end.reason if rf.end else "unfinished"
+    return spec.run_id, ("resumed:" if resumed else "") + outcome
+
+
+class _NullLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def launch(study: Study, max_runs: int | None = None, progress: bool = True) -> pd.DataFrame:
+    """Run every spec of a study (skipping finished runs); returns the summary table."""
+    study.output.mkdir(parents=True, exist_ok=True)
+    (study.output / "study.yaml").write_text(yaml.safe_dump(_jsonable(study.raw), sort_keys=False), encoding="utf-8")
+    specs = study.specs[:max_runs] if max_runs else study.specs
+    worlds = _Worlds()
+    # open worlds (and build their indexes) up front, once, in this thread
+    for name in dict.fromkeys(s.world for s in specs):
+        worlds.get(name)
+    outcomes: dict[str, str] = {}
+    failures: dict[str, str] = {}
+    t0 = time.time()
+    bar = tqdm(total=len(specs), desc=f"launch {study.name}", unit="run", disable=not progress)
+    with ThreadPoolExecutor(max_workers=study.concurrency) as pool:
+        futures = {pool.submit(run_one, study, s, worlds): s for s in specs}
+        for fut in as_completed(futures):
+            spec = futures[fut]
+            try:
+                run_id, outcome = fut.result()
+                outcomes[run_id] = outcome
+            except Exception as exc:  # one broken run never stops the matrix
+                failures[spec.run_id] = f"{type(exc).__name__}: {exc}"
+                outcomes[spec.run_id] = "failed"
+            bar.update(1)
+            bar.set_postfix_str(f"{spec.run_id[:48]}: {outcomes[spec.run_id]}")
+    bar.close()
+    for run_id, err in failures.items():
+        print(f"FAILED {run_id}: {err}", file=sys.stderr)
+    summary = summarize(study.output)
+    counts = pd.Series(outcomes).value_counts()
+    if progress:
+        print(f"\n{len(specs)} runs in {time.time() - t0:.1f}s: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return summary
+
+
+def _jsonable(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {str(k): _jsonable(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_jsonable(v) for v in data]
+    if isinstance(data, Path):
+        return str(data)
+    return data
+
+
+def summarize(output: str | Path) -> pd.DataFrame:
+    """Runs by model and termination reason: count, mean turns, tokens and cost."""
+    corpus = load_corpus(output, cache=False)
+    runs = corpus.runs
+    if runs.empty:
+        return pd.DataFrame()
+    runs = runs.assign(reason=runs["reason"].fillna("unfinished"))
+    return (
+        runs.groupby(["model", "reason"])
+        .agg(
+            runs=("run_id", "count"),
+            mean_turns=("n_turns", "mean"),
+            tokens_in=("tokens_in", "sum"),
+            tokens_out=("tokens_out", "sum"),
+            cost_usd=("cost_usd", "sum"),
+            cache_hits=("cache_hits", "sum"),
+        )
+        .reset_index()
+    )
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _cmd_launch(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = {}
+    if args.output:
+        overrides["output"] = args.output
+    if args.cache_mode:
+        overrides["cache_mode"] = args.cache_mode
+    if args.concurrency:
+        overrides["concurrency"] = args.concurrency
+    study = load_study(args.study, overrides)
+    if args.list:
+        for s in study.specs:
+            print(s.run_id, dict(s.settings))
+        return 0
+    print(f"study {study.name}: {len(study.specs)} runs -> {study.output}")
+    summary = launch(study, max_runs=args.max_runs)
+    if not summary.empty:
+        print(summary.to_string(index=False))
+    return 0
+
+
+def register_cli(sub: Any) -> None:
+    """``adakit launch STUDY.yaml``."""
+    p = sub.add_parser("launch", help="launch (or resume) every run of a study file")
+    p.add_argument("study", help="study YAML (a path, or a name under studies/)")
+    p.add_argument("--output", help="override the study's output folder")
+    p.add_argument("--cache-mode", choices=["use", "replay", "refresh", "off"], help="response cache mode")
+    p.add_argument("--concurrency", type=int, help="parallel runs")
+    p.add_argument("--max-runs", type=int, help="launch only the first N runs")
+    p.add_argument("--list", action="store_true", help="list the run ids and exit")
+    p.set_defaults(func=_cmd_launch)
+
+
+def spec_dict(spec: RunSpec) -> dict[str, Any]:
+    """A run spec as a plain dict (for tables and notebooks)."""
+    d = asdict(spec)
+    d["settings"] = dict(spec.settings)
+    d["run_id"] = spec.run_id
+    return d
+
+
+def restrict(
+    study: Study,
+    models: list[str] | None = None,
+    worlds: list[str] | None = None,
+    tasks: list[str] | None = None,
+    conditions: list[str] | None = None,
+    turn_bound: int | None = None,
+) -> Study:
+    """A copy of a study keeping only the named axis values (empty = keep all)."""
+    keep = []
+    for s in study.specs:
+        if models and s.model not in models:
+            continue
+        if worlds and s.world not in worlds:
+            continue
+        if tasks and s.task not in tasks:
+            continue
+        if conditions and s.condition not in conditions:
+            continue
+        if turn_bound:
+            settings = dict(s.settings)
+            settings["turn_bound"] = turn_bound
+            s = RunSpec(s.study, s.model, s.world, s.task, s.condition, s.repeat, s.seed, tuple(sorted(settings.items())))
+        keep.append(s)
+    if not keep:
+        raise ValueError("no run of the study matches that selection")
+    return Study(study.name, study.output, keep, study.concurrency, study.cache_mode, study.hint_model,
+                 study.coach_model, study.description, study.raw)

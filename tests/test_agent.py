@@ -1,0 +1,237 @@
+"""The agent loop against a fake OpenAI-compatible server on loopback."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAI, error
+
+from adakit.agent import LaunchContext, Run, RunConfig, fit_window
+from adakit.conditions import get_condition
+from adakit.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
+from adakit.record import content_digest
+from adakit.tasks import make_task
+from adakit.world import World
+
+KEY_VAR = "ADAKIT_TEST_KEY"
+SECRET = "sk-test-" + "s3cr3t" * 5
+
+
+def peek(path: str = "pkg/app.py", start: int = 1, end: int = 5) -> str:
+    return (
+        f"<thinking>read {path}</thinking>\n<peek_code_region>\n<file_path>{path}</file_path>\n"
+        f"<start_line>{start}</start_line>\n<end_line>{end}</end_line>\n</peek_code_region>"
+    )
+
+
+MEMORY = (
+    "<thinking>note it</thinking><create_memory><memory_title>app</memory_title>"
+    "<memory_content>serve() calls helper()</memory_content><confidence_level>high</confidence_level>"
+    "</create_memory>"
+)
+FINAL = (
+    "<thinking>enough</thinking><stash_conclusion><title>Flow</title><content>serve calls helper"
+    "</content><proceed_to_finalize>true</proceed_to_finalize></stash_conclusion>"
+)
+HOLD = FINAL.replace("true", "false")
+
+
+@pytest.fixture()
+def world(tmp_path: Path) -> World:
+    root = tmp_path / "toy"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "app.py").write_text(
+        textwrap.dedent(
+            '''\
+            """A toy app."""
+            from pkg.util import helper
+
+
+            def serve(request):
+                """Handle one request."""
+                return helper(request) + 1
+
+
+            class Server:
+                def run(self):
+                    return serve(0)
+            '''
+        )
+    )
+    (root / "pkg" / "util.py").write_text("def helper(x):\n    return x * 2\n")
+    return World(root, name="toy")
+
+
+def spec_for(fake: FakeOpenAI, **kw) -> ModelSpec:
+    base = dict(name="fake", kind="llm", base_url=fake.url, model_id="fake-model", api_key_env=KEY_VAR,
+                temperature=0.2, max_tokens=256, context_window=32000)
+    base.update(kw)
+    return ModelSpec(**base)
+
+
+def launch(world, fake, path, condition="natural", turn_bound=10, cache=None, spec=None, **cfg):
+    spec = spec or spec_for(fake)
+    backend = OpenAIBackend(spec, cache=cache, retry=RetryPolicy(attempts=3, base=0.01, cap=0.05))
+    ctx = LaunchContext(world=world, task=make_task("feature_tracing", "toy"),
+                        condition=get_condition(condition), backend=backend)
+    return Run(ctx, RunConfig(run_id=path.stem, turn_bound=turn_bound, **cfg), path).execute()
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv(KEY_VAR, SECRET)
+
+
+def test_run_records_every_turn_and_finalizes(world, tmp_path):
+    bad = "<thinking>hmm</thinking> no call here"
+    with FakeOpenAI([peek(), bad, MEMORY, HOLD, FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "r1.jsonl")
+    assert rf.end.reason == "finalize"
+    assert [t.turn for t in rf.turns] == [1, 2, 3, 4, 5]
+    t1, t2, t3, t4, t5 = rf.turns
+    assert t1.metrics.tool == "PKR" and t1.metrics.ranges == [(1, 5)] and t1.thinking == "read pkg/app.py"
+    assert "def serve" in t1.observation
+    assert t2.parse_error.kind == "no_tool" and t2.metrics.error_type == "malformed"
+    assert "mistake 1 of 3" in t2.observation
+    assert t3.metrics.tool == "MEM" and t3.metrics.confidence == "high"
+    assert t4.metrics.finalize is False and t5.metrics.finalize is True
+    assert rf.end.conclusion == "serve calls helper" and rf.end.conclusion_title == "Flow"
+    assert rf.end.totals["turns"] == 5 and rf.end.totals["errors"] == 1
+    assert all(t.tokens_in > 0 and t.tokens_out > 0 for t in rf.turns)
+    # the state channels reach the model: the memory shows in the next request
+    last_user = fake.requests[3]["messages"][-1]["content"]
+    assert "MEMORY" in last_user and "serve() calls helper()" in last_user
+
+
+def test_prompt_prefix_is_append_only(world, tmp_path):
+    with FakeOpenAI([peek(), MEMORY, peek("pkg/util.py", 1, 2), FINAL]) as fake:
+        launch(world, fake, tmp_path / "r.jsonl")
+    reqs = [r["messages"] for r in fake.requests]
+    for prev, cur in zip(reqs, reqs[1:], strict=False):
+        assert cur[: len(prev)] == prev  # history only grows; nothing earlier is rewritten
+        assert len(cur) == len(prev) + 2
+    assert reqs[0][0]["role"] == "system" and "peek_code_region" in reqs[0][0]["content"]
+
+
+def test_three_malformed_replies_end_the_run(world, tmp_path):
+    with FakeOpenAI(["nothing", "<read_file><path>x</path></read_file>", "still nothing"]) as fake:
+        rf = launch(world, fake, tmp_path / "m.jsonl")
+    assert rf.end.reason == "malformed_limit"
+    assert [t.parse_error.kind for t in rf.turns] == ["no_tool", "unknown_tool", "no_tool"]
+    assert rf.turns[1].metrics.error_type == "unknown_tool"
+
+
+def test_mistake_counter_resets_after_a_good_turn(world, tmp_path):
+    with FakeOpenAI(["x", "y", peek(), "z", "w", FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "m2.jsonl")
+    assert rf.end.reason == "finalize" and len(rf.turns) == 6
+
+
+def test_turn_bound(world, tmp_path):
+    with FakeOpenAI([peek(), peek(start=6, end=9), peek(start=2, end=3)]) as fake:
+        rf = launch(world, fake, tmp_path / "b.jsonl", turn_bound=2)
+    assert rf.end.reason == "turn_bound" and len(rf.turns) == 2 and len(fake.requests) == 2
+
+
+def test_transient_errors_are_retried_inside_a_turn(world, tmp_path):
+    with FakeOpenAI([error(429, retry_after=0.01), 500, peek(), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "t.jsonl")
+    assert rf.end.reason == "finalize" and len(rf.turns) == 2 and len(fake.requests) == 4
+
+
+def test_model_error_ends_the_run_and_keeps_the_record(world, tmp_path):
+    with FakeOpenAI([peek(), 500, 500, 500]) as fake:
+        rf = launch(world, fake, tmp_path / "e.jsonl")
+    assert rf.end.reason == "model_error" and len(rf.turns) == 1
+    assert "500" in rf.end.error
+
+
+def test_budget_reminders_are_injected_on_schedule(world, tmp_path):
+    script = [peek(start=i, end=i) for i in range(1, 12)] + [FINAL]
+    with FakeOpenAI(script) as fake:
+        rf = launch(world, fake, tmp_path / "bp.jsonl", condition="budget_pressure", turn_bound=20)
+    fired = {t.turn: t.injected[0].text for t in rf.turns if t.injected}
+    assert sorted(fired) == [6, 9, 11]
+    assert all(i.source == "reminder" for t in rf.turns for i in t.injected)
+    # the reminder after turn 6 is in the 7th request, the budget block in the first
+    assert "6 of 12" in fake.requests[6]["messages"][-1]["content"]
+    assert "budget of 12" in fake.requests[0]["messages"][1]["content"]
+    assert rf.header.condition.budget == 12
+
+
+def test_context_overflow_drops_oldest_turns(world, tmp_path):
+    script = [peek(start=1, end=12)] * 6 + [FINAL]
+    with FakeOpenAI(script) as fake:
+        spec = spec_for(fake, context_window=2600, max_tokens=100)
+        rf = launch(world, fake, tmp_path / "c.jsonl", spec=spec, tree_max_files=5)
+    dropped = [t.dropped_messages for t in rf.turns]
+    assert max(dropped) > 0 and dropped[0] == 0
+    first = fake.requests[-1]["messages"]
+    assert first[0]["role"] == "system" and "Find and describe" in first[1]["content"]
+    assert "left out to fit the context window" in first[1]["content"]
+
+
+def test_context_overflow_reason_when_core_cannot_fit(world, tmp_path):
+    with FakeOpenAI([peek()]) as fake:
+        spec = spec_for(fake, context_window=300, max_tokens=100)
+        rf = launch(world, fake, tmp_path / "o.jsonl", spec=spec)
+    assert rf.end.reason == "context_overflow" and len(fake.requests) == 0
+
+
+def test_fit_window_keeps_alternation():
+    msgs = [{"role": "system", "content": "s" * 100}, {"role": "user", "content": "task"}]
+    for i in range(10):
+        msgs += [{"role": "assistant", "content": f"a{i}" * 50}, {"role": "user", "content": f"o{i}" * 50}]
+    window, dropped = fit_window(msgs, context_window=400, reply_tokens=50)
+    roles = [m["role"] for m in window]
+    assert roles[:2] == ["system", "user"] and roles[2] == "assistant" and dropped % 2 == 0
+    assert all(a != b for a, b in zip(roles[1:], roles[2:], strict=False))
+    assert window[-1] == msgs[-1]
+
+
+def test_no_api_key_in_any_output(world, tmp_path):
+    cache = ResponseCache(tmp_path / "cache")
+    with FakeOpenAI([peek(), FINAL]) as fake:
+        launch(world, fake, tmp_path / "runs" / "k.jsonl", cache=cache)
+    for f in [*tmp_path.rglob("*")]:
+        if f.is_file():
+            assert SECRET not in f.read_text(errors="replace"), f
+
+
+def test_cache_replay_reproduces_the_run(world, tmp_path):
+    cache = ResponseCache(tmp_path / "cache")
+    with FakeOpenAI([peek(), MEMORY, "bad", FINAL]) as fake:
+        live = launch(world, fake, tmp_path / "live.jsonl", cache=cache)
+        url = fake.url
+    # the server is gone: replay must come entirely from the cache
+    spec = ModelSpec(name="fake", kind="llm", base_url=url, model_id="fake-model", api_key_env=KEY_VAR,
+                     temperature=0.2, max_tokens=256, context_window=32000)
+    backend = OpenAIBackend(spec, cache=cache.with_mode("replay"))
+    ctx = LaunchContext(world=world, task=make_task("feature_tracing", "toy"),
+                        condition=get_condition("natural"), backend=backend)
+    replay = Run(ctx, RunConfig(run_id="live", turn_bound=10), tmp_path / "replay" / "live.jsonl").execute()
+    assert all(t.cached for t in replay.turns)
+    assert content_digest(replay) == content_digest(live)
+    assert [t.raw_text for t in replay.turns] == [t.raw_text for t in live.turns]
+
+
+def test_resume_continues_after_the_last_recorded_turn(world, tmp_path):
+    path = tmp_path / "res.jsonl"
+    with FakeOpenAI([peek(), MEMORY, peek("pkg/util.py", 1, 2), 400]) as fake:
+        first = launch(world, fake, path)
+    assert first.end.reason == "model_error"
+    # simulate a crash instead of a clean end: drop the end record and tear a half line on
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]) + '{"kind": "turn", "tur')
+    with FakeOpenAI([FINAL]) as fake:
+        rf = launch(world, fake, path)
+    assert rf.end.reason == "finalize"
+    assert [t.turn for t in rf.turns] == [1, 2, 3, 4]
+    assert rf.turns[1].metrics.tool == "MEM"
+    # the resumed request carries the whole recorded history and the rebuilt memory
+    msgs = fake.requests[0]["messages"]
+    assert len(msgs) == 2 + 2 * 3 and "serve() calls helper()" in msgs[-1]["content"]
+    assert sum(1 for line in path.read_text().splitlines() if json.loads(line)["kind"] == "header") == 1
