@@ -569,8 +569,11 @@ def _write_marker(folder: Path, spec: WorldSpec) -> None:
 @contextlib.contextmanager
 def _world_lock(root: Path, dirname: str) -> Iterator[None]:
     """Serialise fetches of one world across processes (a second fetcher waits, then reuses)."""
-    import fcntl
-
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks on this platform; fetches are still atomic
+        yield
+        return
     with open(root / f".{dirname}.lock", "a+b") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
@@ -588,7 +591,9 @@ def _remove(path: Path) -> None:
 
 def _install_tree(target: Path, fill: Callable[[Path], None], spec: WorldSpec) -> None:
     """Build the world in a staging folder beside ``target``, then rename it into place."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    staging = Path(
+        tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    )
     try:
         fill(staging)
         _write_marker(staging, spec)
@@ -650,7 +655,10 @@ def _download_sdist(spec: WorldSpec, dest: Path, progress: bool) -> None:
                 if progress
                 else None
             )
-            client.download_package(pkg, dest, verify=True, progress=bar, timeout=120)
+            # the index's own digest is checked when it offers one; the manifest's pin after
+            client.download_package(
+                pkg, dest, verify=bool(pkg.digests), progress=bar, timeout=120
+            )
     except NoSuchProjectError as exc:
         raise WorldFetchError(f"{src.package} is not on the index at {endpoint}") from exc
     except DigestMismatchError as exc:
@@ -691,6 +699,19 @@ def _strip_prefix(all_parts: list[list[str]], is_dir: list[bool]) -> int:
 
 def _inside(root: Path, path: Path) -> bool:
     return Path(os.path.realpath(path)).is_relative_to(root)
+
+
+def _make_dir(root: Path, path: Path, member: str, archive: str) -> None:
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise UnsafeArchiveError(
+            f"{archive}: folder {member!r} would replace a file or link; refused"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    if not _inside(root, path):
+        raise UnsafeArchiveError(
+            f"{archive}: folder {member!r} would be created through a link leading outside "
+            "the target folder; refused"
+        )
 
 
 def _prepare_parent(root: Path, path: Path, member: str, archive: str) -> None:
@@ -752,7 +773,7 @@ def _unpack_tar(archive: Path, dest: Path, label: str, progress: bool) -> None:
                 continue
             path = root.joinpath(*rel_parts)
             if m.isdir():
-                _prepare_parent(root, path / "_", m.name, label)
+                _make_dir(root, path, m.name, label)
                 continue
             _prepare_parent(root, path, m.name, label)
             if m.issym():
@@ -813,7 +834,7 @@ def _unpack_zip(archive: Path, dest: Path, label: str, progress: bool) -> None:
                 continue
             path = root.joinpath(*rel_parts)
             if i.is_dir():
-                _prepare_parent(root, path / "_", i.filename, label)
+                _make_dir(root, path, i.filename, label)
                 continue
             _prepare_parent(root, path, i.filename, label)
             with zf.open(i) as stream:
@@ -900,6 +921,15 @@ def _fetch_git(spec: WorldSpec, target: Path) -> None:
     _install_tree(target, fill, spec)
 
 
+def _remove_stale(root: Path, dirname: str) -> None:
+    """Delete staging folders and downloads a killed fetch of this world left behind."""
+    prefix = f".{dirname}."
+    for stale in root.glob(prefix + "*"):
+        token, dot, kind = stale.name[len(prefix) :].partition(".")
+        if dot and token and "." not in kind and kind in ("partial", "old", "download"):
+            _remove(stale)
+
+
 def fetch_world(
     name: str, progress: bool = True, manifest: dict[str, WorldSpec] | None = None
 ) -> Path:
@@ -919,9 +949,7 @@ def fetch_world(
     with _world_lock(root, spec.dirname):
         if _marker_matches(target, spec):  # another process finished it while we waited
             return target
-        for stale in root.glob(f".{spec.dirname}.*"):
-            if stale.suffix in (".partial", ".old", ".download"):
-                _remove(stale)
+        _remove_stale(root, spec.dirname)
         if spec.source.kind == "pypi":
             _fetch_pypi(spec, target, progress)
         else:

@@ -127,7 +127,9 @@ def leftovers(root: Path) -> list[str]:
     if not root.exists():
         return []
     return sorted(
-        p.name for p in root.iterdir() if not p.name.endswith(".lock") and not p.name.startswith("demo-")
+        p.name
+        for p in root.iterdir()
+        if not p.name.endswith(".lock") and not p.name.startswith("demo-")
     )
 
 
@@ -524,3 +526,96 @@ def test_cli_fetch_reports_failures_with_exit_code(tmp_path, worlds_root, fake_p
     manifest.write_text(BASE_ENTRY % ("c" * 64))
     assert run_cli("worlds", "fetch", "demo", "--manifest", str(manifest)) == 1
     assert "sha256 mismatch" in capsys.readouterr().err
+
+
+# ------------------------------------------------------- the simple-API download, offline
+
+
+class FakeIndex:
+    """Stands in for pypi_simple.PyPISimple: a project page and a download from local files."""
+
+    files: dict[str, Path] = {}
+    error: Exception | None = None
+
+    def __init__(self, endpoint: str = "") -> None:
+        self.endpoint = endpoint
+
+    def __enter__(self) -> FakeIndex:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def get_project_page(self, project: str, timeout=None):
+        from types import SimpleNamespace
+
+        if FakeIndex.error is not None:
+            raise FakeIndex.error
+        return SimpleNamespace(
+            packages=[
+                SimpleNamespace(filename=n, version=n.split("-")[1].removesuffix(".tar.gz"),
+                                package_type="sdist", digests={})
+                for n in FakeIndex.files
+            ]
+        )
+
+    def download_package(self, pkg, path, verify=True, progress=None, timeout=None):
+        shutil.copyfile(FakeIndex.files[pkg.filename], path)
+
+
+@pytest.fixture
+def fake_index(monkeypatch: pytest.MonkeyPatch) -> type[FakeIndex]:
+    import pypi_simple
+
+    FakeIndex.files, FakeIndex.error = {}, None
+    monkeypatch.setattr(pypi_simple, "PyPISimple", FakeIndex)
+    return FakeIndex
+
+
+def test_download_picks_the_pinned_sdist_from_the_index(tmp_path, worlds_root, fake_index):
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries())
+    other = build_tar(tmp_path / "demo-0.9.tar.gz", demo_entries("demo-0.9"))
+    fake_index.files = {"demo-0.9.tar.gz": other, "demo-1.0.tar.gz": archive}
+    path = fetch_world("demo", progress=False, manifest={"demo": demo_spec(archive)})
+    assert (path / "src/demo/core.py").is_file()
+
+
+def test_download_reports_a_missing_release(tmp_path, worlds_root, fake_index):
+    archive = build_tar(tmp_path / "demo-1.0.tar.gz", demo_entries())
+    fake_index.files = {"demo-0.9.tar.gz": archive}
+    with pytest.raises(WorldFetchError, match="no file 'demo-1.0.tar.gz'"):
+        fetch_world("demo", progress=False, manifest={"demo": demo_spec(archive)})
+    assert leftovers(worlds_root) == []
+
+
+def test_unreachable_index_makes_the_world_unavailable(tmp_path, worlds_root, fake_index):
+    import requests
+
+    fake_index.error = requests.ConnectionError("Name or service not known")
+    with pytest.raises(WorldUnavailable, match="not reachable from this machine"):
+        spec = demo_spec(tmp_path / "x", sha="d" * 64)
+        fetch_world("demo", progress=False, manifest={"demo": spec})
+    assert leftovers(worlds_root) == []
+
+
+def test_stale_cleanup_spares_other_versions(tmp_path):
+    (tmp_path / ".demo-1.0.abc.partial").mkdir()
+    (tmp_path / ".demo-1.0.1.xyz.partial").mkdir()  # another version's fetch in progress
+    (tmp_path / ".demo-1.0.lock").write_text("")
+    W._remove_stale(tmp_path, "demo-1.0")
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [".demo-1.0.1.xyz.partial", ".demo-1.0.lock"]
+
+
+def test_folder_members_never_disturb_files(tmp_path):
+    archive = build_tar(
+        tmp_path / "a.tar.gz",
+        [("file", "top/pkg/_", b"keep"), ("dir", "top/pkg/"), ("file", "top/pkg/m.py", b"x\n")],
+    )
+    (tmp_path / "out").mkdir()
+    unpack_archive(archive, tmp_path / "out")
+    assert (tmp_path / "out/pkg/_").read_bytes() == b"keep"
+    bad = build_tar(tmp_path / "b.tar.gz", [("file", "top/pkg", b"f"), ("dir", "top/pkg/")])
+    (tmp_path / "out2").mkdir()
+    with pytest.raises(UnsafeArchiveError, match="would replace a file"):
+        unpack_archive(bad, tmp_path / "out2")
