@@ -415,7 +415,8 @@ def _require(entry: dict, key: str, where: str, kind: type | tuple[type, ...]) -
     value = entry[key]
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise ManifestError(f"{where}: '{key}' must be a {names}, got {value!r}")
+        hint = " (quote it in YAML)" if kind is str and isinstance(value, int | float) else ""
+        raise ManifestError(f"{where}: '{key}' must be a {names}, got {value!r}{hint}")
     return value
 
 
@@ -437,7 +438,7 @@ def _parse_source(raw: Any, where: str) -> WorldSource:
         src = WorldSource(
             kind="pypi",
             package=_require(raw, "package", where, str),
-            version=str(_require(raw, "version", where, (str, int, float))),
+            version=_require(raw, "version", where, str),
             filename=_require(raw, "filename", where, str),
             sha256=_require(raw, "sha256", where, str).lower(),
         )
@@ -490,8 +491,6 @@ def _parse_entry(name: str, raw: Any) -> WorldSpec:
     missing = raw.get("missing_anchors") or {}
     if not isinstance(missing, dict):
         raise ManifestError(f"{where}: 'missing_anchors' must map file -> reason")
-    for key in ("include", "exclude", "anchors"):
-        _require(raw, key, where, list)
     exts = _str_list(raw, "source_extensions", where, required=False)
     if any(not e.startswith(".") for e in exts):
         raise ManifestError(f"{where}: source_extensions must start with '.', got {list(exts)}")
@@ -499,8 +498,8 @@ def _parse_entry(name: str, raw: Any) -> WorldSpec:
         name=name,
         language=language,
         source=_parse_source(_require(raw, "source", where, dict), where),
-        include=tuple(raw["include"]),
-        exclude=tuple(raw["exclude"]),
+        include=_str_list(raw, "include", where),
+        exclude=_str_list(raw, "exclude", where),
         anchors=_str_list(raw, "anchors", where),
         paper=paper,
         missing_anchors={str(k): str(v) for k, v in missing.items()},

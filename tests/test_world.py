@@ -380,6 +380,8 @@ worlds:
         (lambda t: t.replace("files: 2, ", ""), "missing required key 'files'"),
         (lambda t: t.replace("demo-1.0.tar.gz", "other-1.0.whl"), "not an sdist"),
         (lambda t: "worlds: [1, 2]\n", "top-level mapping"),
+        (lambda t: t.replace('version: "1.0"', "version: 1.10"), "quote it in YAML"),
+        (lambda t: t.replace("include: [src]", "include: [src, 3]"), "non-empty strings"),
     ],
 )
 def test_bad_manifests_are_reported(tmp_path, edit, message):
