@@ -1,0 +1,712 @@
+"""RQ3, the intervention boundary: the coach-judge condition read through the same lenses as
+the main grid (paper §4.3, Appendix D.5; Fig. 12, Fig. 13, Tables D15-D17).
+
+Every comparison pairs, for one trajectory model, a *baseline* run (``natural``) with a
+*treatment* run (``coach_judge``) launched on the same world and task; the pair key is
+``("world", "task")`` by default. When a cell holds several runs of one condition (repeats),
+their values are averaged before pairing; cells that lack either side are left out (the
+tables report the pair count).
+
+=============================  ==================================================
+Table D15 (surface/action)     :func:`run_metrics` -> :func:`paired_comparison`
+Table D16 (per-tool turns)     the same with ``metrics=TOOL_METRICS``
+Table D17 (trace grounding)    :func:`grounding_distribution`
+Fig. 12a (journey arcs)        :func:`journey_comparison` -> :func:`plot_journey_comparison`
+Fig. 12b (policy by regime)    :func:`regime_tag_shares` -> :func:`plot_regime_shares`
+Fig. 12c (adjudication)        :func:`adjudication_comparison` ->
+                               :func:`plot_adjudication_comparison`
+Fig. 13 (signed footprint)     :func:`footprint_shift` -> :func:`plot_footprint_shift`
+=============================  ==================================================
+
+Definitions (where the paper leaves them open):
+
+* **turns** counts every recorded turn; **elapsed_s** is the run's wall-clock span (in a live
+  coach run it includes the judges' and the coach's time, which the loop spends inside a turn);
+  **conclusion_attempts** counts ``stash_conclusion`` calls with ``proceed_to_finalize=true``
+  (accepted or rejected); **error_turns** counts turns with any error type (tool error, unknown
+  tool, malformed reply); **coach_message_turns** counts turns whose coach decision was HINT
+  or REJECT (``hint_turns`` and ``reject_turns`` split them); per-tool metrics count the turns
+  that called each tool.
+* **Sign test.** Two-sided and exact: ties (zero differences) are dropped, and with ``n``
+  non-zero differences of which ``k`` are in the rarer direction, ``p = min(1, 2 * P(X <= k))``
+  for ``X ~ Binomial(n, 1/2)``; ``p = 1`` when every difference is zero.
+* **Lifetime regimes (Fig. 12b).** A coach run's *natural lifetime* is its first ``L`` turns,
+  ``L`` being the length of its paired natural run (the mean length when the natural side has
+  repeats, rounded); every later turn is its *extended lifetime*. A transition belongs to the
+  regime of the turn it lands on (:func:`adakit.lenses.policy.split_regimes`).
+* **Trace grounding labels (D17).** The panel's verdict per conclusion (majority, else
+  median; :func:`adakit.agreement.aggregate_votes`) is named by its score with the judges'
+  labels (4 well supported ... 1 unsupported); a half-step median is ``split``, an item with
+  no counted verdict is ``unclear``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from adakit import agreement as ag
+from adakit import figures
+from adakit.lenses import adjudication as adj
+from adakit.lenses import footprint as fp
+from adakit.lenses import journey, policy
+from adakit.record import TOOL_ORDER, Corpus
+
+BASELINE = "natural"
+TREATMENT = "coach_judge"
+PAIR_ON: tuple[str, ...] = ("world", "task")
+
+#: Table D15's metrics and their display names.
+SURFACE_METRICS: dict[str, str] = {
+    "turns": "Turns",
+    "elapsed_s": "Elapsed time (s)",
+    "conclusion_attempts": "Conclusion attempts",
+    "error_turns": "Error turns",
+    "coach_message_turns": "Coach-message turns",
+}
+#: Table D16's metrics: turns per tool, in Table 1 order.
+TOOL_METRICS: dict[str, str] = {t: t for t in TOOL_ORDER}
+METRIC_COLUMNS: list[str] = [
+    "run_id", "model", "world", "task", "condition", "repeat", "turns", "elapsed_s",
+    "per_turn_s", "conclusion_attempts", "error_turns", "coach_message_turns", "hint_turns",
+    "reject_turns", *TOOL_ORDER,
+]  # fmt: skip
+COMPARISON_COLUMNS: list[str] = [
+    "metric", "label", "n_pairs", "baseline_mean", "treatment_mean", "mean_diff", "n_pos",
+    "n_neg", "n_ties", "sign_p",
+]  # fmt: skip
+#: The two regimes of a treatment run, in the paper's words (Fig. 12b).
+REGIME_LABELS: tuple[str, str] = ("if naturally ended", "extended lifetime")
+#: Fig. 12c's dimensions (normalised lens 3 scores, higher is better).
+ADJUDICATION_DIMENSIONS: tuple[str, ...] = ("conclusion_grounding", "relevance", "calibration")
+
+
+def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} lacks column(s) {missing}; got {list(frame.columns)}")
+
+
+# ============================================================================== sign test
+
+
+def sign_test_p(n_pos: int, n_neg: int) -> float:
+    """Two-sided exact sign test p-value for ``n_pos`` positive and ``n_neg`` negative
+    differences (ties already dropped), computed exactly from the binomial distribution."""
+    if n_pos < 0 or n_neg < 0:
+        raise ValueError(f"counts must be non-negative, got {n_pos}, {n_neg}")
+    n = n_pos + n_neg
+    if n == 0:
+        return 1.0
+    k = min(n_pos, n_neg)
+    tail = Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2**n)
+    return float(min(Fraction(1), 2 * tail))
+
+
+def sign_test(differences: Sequence[float] | np.ndarray | pd.Series) -> dict[str, Any]:
+    """The exact two-sided sign test of paired differences: ``{n_pos, n_neg, n_ties, p}``.
+    NaN differences (a pair with a missing value) are ignored."""
+    d = np.asarray(list(differences), dtype=float)
+    d = d[~np.isnan(d)]
+    n_pos, n_neg = int((d > 0).sum()), int((d < 0).sum())
+    return {"n_pos": n_pos, "n_neg": n_neg, "n_ties": int((d == 0).sum()),
+            "p": sign_test_p(n_pos, n_neg)}
+
+
+def format_p(p: float) -> str:
+    """A p-value as the paper prints it: ``< .001``, ``.0015``, ``0.0227``, ``1.0000``."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "–"
+    if p < 0.001:
+        return "< .001"
+    if p < 0.01:
+        return f"{p:.4f}".lstrip("0")
+    return f"{p:.4f}"
+
+
+# ============================================================================== D15 / D16
+
+
+def run_metrics(runs: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
+    """One row per run with the surface and action metrics of Tables D15 and D16 (module doc).
+
+    ``runs`` and ``turns`` are the corpus tables of :func:`adakit.record.load_corpus`; runs
+    without turns get zeros. Columns: :data:`METRIC_COLUMNS`.
+    """
+    _require(runs, ["run_id", "model", "world", "task", "condition", "n_turns", "elapsed_s"],
+             "the runs table")
+    _require(turns, ["run_id", "tool", "error_type", "finalize", "coach_decision"],
+             "the turns table")
+    t = turns[turns["run_id"].isin(set(runs["run_id"]))]
+    decision = t["coach_decision"].astype("string").str.upper()
+    finalize = t["finalize"].map(lambda v: v is True or v == 1).astype(bool)
+    flags = pd.DataFrame({
+        "run_id": t["run_id"].to_numpy(),
+        "conclusion_attempts": ((t["tool"] == "CON") & finalize).to_numpy(),
+        "error_turns": t["error_type"].notna().to_numpy(),
+        "hint_turns": (decision == "HINT").fillna(False).to_numpy(dtype=bool),
+        "reject_turns": (decision == "REJECT").fillna(False).to_numpy(dtype=bool),
+        **{tool: (t["tool"] == tool).to_numpy() for tool in TOOL_ORDER},
+    })
+    counts = flags.groupby("run_id").sum(numeric_only=True)
+    out = runs[["run_id", "model", "world", "task", "condition"]].copy()
+    out["repeat"] = runs["repeat"] if "repeat" in runs.columns else 0
+    out["turns"] = runs["n_turns"].astype(int).to_numpy()
+    out["elapsed_s"] = runs["elapsed_s"].astype(float).to_numpy()
+    out["per_turn_s"] = out["elapsed_s"] / out["turns"].where(out["turns"] > 0)
+    out = out.merge(counts, left_on="run_id", right_index=True, how="left")
+    count_cols = ["conclusion_attempts", "error_turns", "hint_turns", "reject_turns", *TOOL_ORDER]
+    out[count_cols] = out[count_cols].fillna(0).astype(int)
+    out["coach_message_turns"] = out["hint_turns"] + out["reject_turns"]
+    return out[METRIC_COLUMNS].reset_index(drop=True)
+
+
+def _one_model(frame: pd.DataFrame, model: str | None) -> pd.DataFrame:
+    if model is None:
+        models = sorted(frame["model"].dropna().unique())
+        if len(models) > 1:
+            raise ValueError(
+                f"the table holds several models {models}; pass model= to pair one model's runs"
+            )
+        return frame
+    out = frame[frame["model"] == model]
+    if out.empty:
+        raise ValueError(
+            f"no runs of model {model!r}; models present: {sorted(frame['model'].unique())}"
+        )
+    return out
+
+
+def paired_metrics(
+    metrics: pd.DataFrame,
+    model: str | None = None,
+    baseline: str = BASELINE,
+    treatment: str = TREATMENT,
+    on: Sequence[str] = PAIR_ON,
+    columns: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """The pairs in long form: one row per (pair, metric) with the baseline and treatment
+    values (means over repeats) and their difference (treatment minus baseline).
+
+    Columns: the ``on`` columns, metric, baseline, treatment, diff, n_baseline, n_treatment.
+    """
+    on = list(on)
+    _require(metrics, ["model", "condition", *on], "the metrics table")
+    cols = list(columns) if columns is not None else [*SURFACE_METRICS, *TOOL_METRICS]
+    _require(metrics, cols, "the metrics table")
+    m = _one_model(metrics, model)
+    sides = {}
+    for name, cond in (("baseline", baseline), ("treatment", treatment)):
+        d = m[m["condition"] == cond]
+        if d.empty:
+            raise ValueError(
+                f"no {cond!r} runs to pair; conditions present: {sorted(m['condition'].unique())}"
+            )
+        g = d.groupby(on, dropna=False)
+        sides[name] = (g[cols].mean(), g.size().rename(f"n_{name}"))
+    (base, nb), (treat, nt) = sides["baseline"], sides["treatment"]
+    keys = base.index.intersection(treat.index)
+    out_cols = [*on, "metric", "baseline", "treatment", "diff", "n_baseline", "n_treatment"]
+    if len(keys) == 0:
+        return pd.DataFrame(columns=out_cols)
+    b = base.loc[keys].stack().rename("baseline")
+    t = treat.loc[keys].stack().rename("treatment")
+    long = pd.concat([b, t], axis=1)
+    long.index = long.index.set_names([*on, "metric"])
+    long = long.reset_index()
+    long["diff"] = long["treatment"] - long["baseline"]
+    long = long.merge(nb.reset_index(), on=on).merge(nt.reset_index(), on=on)
+    order = {c: i for i, c in enumerate(cols)}
+    long = long.sort_values(["metric", *on], key=lambda s: s.map(order) if s.name == "metric"
+                            else s, kind="stable")
+    return long[out_cols].reset_index(drop=True)
+
+
+def paired_comparison(
+    pairs: pd.DataFrame,
+    labels: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """Per metric: pair count, baseline and treatment means, mean difference and the exact
+    sign test (Tables D15, D16). ``pairs`` comes from :func:`paired_metrics`.
+
+    Columns: :data:`COMPARISON_COLUMNS`.
+    """
+    _require(pairs, ["metric", "baseline", "treatment", "diff"], "the pairs table")
+    names = {**SURFACE_METRICS, **TOOL_METRICS, **(labels or {})}
+    rows = []
+    for metric, grp in pairs.groupby("metric", sort=False):
+        st = sign_test(grp["diff"])
+        rows.append({
+            "metric": metric, "label": names.get(metric, metric), "n_pairs": len(grp),
+            "baseline_mean": grp["baseline"].mean(), "treatment_mean": grp["treatment"].mean(),
+            "mean_diff": grp["diff"].mean(), "n_pos": st["n_pos"], "n_neg": st["n_neg"],
+            "n_ties": st["n_ties"], "sign_p": st["p"],
+        })
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def surface_comparison(
+    runs: pd.DataFrame,
+    turns: pd.DataFrame,
+    model: str | None = None,
+    baseline: str = BASELINE,
+    treatment: str = TREATMENT,
+    on: Sequence[str] = PAIR_ON,
+    metrics: Mapping[str, str] = SURFACE_METRICS,
+) -> pd.DataFrame:
+    """Table D15 (or D16 with ``metrics=TOOL_METRICS``) straight from the corpus tables."""
+    pairs = paired_metrics(run_metrics(runs, turns), model, baseline, treatment, on,
+                           columns=list(metrics))
+    return paired_comparison(pairs, labels=metrics)
+
+
+def format_comparison(
+    table: pd.DataFrame,
+    baseline_label: str = "Natural",
+    treatment_label: str = "Coach",
+    digits: int = 2,
+) -> pd.DataFrame:
+    """A :func:`paired_comparison` table laid out as the paper prints it."""
+    return pd.DataFrame({
+        "Metric": table["label"],
+        "Pairs": table["n_pairs"],
+        f"{baseline_label} mean": table["baseline_mean"].round(digits),
+        f"{treatment_label} mean": table["treatment_mean"].round(digits),
+        "Mean difference": table["mean_diff"].map(lambda v: f"{v:+.{digits}f}"),
+        "+ / − / 0": [f"{a} / {b} / {c}" for a, b, c in
+                      zip(table["n_pos"], table["n_neg"], table["n_ties"], strict=True)],
+        "Sign-test p": table["sign_p"].map(format_p),
+    })
+
+
+def coach_decisions(turns: pd.DataFrame, runs: pd.DataFrame | None = None,
+                    by: Sequence[str] = ("model", "condition")) -> pd.DataFrame:
+    """How often the coach passed, hinted and rejected, per group (the counts behind D15's
+    coach-message row). Turns without a coach record are left out. Columns: *by, decision,
+    turns, runs, share (of the group's reviewed turns)."""
+    _require(turns, ["run_id", "coach_decision"], "the turns table")
+    by = list(by)
+    t = turns[turns["coach_decision"].notna()]
+    missing = [c for c in by if c not in t.columns]
+    if missing:
+        if runs is None:
+            raise ValueError(f"the turns table lacks {missing}; pass the runs table")
+        t = t.merge(runs[["run_id", *missing]], on="run_id", how="left")
+    cols = [*by, "decision", "turns", "runs", "share"]
+    if t.empty:
+        return pd.DataFrame(columns=cols)
+    t = t.assign(decision=t["coach_decision"].astype(str).str.upper())
+    out = t.groupby([*by, "decision"]).agg(turns=("run_id", "size"), runs=("run_id", "nunique"))
+    out = out.reset_index()
+    out["share"] = out["turns"] / out.groupby(by)["turns"].transform("sum") if by else (
+        out["turns"] / out["turns"].sum())
+    return out[cols]
+
+
+def plot_paired_metrics(
+    pairs: pd.DataFrame,
+    comparison: pd.DataFrame | None = None,
+    labels: tuple[str, str] = ("Natural", "Coach"),
+    ncols: int = 3,
+    axes: Sequence[Axes] | None = None,
+) -> Figure:
+    """One small panel per metric: every pair as a line from its baseline to its treatment
+    value, the means as thick markers, and the sign-test p in the title."""
+    figures.use_style()
+    metrics = list(dict.fromkeys(pairs["metric"]))
+    if not metrics:
+        raise ValueError("no pairs to plot")
+    comp = (comparison if comparison is not None else paired_comparison(pairs)).set_index("metric")
+    if axes is None:
+        nrows = math.ceil(len(metrics) / ncols)
+        fig, grid = plt.subplots(nrows, ncols, figsize=(3.0 * ncols, 2.6 * nrows), squeeze=False)
+        axes_list = list(grid.ravel())
+        for extra in axes_list[len(metrics):]:
+            extra.set_visible(False)
+    else:
+        axes_list = list(axes)
+        if len(axes_list) < len(metrics):
+            raise ValueError(f"{len(metrics)} metrics need as many axes, got {len(axes_list)}")
+        fig = axes_list[0].figure
+    colors = (figures.palette_for(["natural"])["natural"], figures.COACH_COLOR)
+    for ax, metric in zip(axes_list, metrics, strict=False):
+        d = pairs[pairs["metric"] == metric]
+        for r in d.itertuples():
+            ax.plot([0, 1], [r.baseline, r.treatment], color="0.7", lw=0.8, zorder=1)
+        ax.scatter(np.zeros(len(d)), d["baseline"], s=12, color=colors[0], zorder=2)
+        ax.scatter(np.ones(len(d)), d["treatment"], s=12, color=colors[1], zorder=2)
+        ax.plot([0, 1], [d["baseline"].mean(), d["treatment"].mean()], color="black", lw=2,
+                marker="D", ms=6, zorder=3)
+        row = comp.loc[metric]
+        ax.set_title(f"{row['label']}\nΔ = {row['mean_diff']:+.2f}, p {_p_text(row['sign_p'])}",
+                     fontsize=8)
+        ax.set_xticks([0, 1], list(labels))
+        ax.set_xlim(-0.35, 1.35)
+        ax.grid(axis="x", visible=False)
+    return fig
+
+
+def _p_text(p: float) -> str:
+    text = format_p(p)
+    return text if text.startswith("<") else f"= {text}"
+
+
+# ============================================================================== D17
+
+
+def grounding_distribution(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame,
+    model: str | None = None,
+    baseline: str = BASELINE,
+    treatment: str = TREATMENT,
+    family: str = "trace_grounding",
+) -> pd.DataFrame:
+    """Table D17: the panel's label per conclusion, counted per condition for one model.
+
+    Columns: label, baseline_n, baseline_share, treatment_n, treatment_share (shares within
+    each condition's judged conclusions, 0-1). Labels run from the best to the worst, then
+    ``split`` and ``unclear``; rows with no item on either side are dropped.
+    """
+    _require(runs, ["run_id", "model", "condition"], "the runs table")
+    if family not in ag.CONCLUSION_FAMILIES:
+        raise ValueError(f"{family!r} is not a conclusion-level family {ag.CONCLUSION_FAMILIES}")
+    r = _one_model(runs, model)
+    r = r[r["condition"].isin([baseline, treatment])]
+    ids = set(r["run_id"])
+    agg = ag.aggregate_votes(judgments[(judgments["family"] == family)
+                                       & judgments["run_id"].isin(ids)])
+    names = _label_names(family)
+    labels = [names[s] for s in sorted(names, reverse=True)] + ["split", "unclear"]
+
+    def name(score: float) -> str:
+        if pd.isna(score):
+            return "unclear"
+        return names.get(float(score), "split")
+
+    agg = agg.assign(label=agg["score"].map(name)).merge(r[["run_id", "condition"]], on="run_id")
+    out = pd.DataFrame({"label": labels})
+    for side, cond in (("baseline", baseline), ("treatment", treatment)):
+        counts = agg[agg["condition"] == cond]["label"].value_counts()
+        out[f"{side}_n"] = out["label"].map(counts).fillna(0).astype(int)
+        total = out[f"{side}_n"].sum()
+        out[f"{side}_share"] = out[f"{side}_n"] / total if total else np.nan
+    keep = (out["baseline_n"] > 0) | (out["treatment_n"] > 0)
+    return out[keep].reset_index(drop=True)
+
+
+def _label_names(family: str) -> dict[float, str]:
+    """Score -> display label of a conclusion family, from the judges' vocabulary."""
+    from adakit.judges import get_family
+
+    fam = get_family(family)
+    return {float(s): lab.replace("-", " ") for lab, s in zip(fam.labels, fam.scores, strict=True)}
+
+
+def format_distribution(
+    table: pd.DataFrame, baseline_label: str = "Natural", treatment_label: str = "Coach-Judge"
+) -> pd.DataFrame:
+    """A :func:`grounding_distribution` table as the paper prints it: ``10 (41.7%)``."""
+
+    def cell(n: int, share: float) -> str:
+        return f"{n} ({share * 100:.1f}%)" if not pd.isna(share) else f"{n}"
+
+    return pd.DataFrame({
+        "Label": table["label"].str.capitalize(),
+        baseline_label: [cell(n, s) for n, s in
+                         zip(table["baseline_n"], table["baseline_share"], strict=True)],
+        treatment_label: [cell(n, s) for n, s in
+                          zip(table["treatment_n"], table["treatment_share"], strict=True)],
+    })
+
+
+def plot_grounding_distribution(
+    table: pd.DataFrame,
+    labels: tuple[str, str] = ("Natural", "Coach"),
+    ax: Axes | None = None,
+) -> Figure:
+    """Side-by-side bars of :func:`grounding_distribution` (share of judged conclusions)."""
+    figures.use_style()
+    if table.empty:
+        raise ValueError("no judged conclusions to plot")
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5.2, 3.0))
+    x = np.arange(len(table))
+    colors = (figures.palette_for(["natural"])["natural"], figures.COACH_COLOR)
+    for k, side in enumerate(("baseline", "treatment")):
+        ax.bar(x + (k - 0.5) * 0.38, table[f"{side}_share"].fillna(0) * 100, width=0.38,
+               color=colors[k], label=f"{labels[k]} (n = {int(table[f'{side}_n'].sum())})")
+    ax.set_xticks(x, [str(v).capitalize() for v in table["label"]], rotation=20, ha="right")
+    ax.set_ylabel("Share of judged conclusions (%)")
+    ax.grid(axis="x", visible=False)
+    ax.legend(frameon=False)
+    ax.set_title("Trace grounding labels")
+    return fig
+
+
+# ============================================================================== Fig. 12a
+
+
+def _pairs_of_runs(
+    runs: pd.DataFrame, model: str | None, baseline: str, treatment: str, on: Sequence[str]
+) -> pd.DataFrame:
+    r = _one_model(runs, model)
+    r = r[r["condition"].isin([baseline, treatment])]
+    counts = r.groupby(list(on))["condition"].nunique()
+    both = counts[counts == 2].index
+    return r.set_index(list(on)).loc[both].reset_index() if len(both) else r.iloc[0:0]
+
+
+def journey_comparison(
+    corpus: Corpus,
+    model: str | None = None,
+    baseline: str = BASELINE,
+    treatment: str = TREATMENT,
+    on: Sequence[str] = PAIR_ON,
+    world: str | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 12a data: lens 1's arc events (:func:`adakit.lenses.journey.arc_events`) of the
+    paired baseline and treatment runs (optionally of one world), and their runs table with
+    ``arm`` (the condition's display label) and ``arm_order`` (baseline first) added."""
+    r = _pairs_of_runs(corpus.runs, model, baseline, treatment, on)
+    if world is not None:
+        r = r[r["world"] == world]
+    if r.empty:
+        raise ValueError(f"no {baseline!r}/{treatment!r} pairs to draw"
+                         + (f" on world {world!r}" if world else ""))
+    ids = set(r["run_id"])
+    sub = Corpus(runs=corpus.runs[corpus.runs["run_id"].isin(ids)],
+                 turns=corpus.turns[corpus.turns["run_id"].isin(ids)],
+                 reads=corpus.reads[corpus.reads["run_id"].isin(ids)])
+    events = journey.arc_events(sub)
+    runs = sub.runs.assign(
+        arm=sub.runs["condition"].map(figures.condition_label),
+        arm_order=(sub.runs["condition"] == treatment).astype(int),
+    )
+    return events, runs.reset_index(drop=True)
+
+
+def plot_journey_comparison(
+    events: pd.DataFrame,
+    runs: pd.DataFrame,
+    on: Sequence[str] = PAIR_ON,
+    width: float = 9.0,
+) -> Figure:
+    """Fig. 12a: lens 1's journey arcs, one panel per pair (baseline row above treatment row)
+    on the pair's shared time axis (100% = the longer run), so a natural run that ends early
+    shows where it stops in the coach run's timeline; coach hints and rejections are marked."""
+    return journey.plot_journey_arcs(
+        events, runs, facet=tuple(on), axis="time", scale="panel", max_runs_per_panel=None,
+        row_label="arm", sort_by="arm_order", width=width,
+    )
+
+
+# ============================================================================== Fig. 12b
+
+
+def natural_lifetimes(
+    runs: pd.DataFrame,
+    model: str | None = None,
+    baseline: str = BASELINE,
+    treatment: str = TREATMENT,
+    on: Sequence[str] = PAIR_ON,
+) -> pd.Series:
+    """For every paired treatment run, the turn index where its extended lifetime starts:
+    the paired baseline run's length (mean over repeats, rounded) plus one."""
+    r = _pairs_of_runs(runs, model, baseline, treatment, on)
+    if r.empty:
+        return pd.Series(dtype=int, name="at_turn")
+    lengths = r[r["condition"] == baseline].groupby(list(on))["n_turns"].mean().round()
+    treat = r[r["condition"] == treatment].set_index(list(on))
+    at = lengths.reindex(treat.index).astype(int) + 1
+    return pd.Series(at.to_numpy(), index=treat["run_id"].to_numpy(), name="at_turn")
+
+
+def regime_tag_shares(
+    runs: pd.DataFrame,
+    turns: pd.DataFrame,
+    model: str | None = None,
+    baseline: str = BASELINE,
+    treatment: str = TREATMENT,
+    on: Sequence[str] = PAIR_ON,
+    weight: str = "transition",
+) -> pd.DataFrame:
+    """Fig. 12b data: policy tag shares (lens 2) of the paired runs in four rows: the baseline
+    condition, the treatment's natural lifetime, its extended lifetime, and the treatment
+    overall. Columns: regime, tag, count, share, transitions, runs."""
+    r = _pairs_of_runs(runs, model, baseline, treatment, on)
+    if r.empty:
+        raise ValueError(f"no {baseline!r}/{treatment!r} pairs to split into regimes")
+    tags = policy.tag_transitions(turns[turns["run_id"].isin(set(r["run_id"]))])
+    cond = r.set_index("run_id")["condition"]
+    tags = tags.assign(condition=tags["run_id"].map(cond))
+    base_label = f"{figures.condition_label(baseline)} condition"
+    treat_label = f"{figures.condition_label(treatment)} condition"
+    names = (f"{treat_label} {REGIME_LABELS[0]}", f"{treat_label} {REGIME_LABELS[1]}")
+    split = policy.split_regimes(tags[tags["condition"] == treatment],
+                                 natural_lifetimes(runs, model, baseline, treatment, on),
+                                 labels=names)
+    parts = [
+        tags[tags["condition"] == baseline].assign(regime=base_label),
+        split,
+        tags[tags["condition"] == treatment].assign(regime=f"{treat_label} overall"),
+    ]
+    frame = pd.concat(parts, ignore_index=True)
+    shares = policy.tag_shares(frame, by="regime", weight=weight)
+    order = {v: i for i, v in enumerate([base_label, *names, f"{treat_label} overall"])}
+    shares = shares.assign(_o=shares["regime"].map(order)).sort_values("_o", kind="stable")
+    return shares.drop(columns="_o").reset_index(drop=True)
+
+
+def plot_regime_shares(shares: pd.DataFrame, ax: Axes | None = None) -> Figure:
+    """Fig. 12b: stacked tag shares per regime (lens 2's bar chart)."""
+    return policy.plot_tag_shares(shares, ax=ax, title="Action policy by lifetime regime")
+
+
+# ============================================================================== Fig. 12c
+
+
+def adjudication_comparison(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame,
+    model: str | None = None,
+    baseline: str = BASELINE,
+    treatment: str = TREATMENT,
+    dimensions: Sequence[str] = ADJUDICATION_DIMENSIONS,
+) -> pd.DataFrame:
+    """Fig. 12c data: one row per (run, dimension) of the model's baseline and treatment runs
+    with the normalised lens 3 score (0-1, higher is better; :mod:`adakit.lenses.adjudication`).
+    Columns: run_id, world, task, condition, dimension, value."""
+    r = _one_model(runs, model)
+    r = r[r["condition"].isin([baseline, treatment])]
+    families = {adj.DIMENSIONS[d][0] for d in dimensions if d in adj.DIMENSIONS}
+    keep = judgments["family"].isin(families) & judgments["run_id"].isin(set(r["run_id"]))
+    scores = adj.lens3_scores(judgments[keep], r)
+    cols = ["run_id", "world", "task", "condition", "dimension", "value"]
+    frames = []
+    for dim in dimensions:
+        if dim not in adj.DIMENSIONS:
+            raise ValueError(f"unknown lens 3 dimension {dim!r}; known: {list(adj.DIMENSIONS)}")
+        d = scores[scores[dim].notna()]
+        frames.append(d[["run_id", "world", "task", "condition"]].assign(
+            dimension=dim, value=d[dim].astype(float)))
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def summarize_adjudication(long: pd.DataFrame) -> pd.DataFrame:
+    """Median, quartiles and count per (dimension, condition) of :func:`adjudication_comparison`."""
+    g = long.groupby(["dimension", "condition"], sort=False)["value"]
+    out = g.agg(n="count", median="median", q1=lambda v: v.quantile(0.25),
+                q3=lambda v: v.quantile(0.75), mean="mean").reset_index()
+    return out
+
+
+def plot_adjudication_comparison(
+    long: pd.DataFrame,
+    baseline: str = BASELINE,
+    treatment: str = TREATMENT,
+    ax: Axes | None = None,
+    seed: int = 0,
+) -> Figure:
+    """Fig. 12c: per dimension a baseline and a treatment box over runs, every run a point."""
+    figures.use_style()
+    if long.empty:
+        raise ValueError("no adjudicated runs to plot")
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6.0, 3.2))
+    dims = list(dict.fromkeys(long["dimension"]))
+    colors = {baseline: figures.palette_for(["natural"])["natural"], treatment: figures.COACH_COLOR}
+    rng = np.random.default_rng(seed)
+    for k, dim in enumerate(dims):
+        for j, cond in enumerate((baseline, treatment)):
+            v = long.loc[(long["dimension"] == dim) & (long["condition"] == cond), "value"]
+            v = v.to_numpy(float)
+            if len(v) == 0:
+                continue
+            x = k + (j - 0.5) * 0.4
+            c = colors[cond]
+            ax.boxplot(v, positions=[x], widths=0.32, patch_artist=True, showfliers=False,
+                       boxprops={"facecolor": c, "alpha": 0.3, "edgecolor": c},
+                       medianprops={"color": c, "linewidth": 1.8},
+                       whiskerprops={"color": c}, capprops={"color": c})
+            ax.scatter(x + rng.uniform(-0.08, 0.08, len(v)), v, s=9, color=c, lw=0, zorder=3)
+    ax.set_xticks(range(len(dims)), [adj.DIMENSIONS[d][1] for d in dims])
+    ax.set_xlim(-0.6, len(dims) - 0.4)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_ylabel("Score (normalised)")
+    ax.grid(axis="x", visible=False)
+    ax.legend(handles=[Patch(color=colors[c], alpha=0.6, label=figures.condition_label(c))
+                       for c in (baseline, treatment)], frameon=False, loc="lower left")
+    ax.set_title("Adjudication: natural vs coach")
+    return fig
+
+
+# ============================================================================== Fig. 13
+
+
+def footprint_shift(
+    reads: pd.DataFrame,
+    runs: pd.DataFrame,
+    world: str,
+    model: str | None = None,
+    baseline: str = BASELINE,
+    treatment: str = TREATMENT,
+) -> pd.DataFrame:
+    """Fig. 13 data: per-file trace density of the treatment runs minus the baseline runs of
+    one model on one world (lines per run; :func:`adakit.lenses.footprint.density_difference`).
+    """
+    r = _one_model(runs, model)
+    m = r["model"].iloc[0]
+    return fp.density_difference(
+        reads, runs,
+        a={"model": m, "world": world, "condition": treatment},
+        b={"model": m, "world": world, "condition": baseline},
+    )
+
+
+def plot_footprint_shift(
+    files: pd.DataFrame,
+    shift: pd.DataFrame,
+    labels: tuple[str, str] = ("Coach", "Natural"),
+    ax: Axes | None = None,
+    **kwargs: Any,
+) -> Figure:
+    """Fig. 13: the signed trace density map, red where the coach runs read more."""
+    return fp.plot_difference_map(files, shift, labels=labels, ax=ax, **kwargs)
+
+
+def world_files(world: str, reads: pd.DataFrame) -> pd.DataFrame:
+    """The files table (file, loc) of a world for the maps: the fetched world's source files
+    plus every file the corpus read there. When the world is not on disk, or none of the files
+    the corpus read exist in it (e.g. a synthetic corpus), the files the corpus read stand in
+    (LOC = highest line read)."""
+    from adakit.world import WorldUnavailable, open_world
+
+    r = reads[reads["world"] == world] if "world" in reads.columns else reads
+    try:
+        w = open_world(world, fetch=False, progress=False)
+    except (WorldUnavailable, KeyError, ValueError, OSError):
+        return fp.files_from_reads(r)
+    files = fp.world_files_table(w, progress=False)
+    if r.empty or not set(r["file"]).intersection(files["file"]):
+        return fp.files_from_reads(r) if not r.empty else files
+    return fp.complete_files(files, r)
+
+
+__all__ = [
+    "ADJUDICATION_DIMENSIONS", "BASELINE", "METRIC_COLUMNS", "SURFACE_METRICS", "TOOL_METRICS",
+    "TREATMENT", "adjudication_comparison", "coach_decisions", "footprint_shift",
+    "format_comparison", "format_distribution", "format_p", "grounding_distribution",
+    "journey_comparison", "natural_lifetimes", "paired_comparison", "paired_metrics",
+    "plot_adjudication_comparison", "plot_footprint_shift", "plot_grounding_distribution",
+    "plot_journey_comparison", "plot_paired_metrics", "plot_regime_shares", "regime_tag_shares",
+    "run_metrics", "sign_test", "sign_test_p", "summarize_adjudication", "surface_comparison",
+    "world_files",
+]  # fmt: skip
