@@ -667,7 +667,9 @@ def _records(run: _Run) -> tuple[Header, list[Turn], End | None]:
     )
     turns = []
     for t in run.turns:
-        call = ToolCall(tool=t.call_name, params=t.params) if t.call_name else None
+        # a reply naming an unknown tool is a parse error: no call is recorded (as the agent does)
+        call = ToolCall(tool=t.call_name, params=t.params) \
+            if t.call_name and t.parse_error is None else None
         perr = ParseError(kind=t.parse_error, message=f"synthetic {t.parse_error}") \
             if t.parse_error else None
         metrics = ToolMetrics(
@@ -907,7 +909,7 @@ def synthetic_tables(
         for t in run.turns:
             first = t.ranges[0] if t.ranges else (None, None)
             turns.append((
-                *axes, t.turn, t.tool, t.call_name, t.action, t.file, first[0], first[1],
+                *axes, t.turn, t.tool, t.call_name if t.parse_error is None else None, t.action, t.file, first[0], first[1],
                 t.lines_viewed, t.structural, t.block, t.symbol, t.result_count, t.error_type,
                 t.parse_error, t.finalize, t.confidence, t.thinking_chars, len(t.raw_text),
                 t.started_at, t.ended_at, (t.started_at - t0) / span, (t.ended_at - t0) / span,
@@ -1228,7 +1230,6 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
     call_names = np.array([ABBR_TOOL[t] for t in TOOL_ORDER] + [None, None], dtype=object)
     tool_name = call_names[tool]
     unk = tool == _UNK
-    tool_name[unk] = np.array(_UNKNOWN, dtype=object)[rng.integers(0, len(_UNKNOWN), unk.sum())]
     error_type = np.full(T, None, dtype=object)
     error_type[tool_error] = "tool_error"
     error_type[tool == _MALF] = "malformed"

@@ -1,0 +1,431 @@
+"""Lens 1, the journey arc lens (narrative layer): paper §4.2.1 and Fig. 6.
+
+Each run becomes a timeline: one row per run, elapsed time running left to right, one marker
+per turn. The marker says which tool was called and, for the tools where it matters, how:
+
+- PKR by the lines it showed: ``<20``, ``20-50`` (both ends included) or ``>50`` lines;
+- EXP by its sub-action: go to ``definition``, find ``references``, go to ``next`` block;
+- MEM by the confidence it recorded (``high`` / ``medium`` / ``low``, or none given);
+- CON as ``finalize`` (the call asked to end the run) or ``hold`` (an interim conclusion);
+- failed turns as errors: ``tool_error`` (the tool ran and failed), ``unknown_tool``,
+  ``malformed`` (the reply held no parsable tool call), ``model_error``;
+- coach decisions that spoke to the agent (``HINT``, ``REJECT``) as an extra mark above the row.
+
+Time is normalized per panel: 100% is the longest run shown in the panel, and the panel prints
+that reference duration ("100% = 4.5 min (269044 ms)"), so arcs in one panel compare in both
+shape and length. ``scale="run"`` stretches every run to 100% instead; ``axis="turn"`` uses
+the turn index. :func:`turn_time_output_correlation` reports how per-turn wall time tracks
+per-turn output length (the paper: Pearson r = 0.397, Spearman rho = 0.532 for GPT-4.1), the
+check that long pauses are not simply long replies; :func:`long_pauses` lists such pauses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from scipy import stats
+
+from adakit import figures
+from adakit.lenses.surface import run_positions
+from adakit.record import TOOL_ORDER, Corpus
+
+PKR_CLASSES: tuple[str, ...] = ("<20", "20-50", ">50")
+EXP_ACTIONS: tuple[str, ...] = ("definition", "references", "next")
+MEM_CONFIDENCE: tuple[str, ...] = ("high", "medium", "low")
+ERROR_KINDS: tuple[str, ...] = ("tool_error", "unknown_tool", "malformed", "model_error")
+COACH_DECISIONS: tuple[str, ...] = ("HINT", "REJECT")
+
+_C = figures.TOOL_COLORS
+#: Marker style per event kind, in legend order: (label, marker, colour, size, filled).
+MARKERS: dict[str, tuple[str, str, str, float, bool]] = {
+    "OVW": ("OVW", "s", _C["OVW"], 26, True),
+    "PKR:<20": ("PKR <20L", "o", _C["PKR"], 10, True),
+    "PKR:20-50": ("PKR 20-50L", "o", _C["PKR"], 28, True),
+    "PKR:>50": ("PKR >50L", "o", _C["PKR"], 60, True),
+    "EXP:definition": ("EXP Def", "^", _C["EXP"], 30, True),
+    "EXP:references": ("EXP Ref", "v", _C["EXP"], 30, True),
+    "EXP:next": ("EXP Next", ">", _C["EXP"], 30, True),
+    "EXP:other": ("EXP", "<", _C["EXP"], 30, True),
+    "MEM:high": ("MEM High", "D", _C["MEM"], 24, True),
+    "MEM:medium": ("MEM Medium", "d", _C["MEM"], 28, True),
+    "MEM:low": ("MEM Low", "D", _C["MEM"], 24, False),
+    "MEM:none": ("MEM", "d", _C["MEM"], 20, False),
+    "BKM": ("BKM", "P", _C["BKM"], 34, True),
+    "HNT": ("HNT", "*", _C["HNT"], 60, True),
+    "CON:finalize": ("CON Finalize", "p", _C["CON"], 50, True),
+    "CON:hold": ("CON Hold", "p", _C["CON"], 40, False),
+    "error:tool_error": ("Tool error", "X", figures.ERROR_COLOR, 34, True),
+    "error:unknown_tool": ("Unknown tool", "1", figures.ERROR_COLOR, 50, True),
+    "error:malformed": ("Malformed", "x", figures.ERROR_COLOR, 30, True),
+    "error:model_error": ("Model error", "X", figures.NEUTRAL_COLOR, 34, True),
+    "other": ("Other tool", ".", figures.NEUTRAL_COLOR, 30, True),
+    "coach:HINT": ("Coach hint", "v", figures.COACH_COLOR, 22, False),
+    "coach:REJECT": ("Coach reject", "v", figures.COACH_COLOR, 26, True),
+}
+
+EVENT_COLUMNS: list[str] = [
+    "run_id", "model", "world", "task", "condition", "turn", "n_turns", "tool", "kind",
+    "detail", "lines_viewed", "t_rel", "t_rel_end", "t_s", "t_end_s", "duration_s",
+    "elapsed_s", "output_chars", "coach",
+]
+
+
+def pkr_size_class(lines: pd.Series | np.ndarray | Sequence[int]) -> np.ndarray:
+    """``<20`` below 20 lines, ``20-50`` from 20 to 50 lines inclusive, ``>50`` above."""
+    n = np.asarray(lines, dtype=float)
+    return np.select([n < 20, n <= 50], ["<20", "20-50"], default=">50").astype(object)
+
+
+def exp_subaction(action: pd.Series | Sequence[str | None]) -> np.ndarray:
+    """EXP's sub-action from the recorded action (``go_to_definition`` -> ``definition``,
+    ``find_all_references`` -> ``references``, ``go_to_next_block`` -> ``next``, else
+    ``other``)."""
+    names = [*EXP_ACTIONS, "other"]
+    return np.array([names[_exp_index(str(a)) if a is not None and a == a else -1]
+                     for a in action], dtype=object)
+
+
+def _lookup(values: pd.Series, mapping) -> np.ndarray:
+    """Map each value through ``mapping`` (called once per distinct value); NaN/None -> -1."""
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    table = np.array([mapping(u) for u in uniques] + [-1], dtype=np.int64)
+    return table[codes]  # code -1 (missing) picks the trailing -1
+
+
+#: Marker kinds a turn can take (coach marks are extra and live in the ``coach`` column).
+EVENT_KINDS: list[str] = [k for k in MARKERS if not k.startswith("coach:")]
+_DETAILS: list[str] = [*PKR_CLASSES, *EXP_ACTIONS, "other", *MEM_CONFIDENCE, "none",
+                       "finalize", "hold", *ERROR_KINDS]
+
+
+def arc_events(corpus: Corpus) -> pd.DataFrame:
+    """One row per turn with its marker ``kind`` and times (see :data:`EVENT_COLUMNS`).
+
+    ``kind`` is one of :data:`EVENT_KINDS` (a categorical), e.g. ``PKR:20-50``,
+    ``EXP:references``, ``MEM:high``, ``CON:finalize``, ``error:malformed``; ``detail`` is the
+    part after the colon. ``t_rel``/``t_rel_end`` are the turn's start/end as a fraction of
+    its own run (the turns table's ``t_rel_start``/``t_rel_end``); ``t_s``/``t_end_s`` are
+    seconds since launch; ``elapsed_s`` is the run's duration; ``coach`` holds a HINT/REJECT
+    decision, else None.
+    """
+    turns, runs = corpus.turns, corpus.runs
+    need = ["run_id", "model", "world", "task", "condition", "turn", "tool", "action",
+            "lines_viewed", "finalize", "confidence", "error_type", "t_rel_start", "t_rel_end"]
+    missing = [c for c in need if c not in turns.columns]
+    if missing:
+        raise KeyError(f"turns table lacks column(s) {missing}")
+    if turns.empty:
+        return pd.DataFrame(columns=EVENT_COLUMNS)
+    pos = run_positions(runs["run_id"], turns["run_id"])
+    if (pos < 0).any():
+        orphan = turns["run_id"].to_numpy()[pos < 0][0]
+        raise ValueError(f"turns of run {orphan!r} have no row in the runs table")
+    elapsed = runs["elapsed_s"].to_numpy(dtype=float)[pos]
+    t_rel = turns["t_rel_start"].to_numpy(dtype=float)
+    t_rel_end = turns["t_rel_end"].to_numpy(dtype=float)
+
+    tool = _lookup(turns["tool"], lambda u: TOOL_ORDER.index(u) if u in TOOL_ORDER else 99)
+    lines = turns["lines_viewed"].to_numpy(dtype=float)
+    size = np.select([lines < 20, lines <= 50], [0, 1], default=2)
+    action = _lookup(turns["action"], lambda u: _exp_index(str(u)))
+    action = np.where(action < 0, len(EXP_ACTIONS), action)
+    conf = _lookup(turns["confidence"], lambda u: MEM_CONFIDENCE.index(str(u).lower())
+                   if str(u).lower() in MEM_CONFIDENCE else 3)
+    conf = np.where(conf < 0, 3, conf)
+    fin = _lookup(turns["finalize"], lambda u: int(_true(u)))
+    err = _lookup(turns["error_type"], lambda u: ERROR_KINDS.index(u) if u in ERROR_KINDS
+                  else ERROR_KINDS.index("tool_error"))
+
+    kind_idx = {k: i for i, k in enumerate(EVENT_KINDS)}
+    det_idx = {d: i for i, d in enumerate(_DETAILS)}
+    kind = np.full(len(turns), kind_idx["other"], dtype=np.int64)
+    detail = np.full(len(turns), -1, dtype=np.int64)
+    for t, name in enumerate(TOOL_ORDER):
+        if name in ("PKR", "EXP", "MEM", "CON"):
+            continue
+        kind[tool == t] = kind_idx[name]
+    m = tool == TOOL_ORDER.index("PKR")
+    kind[m] = np.array([kind_idx[f"PKR:{c}"] for c in PKR_CLASSES])[size[m]]
+    detail[m] = np.array([det_idx[c] for c in PKR_CLASSES])[size[m]]
+    exp_names = [*EXP_ACTIONS, "other"]
+    m = tool == TOOL_ORDER.index("EXP")
+    kind[m] = np.array([kind_idx[f"EXP:{a}"] for a in exp_names])[action[m]]
+    detail[m] = np.array([det_idx[a] for a in exp_names])[action[m]]
+    mem_names = [*MEM_CONFIDENCE, "none"]
+    m = tool == TOOL_ORDER.index("MEM")
+    kind[m] = np.array([kind_idx[f"MEM:{c}"] for c in mem_names])[conf[m]]
+    detail[m] = np.array([det_idx[c] for c in mem_names])[conf[m]]
+    m = tool == TOOL_ORDER.index("CON")
+    fin_m = np.maximum(fin[m], 0)
+    kind[m] = np.array([kind_idx["CON:hold"], kind_idx["CON:finalize"]])[fin_m]
+    detail[m] = np.array([det_idx["hold"], det_idx["finalize"]])[fin_m]
+    m = err >= 0
+    kind[m] = np.array([kind_idx[f"error:{e}"] for e in ERROR_KINDS])[err[m]]
+    detail[m] = np.array([det_idx[e] for e in ERROR_KINDS])[err[m]]
+
+    ev = turns[["run_id", "model", "world", "task", "condition", "turn"]].copy()
+    ev["n_turns"] = runs["n_turns"].to_numpy()[pos]
+    ev["tool"] = turns["tool"]
+    ev["kind"] = pd.Categorical.from_codes(kind, categories=EVENT_KINDS)
+    ev["detail"] = pd.Categorical.from_codes(detail, categories=_DETAILS)
+    ev["lines_viewed"] = turns["lines_viewed"].to_numpy()
+    ev["t_rel"] = t_rel
+    ev["t_rel_end"] = t_rel_end
+    ev["t_s"] = t_rel * elapsed
+    ev["t_end_s"] = t_rel_end * elapsed
+    ev["duration_s"] = (turns["duration_s"].to_numpy(dtype=float) if "duration_s" in turns
+                        else (t_rel_end - t_rel) * elapsed)
+    ev["elapsed_s"] = elapsed
+    ev["output_chars"] = (turns["output_chars"].to_numpy() if "output_chars" in turns
+                          else np.full(len(turns), np.nan))
+    if "coach_decision" in turns.columns:
+        dec = _lookup(turns["coach_decision"],
+                      lambda u: COACH_DECISIONS.index(u) if u in COACH_DECISIONS else -1)
+        ev["coach"] = pd.Categorical.from_codes(dec, categories=list(COACH_DECISIONS))
+    else:
+        ev["coach"] = pd.Categorical.from_codes(np.full(len(turns), -1),
+                                                categories=list(COACH_DECISIONS))
+    return ev[EVENT_COLUMNS].reset_index(drop=True)
+
+
+def _exp_index(action: str) -> int:
+    text = action.lower()
+    for i, key in enumerate(("def", "ref", "next")):
+        if key in text:
+            return i
+    return len(EXP_ACTIONS)
+
+
+def _true(value: object) -> bool:
+    """True for a recorded True (bool, numpy bool or 1); False for False, None, NA, NaN."""
+    try:
+        return bool(value) if value is not None and value == value else False
+    except TypeError:  # pd.NA
+        return False
+
+
+def long_pauses(events: pd.DataFrame, factor: float = 3.0) -> pd.DataFrame:
+    """Turns whose wall time is at least ``factor`` times their run's median turn time,
+    with ``ratio`` (duration / run median) and ``output_chars`` to compare against."""
+    if factor <= 0:
+        raise ValueError("factor must be positive")
+    med = events.groupby("run_id")["duration_s"].transform("median")
+    ratio = events["duration_s"] / med.where(med > 0)
+    out = events.assign(ratio=ratio)
+    return out.loc[out["ratio"] >= factor].reset_index(drop=True)
+
+
+def turn_time_output_correlation(
+    data: Corpus | pd.DataFrame,
+    by: str | Sequence[str] | None = "model",
+    time: str = "duration_s",
+    output: str = "output_chars",
+) -> pd.DataFrame:
+    """Pearson and Spearman correlation of per-turn wall time with per-turn output length.
+
+    ``data`` is a corpus or a turns table. Returns one row per group with ``n``,
+    ``pearson_r``, ``pearson_p``, ``spearman_rho``, ``spearman_p`` (NaN when a group has
+    fewer than 3 turns or a constant column).
+    """
+    turns = data.turns if isinstance(data, Corpus) else data
+    by_cols = [] if by is None else ([by] if isinstance(by, str) else list(by))
+    missing = [c for c in (*by_cols, time, output) if c not in turns.columns]
+    if missing:
+        raise KeyError(f"turns table lacks column(s) {missing}")
+    cols = [*by_cols, "n", "pearson_r", "pearson_p", "spearman_rho", "spearman_p"]
+    if by_cols:
+        group = turns.groupby(by_cols, sort=False).ngroup().to_numpy()
+        _, first = np.unique(group, return_index=True)
+        keys = [tuple(row) for row in turns[by_cols].iloc[first].itertuples(index=False)]
+    else:
+        group, keys = np.zeros(len(turns), dtype=np.int64), [()]
+    xs = pd.to_numeric(turns[time], errors="coerce").to_numpy(dtype=float)
+    ys = pd.to_numeric(turns[output], errors="coerce").to_numpy(dtype=float)
+    rows = []
+    for k, key in enumerate(keys):
+        sel = group == k
+        x, y = xs[sel], ys[sel]
+        ok = np.isfinite(x) & np.isfinite(y)
+        x, y = x[ok], y[ok]
+        r = p = rho = sp = np.nan
+        if len(x) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0:
+            r, p = stats.pearsonr(x, y)
+            rho, sp = stats.spearmanr(x, y)
+        rows.append((*key, int(len(x)), float(r), float(p), float(rho), float(sp)))
+    out = pd.DataFrame(rows, columns=cols)
+    for col in reversed(by_cols):
+        order = {v: i for i, v in enumerate(figures.order_for(col, out[col].tolist()))}
+        out = out.iloc[out[col].map(order).argsort(kind="stable")]
+    return out.reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- plot
+
+
+def format_reference(seconds: float) -> str:
+    """The panel's reference duration as the paper prints it: ``100% = 4.5 min (269044 ms)``."""
+    return f"100% = {seconds / 60:.1f} min ({seconds * 1000:.0f} ms)"
+
+
+def _panels(
+    runs: pd.DataFrame, facet: Sequence[str]
+) -> list[tuple[tuple, pd.DataFrame]]:
+    if not facet:
+        return [((), runs)]
+    keys = runs[list(facet)].drop_duplicates()
+    order = []
+    for col in facet:
+        rank = {v: i for i, v in enumerate(figures.order_for(col, keys[col].tolist()))}
+        order.append(keys[col].map(rank))
+    keys = keys.assign(**{f"_k{i}": o for i, o in enumerate(order)})
+    keys = keys.sort_values([f"_k{i}" for i in range(len(facet))], kind="stable")
+    out = []
+    for _, row in keys.iterrows():
+        values = tuple(row[c] for c in facet)
+        mask = np.logical_and.reduce([runs[c] == v for c, v in zip(facet, values, strict=True)])
+        out.append((values, runs[mask]))
+    return out
+
+
+def plot_journey_arcs(
+    events: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    facet: Sequence[str] | None = ("condition", "model"),
+    axis: Literal["time", "turn"] = "time",
+    scale: Literal["panel", "run"] = "panel",
+    max_runs_per_panel: int | None = 6,
+    row_label: str | None = "world",
+    sort_by: str = "run_id",
+    width: float = 9.0,
+) -> Figure:
+    """Fig. 6: one timeline per run, one marker per turn, one panel per ``facet`` group.
+
+    ``runs`` (the corpus's runs table, possibly filtered) chooses the runs drawn; without it
+    every run in ``events`` is drawn. Each panel shows at most ``max_runs_per_panel`` runs
+    (the first by ``sort_by``; None for all), labelled by ``row_label``. ``axis="time"`` puts
+    turns at their start time, as a percentage of the panel's longest run (``scale="panel"``,
+    printed per panel) or of their own run (``scale="run"``); ``axis="turn"`` at their index.
+    """
+    if axis not in ("time", "turn"):
+        raise ValueError(f"axis must be 'time' or 'turn', not {axis!r}")
+    if scale not in ("panel", "run"):
+        raise ValueError(f"scale must be 'panel' or 'run', not {scale!r}")
+    if max_runs_per_panel is not None and max_runs_per_panel < 1:
+        raise ValueError("max_runs_per_panel must be at least 1 (or None for all)")
+    facet = list(facet or [])
+    if runs is None:
+        cols = ["run_id", "model", "world", "task", "condition", "elapsed_s", "n_turns"]
+        runs = events[cols].drop_duplicates("run_id")
+    missing = [c for c in [*facet, "run_id", "elapsed_s", "n_turns"] if c not in runs.columns]
+    if missing:
+        raise KeyError(f"runs table lacks column(s) {missing}")
+    runs = runs[runs["run_id"].isin(set(events["run_id"]))]
+    if runs.empty:
+        raise ValueError("no runs to draw: the events and runs tables share no run_id")
+    panels = []
+    for values, prun in _panels(runs, facet):
+        prun = prun.sort_values(sort_by, kind="stable") if sort_by in prun else prun
+        if max_runs_per_panel is not None:
+            prun = prun.head(max_runs_per_panel)
+        panels.append((values, prun))
+
+    figures.use_style()
+    heights = [len(p) + 1.2 for _, p in panels]
+    fig = plt.figure(figsize=(width, 0.25 * sum(heights) + 1.1), layout="constrained")
+    grid = fig.add_gridspec(len(panels), 1, height_ratios=heights)
+    axes = [fig.add_subplot(grid[i, 0]) for i in range(len(panels))]
+    by_run = {rid: g for rid, g in events.groupby("run_id", sort=False)}
+    kinds_seen: set[str] = set()
+    for ax, (values, prun) in zip(axes, panels, strict=True):
+        if axis == "turn":
+            ref = float(prun["n_turns"].max())
+            ref_text = f"max = {int(ref)} turns"
+        else:
+            ref = float(prun["elapsed_s"].max())
+            ref_text = format_reference(ref) if scale == "panel" else "100% = each run's end"
+        ref = ref if ref > 0 else 1.0
+        xs_all: dict[str, list] = {}
+        ys_all: dict[str, list] = {}
+        labels = []
+        for row, (_, r) in enumerate(prun.iterrows()):
+            ev = by_run.get(r["run_id"])
+            y = row
+            if axis == "turn":
+                end = float(r["n_turns"])
+                x = ev["turn"].to_numpy(dtype=float) if ev is not None else np.array([])
+            elif scale == "run":
+                end = 100.0
+                x = 100 * ev["t_rel"].to_numpy(dtype=float) if ev is not None else np.array([])
+            else:
+                end = 100 * float(r["elapsed_s"]) / ref
+                x = 100 * ev["t_s"].to_numpy(dtype=float) / ref if ev is not None \
+                    else np.array([])
+            ax.plot([0, end], [y, y], color="#bbbbbb", linewidth=1.0, zorder=1,
+                    solid_capstyle="butt")
+            labels.append(str(r[row_label]) if row_label and row_label in r else "")
+            if ev is None:
+                continue
+            for kind, xv in zip(ev["kind"], x, strict=True):
+                xs_all.setdefault(kind, []).append(xv)
+                ys_all.setdefault(kind, []).append(y)
+            coach = ev["coach"].to_numpy()
+            for dec, xv in zip(coach, x, strict=True):
+                if dec in COACH_DECISIONS:
+                    key = f"coach:{dec}"
+                    xs_all.setdefault(key, []).append(xv)
+                    ys_all.setdefault(key, []).append(y - 0.42)
+        for kind in MARKERS:
+            if kind not in xs_all:
+                continue
+            kinds_seen.add(kind)
+            _, marker, color, size, filled = MARKERS[kind]
+            _scatter(ax, xs_all[kind], ys_all[kind], marker, color, size, filled)
+        unknown = set(xs_all) - set(MARKERS)
+        for kind in sorted(unknown):
+            kinds_seen.add("other")
+            _, marker, color, size, filled = MARKERS["other"]
+            _scatter(ax, xs_all[kind], ys_all[kind], marker, color, size, filled)
+        ax.set_yticks(range(len(prun)), labels)
+        ax.set_ylim(len(prun) - 0.4, -0.9)
+        ax.grid(False)
+        ax.spines["left"].set_visible(False)
+        ax.tick_params(axis="y", length=0)
+        title = " | ".join(figures.label_for(c, v) for c, v in zip(facet, values, strict=True))
+        ax.set_title(title, loc="left", fontsize=9)
+        ax.set_title(ref_text, loc="right", fontsize=8, color="#555555")
+        if axis == "time":
+            ax.set_xlim(-2, 102)
+            ax.set_xticks([0, 25, 50, 75, 100], ["0", "25", "50", "75", "100%"])
+        else:
+            ax.set_xlim(0, ref + 1)
+    for ax in axes[:-1]:
+        ax.tick_params(axis="x", labelbottom=False)
+    axes[-1].set_xlabel("Normalized elapsed time" if axis == "time" else "Turn")
+    handles = [_legend_handle(k) for k in MARKERS if k in kinds_seen]
+    if handles:
+        fig.legend(handles=handles, loc="outside upper center", ncol=min(8, len(handles)),
+                   fontsize=7, handletextpad=0.3, columnspacing=1.0)
+    return fig
+
+
+def _scatter(ax, xs, ys, marker: str, color: str, size: float, filled: bool) -> None:
+    line_marker = marker in ("1", "2", "3", "4", "x", "+", ".")
+    if filled or line_marker:
+        ax.scatter(xs, ys, marker=marker, s=size, c=color, linewidths=0.9 if line_marker
+                   else 0.3, edgecolors=None if line_marker else "white", zorder=3)
+    else:
+        ax.scatter(xs, ys, marker=marker, s=size, facecolors="white", edgecolors=color,
+                   linewidths=0.9, zorder=3)
+
+
+def _legend_handle(kind: str) -> Line2D:
+    label, marker, color, size, filled = MARKERS[kind]
+    return Line2D([], [], linestyle="none", marker=marker, markersize=np.sqrt(size),
+                  markerfacecolor=color if filled else "white", markeredgecolor=color,
+                  color=color, label=label)
