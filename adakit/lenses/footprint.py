@@ -82,8 +82,10 @@ def _with_groups(
                        how="left")
 
 
-def _clean_reads(reads: pd.DataFrame) -> pd.DataFrame:
+def _clean_reads(reads: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
     _require(reads, _READ_COLUMNS, "the reads table")
+    cols = [c for c in dict.fromkeys([*_READ_COLUMNS, *keep]) if c in reads.columns]
+    reads = reads[cols]
     r = reads[reads["file"].notna()].copy()
     r["start_line"] = pd.to_numeric(r["start_line"], errors="coerce")
     r["end_line"] = pd.to_numeric(r["end_line"], errors="coerce")
@@ -144,7 +146,7 @@ def trace_density(
     nothing count), density (= lines_shown / n_runs), max_line (the highest line read).
     """
     keys = list(_as_tuple(by))
-    r = _with_groups(_clean_reads(reads), runs, keys, "the reads table")
+    r = _with_groups(_clean_reads(reads, keys), runs, keys, "the reads table")
     cols = [*keys, "file", "lines_shown", "distinct_lines", "reads", "runs_visiting", "n_runs",
             "density", "max_line"]
     if r.empty:
@@ -180,7 +182,7 @@ def region_density(
     Columns: *by, file, region, region_start, region_end, lines_shown, n_runs, density.
     """
     keys = list(_as_tuple(by))
-    r = _with_groups(_clean_reads(reads), runs, keys, "the reads table")
+    r = _with_groups(_clean_reads(reads, keys), runs, keys, "the reads table")
     cols = [*keys, "file", "region", "region_start", "region_end", "lines_shown", "n_runs",
             "density"]
     if r.empty:
@@ -556,23 +558,27 @@ def plot_difference_map(
 # --------------------------------------------------------------------------- routes
 
 
-def _file_turns(turns: pd.DataFrame) -> pd.DataFrame:
+def _file_turns(turns: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
+    """Successful tool calls that name a file, ordered by run id and turn."""
     _require(turns, ["run_id", "turn", "file"], "the turns table")
-    t = turns[turns["file"].notna()]
+    wanted = ["run_id", "turn", "file", "error_type", *keep]
+    t = turns[[c for c in dict.fromkeys(wanted) if c in turns.columns]]
+    ok = t["file"].notna()
     if "error_type" in t.columns:
-        t = t[t["error_type"].isna()]
-    return t.sort_values(["run_id", "turn"], kind="stable")
+        ok &= t["error_type"].isna()
+    t = t[ok]
+    run_code = pd.factorize(t["run_id"], sort=True)[0]
+    return t.iloc[np.lexsort((pd.to_numeric(t["turn"]).to_numpy(), run_code))]
 
 
 def run_route(turns: pd.DataFrame, run_id: str) -> pd.DataFrame:
     """The files one run visited, in order (Fig. 11): consecutive calls on the same file form
     one step. Columns: step, file, first_turn, last_turn, calls, lines (lines shown, when the
     turns table has ``lines_viewed``)."""
-    t = _file_turns(turns)
-    t = t[t["run_id"] == run_id]
+    t = _file_turns(turns[turns["run_id"] == run_id], ["lines_viewed"])
     cols = ["step", "file", "first_turn", "last_turn", "calls", "lines"]
     if t.empty:
-        if run_id not in set(turns["run_id"]):
+        if not (turns["run_id"] == run_id).any():
             raise ValueError(f"no run {run_id!r} in the turns table")
         return pd.DataFrame(columns=cols)
     step = (t["file"] != t["file"].shift()).cumsum().to_numpy()
@@ -703,7 +709,7 @@ def file_corridors(
     trajectories, then names.
     """
     keys = list(_as_tuple(by))
-    t = _with_groups(_file_turns(turns), runs, keys, "the turns table")
+    t = _with_groups(_file_turns(turns, keys), runs, keys, "the turns table")
     cols = [*keys, "source", "target", "moves", "trajectories", "rank"]
     same_run = t["run_id"].to_numpy()[1:] == t["run_id"].to_numpy()[:-1]
     f = t["file"].to_numpy()

@@ -234,17 +234,25 @@ def _require(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
         raise ValueError(f"{what} lacks column(s) {missing}; got {list(frame.columns)}")
 
 
-def tool_turns(turns: pd.DataFrame, drop_errors: bool = False) -> pd.DataFrame:
-    """The turns that are tool calls, sorted by run and turn (see the module notes)."""
+def tool_turns(
+    turns: pd.DataFrame, drop_errors: bool = False, columns: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """The turns that are tool calls, ordered by run id and turn (see the module notes);
+    ``columns`` keeps only those columns (those present) besides run_id, turn and tool."""
     _require(turns, _NEEDED_TURN_COLUMNS, "the turns table")
+    if columns is not None:
+        wanted = [*_NEEDED_TURN_COLUMNS, "error_type", *columns]
+        turns = turns[[c for c in dict.fromkeys(wanted) if c in turns.columns]]
     keep = turns["tool"].notna()
     if "error_type" in turns.columns:
         err = turns["error_type"]
         keep &= ~err.isin(NO_CALL_ERRORS)
         if drop_errors:
             keep &= err.isna()
-    out = turns.loc[keep].sort_values(["run_id", "turn"], kind="stable")
-    return out.reset_index(drop=True)
+    t = turns.loc[keep]
+    run_code, _ = pd.factorize(t["run_id"], sort=True)
+    order = np.lexsort((pd.to_numeric(t["turn"]).to_numpy(), run_code))
+    return t.iloc[order].reset_index(drop=True)
 
 
 def _column(frame: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
@@ -253,20 +261,28 @@ def _column(frame: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
     return pd.Series(default, index=frame.index, dtype=object)
 
 
-def _related(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _related(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     """Same place: equal paths, or one a folder containing the other."""
-    out = np.empty(len(a), dtype=bool)
-    for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        out[i] = x == y or x.startswith(y.rstrip("/") + "/") or y.startswith(x.rstrip("/") + "/")
-    return out
+    return np.array(
+        [x == y or x.startswith(y.rstrip("/") + "/") or y.startswith(x.rstrip("/") + "/")
+         for x, y in zip(a, b, strict=True)],
+        dtype=bool,
+    )
 
 
-def _match(pattern: str, tools: np.ndarray) -> np.ndarray:
+def _pattern_codes(pattern: str, names: Sequence[str]) -> np.ndarray:
+    """Which tool codes (positions in ``names``) a pattern matches."""
     if pattern == "ANY":
-        return np.ones(len(tools), dtype=bool)
+        return np.ones(len(names), dtype=bool)
     if pattern in CLASSES:
-        return np.isin(tools, list(CLASSES[pattern]))
-    return tools == pattern
+        return np.array([n in CLASSES[pattern] for n in names], dtype=bool)
+    return np.array([n == pattern for n in names], dtype=bool)
+
+
+def _run_starts(run_code: np.ndarray) -> np.ndarray:
+    """For each row of a run-grouped array, the index of its run's first row."""
+    first = np.r_[True, run_code[1:] != run_code[:-1]]
+    return np.maximum.accumulate(np.where(first, np.arange(len(run_code)), 0))
 
 
 def tag_transitions(
@@ -278,74 +294,79 @@ def tag_transitions(
 
     ``turns`` is the tidy turns table (``adakit.record.TURN_COLUMNS``; needs run_id, turn, tool,
     and uses file, start_line, end_line, finalize, error_type when present). Returns one row per
-    transition: run_id, turn_from, turn_to, from_tool, to_tool, tag, rule. A transition no rule
-    matches (only possible with a custom table lacking ANY -> ANY) gets tag None.
+    transition, ordered by run id and turn: run_id, turn_from, turn_to, from_tool, to_tool, tag,
+    rule (the tool, tag and rule columns are categorical). A transition no rule matches (only
+    possible with a custom table lacking ANY -> ANY) gets a missing tag.
     """
     order = ordered_rules(rules)
-    t = tool_turns(turns, drop_errors=drop_errors)
-    if t.empty:
+    t = tool_turns(turns, drop_errors=drop_errors,
+                   columns=("file", "start_line", "end_line", "finalize"))
+    if len(t) < 2:
         return pd.DataFrame(columns=TAG_COLUMNS)
-    run = t["run_id"].to_numpy()
-    tool = t["tool"].astype(str).to_numpy()
+    run_code, _ = pd.factorize(t["run_id"], sort=True)
+    tool_code, tool_names = pd.factorize(t["tool"].astype(str))
+    tool_names = list(tool_names)
+    n = len(t)
     err = _column(t, "error_type").notna().to_numpy()
-    file = _column(t, "file")
-    ok_file = file.where(file.notna() & ~err)
-    target = ok_file.groupby(t["run_id"], sort=False).ffill()
+    file_code, file_names = pd.factorize(_column(t, "file"))  # missing file -> -1
+    file_names = [str(f) for f in file_names]
+    # current file target: own file if the call succeeded, else carried forward in the run
+    own = (file_code >= 0) & ~err
+    last = np.maximum.accumulate(np.where(own, np.arange(n), -1))
+    target = np.where(last >= _run_starts(run_code), file_code[np.maximum(last, 0)], -1)
     start = pd.to_numeric(_column(t, "start_line"), errors="coerce").to_numpy(dtype=float)
     end = pd.to_numeric(_column(t, "end_line"), errors="coerce").to_numpy(dtype=float)
-    finalize = _column(t, "finalize")
-    last_in_run = np.r_[run[1:] != run[:-1], True]
+    fin = _column(t, "finalize").to_numpy(dtype=object)
+    last_in_run = np.r_[run_code[1:] != run_code[:-1], True]
 
-    pair = np.flatnonzero(run[1:] == run[:-1])  # index i: transition i -> i + 1
-    a, b = pair, pair + 1
-    tgt = target.to_numpy(dtype=object)
-    known = pd.notna(tgt[a]) & pd.notna(tgt[b])
-    star = np.zeros(len(pair), dtype=bool)
-    if known.any():
-        ka, kb = tgt[a][known].astype(str), tgt[b][known].astype(str)
-        star[known] = ~_related(ka, kb)
-    files = file.to_numpy(dtype=object)
-    same_file = pd.notna(files[a]) & (files[a] == files[b]) & ~err[a] & ~err[b]
+    a = np.flatnonzero(run_code[1:] == run_code[:-1])  # transition a -> a + 1
+    b = a + 1
+    ta, tb = target[a], target[b]
+    star = (ta >= 0) & (tb >= 0) & (ta != tb)
+    if star.any():  # folder targets: containment is "the same place"
+        width = len(file_names) + 1
+        key = ta.astype(np.int64) * width + tb
+        pairs = np.unique(key[star])
+        apart = ~_related([file_names[i] for i in pairs // width],
+                          [file_names[j] for j in pairs % width])
+        star &= np.isin(key, pairs[apart])
+    same_file = (file_code[a] >= 0) & (file_code[a] == file_code[b]) & ~err[a] & ~err[b]
     with np.errstate(invalid="ignore"):
-        dollar = (
-            same_file
-            & ~np.isnan(start[a]) & ~np.isnan(end[a]) & ~np.isnan(start[b])
-            & (start[b] >= start[a]) & (start[b] <= end[a] + 1)
-        )
-    fin = finalize.to_numpy(dtype=object)[b]
-    fin_known = pd.notna(fin)
-    terminal = np.where(fin_known, fin_known & (fin == True), last_in_run[b])  # noqa: E712
-    terminal = terminal.astype(bool)
+        dollar = same_file & (start[b] >= start[a]) & (start[b] <= end[a] + 1)
+    fin_b = fin[b]
+    fin_known = pd.notna(fin_b)
+    terminal = np.where(fin_known, fin_b == True, last_in_run[b]).astype(bool)  # noqa: E712
     cond = {
-        None: np.ones(len(pair), dtype=bool),
+        None: np.ones(len(a), dtype=bool),
         "$": dollar,
         "*": star,
         "terminal": terminal,
         "non-terminal": ~terminal,
     }
 
-    src, dst = tool[a], tool[b]
-    tag = np.full(len(pair), None, dtype=object)
-    rule_text = np.full(len(pair), None, dtype=object)
-    open_ = np.ones(len(pair), dtype=bool)
-    for r in order:
-        hit = open_ & _match(r.source, src) & _match(r.target, dst) & cond[r.condition]
-        if hit.any():
-            tag[hit] = r.tag
-            rule_text[hit] = str(r)
-            open_ &= ~hit
-        if not open_.any():
+    src, dst = tool_code[a], tool_code[b]
+    tag_code = np.full(len(a), -1, dtype=np.int64)
+    for k, r in enumerate(order):
+        hit = (tag_code < 0) & _pattern_codes(r.source, tool_names)[src]
+        hit &= _pattern_codes(r.target, tool_names)[dst] & cond[r.condition]
+        tag_code[hit] = k
+        if (tag_code >= 0).all():
             break
+    tag_names = list(dict.fromkeys(r.tag for r in order))
+    tag_of_rule = np.array([tag_names.index(r.tag) for r in order] + [-1])
+    rule_names = list(dict.fromkeys(str(r) for r in order))
+    rule_of_rule = np.array([rule_names.index(str(r)) for r in order] + [-1])
+    tool_cats = pd.CategoricalDtype(tool_names)
     turn = t["turn"].to_numpy()
     return pd.DataFrame(
         {
-            "run_id": run[a],
+            "run_id": t["run_id"].take(a).reset_index(drop=True),
             "turn_from": turn[a],
             "turn_to": turn[b],
-            "from_tool": src,
-            "to_tool": dst,
-            "tag": tag,
-            "rule": rule_text,
+            "from_tool": pd.Categorical.from_codes(src, dtype=tool_cats),
+            "to_tool": pd.Categorical.from_codes(dst, dtype=tool_cats),
+            "tag": pd.Categorical.from_codes(tag_of_rule[tag_code], tag_names),
+            "rule": pd.Categorical.from_codes(rule_of_rule[tag_code], rule_names),
         },
         columns=TAG_COLUMNS,
     )
@@ -362,24 +383,61 @@ def _as_tuple(by: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(by)
 
 
-def _with_groups(
-    frame: pd.DataFrame, runs: pd.DataFrame | None, by: tuple[str, ...], what: str
-) -> pd.DataFrame:
-    """``frame`` with the grouping columns it lacks taken from ``runs`` (joined on run_id)."""
-    missing = [c for c in by if c not in frame.columns]
-    if not missing:
-        return frame
-    if runs is None:
+def _key_values(
+    frame: pd.DataFrame, runs: pd.DataFrame | None, keys: Sequence[str], what: str
+) -> dict[str, np.ndarray]:
+    """Per-row values of each grouping column: from ``frame``, else looked up in ``runs``."""
+    missing = [k for k in keys if k not in frame.columns]
+    if missing and runs is None:
         raise ValueError(f"{what} lacks {missing}; pass the runs table to take them from")
-    _require(runs, ["run_id", *missing], "the runs table")
-    info = runs[["run_id", *missing]].drop_duplicates("run_id")
-    return frame.merge(info, on="run_id", how="left")
+    out = {k: frame[k].to_numpy() for k in keys if k in frame.columns}
+    if missing:
+        _require(runs, ["run_id", *missing], "the runs table")
+        cat = pd.Categorical(frame["run_id"])
+        info = runs.drop_duplicates("run_id").set_index("run_id").reindex(cat.categories)
+        for k in missing:
+            looked_up = np.append(info[k].to_numpy(dtype=object), None)  # code -1 -> None
+            out[k] = looked_up[cat.codes]
+    return out
+
+
+def _group_codes(
+    frame: pd.DataFrame, runs: pd.DataFrame | None, keys: Sequence[str], what: str
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """A group code per row (0..G-1) and the table of groups (one row per code)."""
+    values = _key_values(frame, runs, keys, what)
+    n = len(frame)
+    if not keys:
+        return np.zeros(n, dtype=np.int64), pd.DataFrame(index=range(1 if n else 0))
+    g = np.zeros(n, dtype=np.int64)
+    for k in keys:  # refactorize after each column so the codes stay small
+        code, uniq = pd.factorize(values[k], use_na_sentinel=False)
+        g = pd.factorize(g * (len(uniq) + 1) + code)[0].astype(np.int64)
+    first = np.unique(g, return_index=True)[1]
+    groups = pd.DataFrame({k: values[k][first] for k in keys})
+    return g, groups
 
 
 def _tag_order(tags: Iterable[str]) -> list[str]:
-    present = list(dict.fromkeys(t for t in tags if isinstance(t, str)))
+    series = tags if isinstance(tags, pd.Series) else pd.Series(list(tags), dtype=object)
+    present = [t for t in series.dropna().unique() if isinstance(t, str)]
     known = [t for t in TAG_PLOT_ORDER if t in present]
     return known + sorted(t for t in present if t not in TAG_PLOT_ORDER)
+
+
+def _long_table(
+    groups: pd.DataFrame, keys: Sequence[str], names: Sequence[str], name_col: str,
+    counts: np.ndarray, shares: np.ndarray, extra: dict[str, np.ndarray],
+) -> pd.DataFrame:
+    """(group x name) matrices as a long table with the group columns repeated."""
+    G, K = counts.shape
+    out = {k: np.repeat(groups[k].to_numpy(), K) for k in keys}
+    out[name_col] = np.tile(np.asarray(names, dtype=object), G)
+    out["count"] = counts.ravel()
+    out["share"] = shares.ravel()
+    for col, v in extra.items():
+        out[col] = np.repeat(v, K) if v.ndim == 1 else v.ravel()
+    return pd.DataFrame(out)
 
 
 def tag_shares(
@@ -399,38 +457,41 @@ def tag_shares(
     _require(tags, ["run_id", "tag"], "the tags table")
     keys = _as_tuple(by)
     cols = [*keys, "tag", "count", "share", "transitions", "runs"]
-    df = _with_groups(tags[tags["tag"].notna()], runs, keys, "the tags table")
+    df = tags[tags["tag"].notna()]
     if df.empty:
         return pd.DataFrame(columns=cols)
+    g, groups = _group_codes(df, runs, keys, "the tags table")
     order = _tag_order(df["tag"])
-    gk = list(keys) or ["_all"]
-    if not keys:
-        df = df.assign(_all=0)
-    per_run = (
-        df.groupby([*gk, "run_id", "tag"], dropna=False).size()
-        .unstack("tag", fill_value=0).reindex(columns=order, fill_value=0)
-    )
-    counts = per_run.groupby(level=gk, dropna=False).sum()
+    tag_code = pd.Categorical(df["tag"].astype(str), categories=order).codes.astype(np.int64)
+    T, G = len(order), len(groups)
+    counts = np.bincount(g * T + tag_code, minlength=G * T).reshape(G, T)
     totals = counts.sum(axis=1)
+    # a unit is one run inside one group (a run split into regimes gives two units)
+    run_code = pd.Categorical(df["run_id"]).codes.astype(np.int64)
+    unit, _ = pd.factorize(g * (run_code.max() + 1) + run_code)
+    U = unit.max() + 1
+    unit_group = np.zeros(U, dtype=np.int64)
+    unit_group[unit] = g
+    n_runs = np.bincount(unit_group, minlength=G)
     if weight == "transition":
-        share = counts.div(totals, axis=0) * 100.0
+        share = counts / totals[:, None] * 100.0
     else:
-        run_share = per_run.div(per_run.sum(axis=1), axis=0) * 100.0
-        share = run_share.groupby(level=gk, dropna=False).mean()
-    share = share.reindex(index=counts.index, columns=counts.columns)
-    n_runs = per_run.groupby(level=gk, dropna=False).size()
-    long = counts.stack().rename("count").reset_index()
-    long["share"] = share.stack().to_numpy()
-    long = long.merge(totals.rename("transitions").reset_index(), on=gk)
-    long = long.merge(n_runs.rename("runs").reset_index(), on=gk)
-    long["tag"] = pd.Categorical(long["tag"], categories=order, ordered=True)
-    long = _sort_groups(long, keys).reset_index(drop=True)
-    long["tag"] = long["tag"].astype(str)
+        per_unit = np.bincount(unit * T + tag_code, minlength=U * T).reshape(U, T)
+        unit_share = per_unit / per_unit.sum(axis=1, keepdims=True) * 100.0
+        share = np.zeros((G, T))
+        np.add.at(share, unit_group, unit_share)
+        share /= n_runs[:, None]
+    long = _long_table(groups, keys, order, "tag", counts, share,
+                       {"transitions": totals, "runs": n_runs})
+    long["_t"] = np.tile(np.arange(T), G)
+    long = _sort_groups(long, keys, then=["_t"]).drop(columns="_t").reset_index(drop=True)
     return long[cols]
 
 
-def _sort_groups(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """Rows sorted by the display order of each grouping column (then by tag if present)."""
+def _sort_groups(
+    frame: pd.DataFrame, keys: Sequence[str], then: Sequence[str] = ()
+) -> pd.DataFrame:
+    """Rows sorted by the display order of each grouping column, then by ``then``."""
     if frame.empty:
         return frame
     sort_cols, helpers = [], {}
@@ -439,8 +500,9 @@ def _sort_groups(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
         rank = {v: i for i, v in enumerate(order)}
         helpers[f"__{k}"] = frame[k].map(rank).fillna(len(rank))
         sort_cols.append(f"__{k}")
-    if "tag" in frame.columns:
-        sort_cols.append("tag")
+    sort_cols.extend(then)
+    if not sort_cols:
+        return frame
     return frame.assign(**helpers).sort_values(sort_cols, kind="stable").drop(columns=helpers)
 
 
@@ -509,40 +571,53 @@ def tool_ngrams(
     """Counts and shares of contiguous tool n-grams within runs, per group.
 
     Tool calls are taken as :func:`tag_transitions` takes them (turns without a call are
-    skipped). Grouping columns missing from ``turns`` are taken from ``runs``. Columns: *by,
-    ngram ("OVW → PKR → PKR"), count, share (% of the group's n-grams), runs (runs containing
-    it); sorted by group, then by count (descending).
+    skipped). Grouping columns missing from ``turns`` are taken from ``runs``; an n-gram
+    belongs to the group of its first turn. Columns: *by, ngram ("OVW → PKR → PKR"), count,
+    share (% of the group's n-grams), runs (runs containing it); sorted by group, then by count
+    (descending).
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
     keys = _as_tuple(by)
-    t = tool_turns(turns, drop_errors=drop_errors)
-    t = _with_groups(t, runs, keys, "the turns table")
     cols = [*keys, "ngram", "count", "share", "runs"]
-    run = t["run_id"].to_numpy()
-    tool = t["tool"].astype(str).to_numpy()
+    t = tool_turns(turns, drop_errors=drop_errors, columns=keys)
+    g_row, groups = _group_codes(t, runs, keys, "the turns table")
     m = len(t) - n + 1
     if m <= 0:
         return pd.DataFrame(columns=cols)
-    start = np.arange(m)
-    ok = run[start] == run[start + n - 1]  # sorted by run: same run at both ends
-    start = start[ok]
-    gram = pd.Series(tool[start], dtype=object)
-    for k in range(1, n):
-        gram = gram + " → " + tool[start + k]
-    df = pd.DataFrame({"run_id": run[start], "ngram": gram.to_numpy()})
-    for k in keys:
-        df[k] = t[k].to_numpy()[start]
-    if df.empty:
+    run_code = pd.factorize(t["run_id"], sort=True)[0].astype(np.int64)
+    tool_code, names = pd.factorize(t["tool"].astype(str))
+    base = len(names)
+    start = np.flatnonzero(run_code[: m] == run_code[n - 1:])  # grouped by run
+    if start.size == 0:
         return pd.DataFrame(columns=cols)
-    g = [*keys, "ngram"]
-    out = df.groupby(g, dropna=False).agg(count=("run_id", "size"), runs=("run_id", "nunique"))
-    out = out.reset_index()
-    totals = out.groupby(list(keys), dropna=False)["count"].transform("sum") if keys else (
-        out["count"].sum()
-    )
-    out["share"] = out["count"] / totals * 100.0
-    out = out.sort_values([*keys, "count", "ngram"], ascending=[True] * len(keys) + [False, True])
+    gram = np.zeros(start.size, dtype=np.int64)
+    for k in range(n):
+        gram = gram * base + tool_code[start + k]
+    g = g_row[start]
+    cell, cell_first = np.unique(g * base**n + gram, return_index=True)
+    cell_code = np.searchsorted(cell, g * base**n + gram)
+    count = np.bincount(cell_code, minlength=cell.size)
+    run_cells = np.unique(cell_code * (run_code.max() + 1) + run_code[start])
+    n_runs = np.bincount(run_cells // (run_code.max() + 1), minlength=cell.size)
+    cell_group = g[cell_first]
+    cell_gram = gram[cell_first]
+    totals = np.bincount(cell_group, weights=count, minlength=len(groups))
+    digits = []
+    rest = cell_gram.copy()
+    for _ in range(n):
+        digits.append(rest % base)
+        rest //= base
+    labels = np.asarray(names, dtype=object)[digits[-1]]
+    for d in reversed(digits[:-1]):
+        labels = labels + " → " + np.asarray(names, dtype=object)[d]
+    out = pd.DataFrame({k: groups[k].to_numpy()[cell_group] for k in keys})
+    out["ngram"] = labels
+    out["count"] = count
+    out["share"] = count / totals[cell_group] * 100.0
+    out["runs"] = n_runs
+    out = out.sort_values(["count", "ngram"], ascending=[False, True], kind="stable")
+    out = _sort_groups(out, keys)
     return out[cols].reset_index(drop=True)
 
 
