@@ -163,45 +163,40 @@ def judge_matrix(judgments: pd.DataFrame, family: str) -> pd.DataFrame:
     return j.pivot(index="item_id", columns="judge", values="score").sort_index(axis=1)
 
 
-def _vote(scores: np.ndarray, labels: list[str]) -> tuple[float, str | None, str]:
-    """(score, label, rule) of one item's counted verdicts."""
-    if len(scores) == 0:
-        return np.nan, None, "none"
-    values, counts = np.unique(scores, return_counts=True)
-    top = counts.argmax()
-    if counts[top] * 2 > len(scores):
-        score = float(values[top])
-        return score, labels[list(scores).index(score)], "majority"
-    score = float(np.median(scores))
-    label = labels[list(scores).index(score)] if score in scores else None
-    return score, label, "median"
-
-
 def aggregate_votes(judgments: pd.DataFrame) -> pd.DataFrame:
     """One row per (family, item): the panel's score by majority-else-median (module doc).
 
-    Columns: family, item_id, run_id, turn, tool, score, label, rule ('majority', 'median' or
-    'none'), n_judges (verdict rows), n_counted (verdicts that count).
+    Columns: family, item_id, run_id, turn, tool, score, label (of a verdict with the chosen
+    score; None for an off-scale midpoint), rule ('majority', 'median' or 'none'),
+    n_judges (verdict rows), n_counted (verdicts that count).
     """
     j = clean_judgments(judgments)
     for col in ("run_id", "turn", "tool"):
         if col not in j.columns:
             j[col] = np.nan
-    rows = []
-    for (fam, item), grp in j.groupby(["family", "item_id"], sort=True):
-        c = grp[grp["counted"]]
-        score, label, rule = _vote(
-            c["score"].to_numpy(float), c["label"].astype(str).str.strip().tolist()
-        )
-        first = grp.iloc[0]
-        rows.append({
-            "family": fam, "item_id": item, "run_id": first["run_id"],
-            "turn": first["turn"], "tool": first["tool"], "score": score, "label": label,
-            "rule": rule, "n_judges": len(grp), "n_counted": len(c),
-        })
-    cols = ["family", "item_id", "run_id", "turn", "tool", "score", "label", "rule",
-            "n_judges", "n_counted"]
-    return pd.DataFrame(rows, columns=cols)
+    key = ["family", "item_id"]
+    j["label"] = j["label"].astype("string").str.strip()
+    items = j.groupby(key, sort=True).agg(
+        run_id=("run_id", "first"), turn=("turn", "first"), tool=("tool", "first"),
+        n_judges=("judge", "size"), n_counted=("counted", "sum"),
+    )
+    c = j[j["counted"]]
+    per_score = c.groupby([*key, "score"]).size().rename("votes").reset_index()
+    per_score = per_score.join(items["n_counted"], on=key)
+    majority = per_score[per_score["votes"] * 2 > per_score["n_counted"]].set_index(key)["score"]
+    median = c.groupby(key)["score"].median()
+    out = items.join(majority.rename("majority")).join(median.rename("median"))
+    out["score"] = out["majority"].fillna(out["median"])
+    out["rule"] = np.where(out["majority"].notna(), "majority",
+                           np.where(out["median"].notna(), "median", "none"))
+    first_label = c.drop_duplicates([*key, "score"]).set_index([*key, "score"])["label"]
+    lookup = pd.MultiIndex.from_arrays([out.index.get_level_values(0),
+                                        out.index.get_level_values(1), out["score"]])
+    out["label"] = first_label.reindex(lookup).to_numpy(dtype=object)
+    out["label"] = out["label"].where(out["label"].notna(), None)
+    out["n_counted"] = out["n_counted"].astype(int)
+    cols = ["run_id", "turn", "tool", "score", "label", "rule", "n_judges", "n_counted"]
+    return out[cols].reset_index()
 
 
 def run_scores(

@@ -1,0 +1,465 @@
+"""Lens 3, automatic adjudication (mechanism layer): the judges' verdicts as views over runs.
+
+Inputs are the judgments table (one row per verdict, see :mod:`adakit.agreement`) and the runs
+table of :func:`adakit.record.load_corpus`. Verdicts become one panel score per item
+(:func:`adakit.agreement.aggregate_votes`: majority label, else the median; unclear and failed
+verdicts excluded), then one value per run. Every view reads five dimensions, all normalised
+to [0, 1] with higher meaning better:
+
+==========================  ====================================  =========================
+column                      from family                           normalisation
+==========================  ====================================  =========================
+``relevance``               task_relevance (1-4)                  (score - 1) / 3
+``conclusion_grounding``    trace_grounding (1-4)                 (score - 1) / 3
+``calibration``             termination_calibration (1-4)         (score - 1) / 3
+``navigation_grounding``    navigation_prior (index 0 / .5 / 1)   1 - mean prior index
+``synthesis_grounding``     reasoning_prior (index 0 / .5 / 1)    1 - mean prior index
+==========================  ====================================  =========================
+
+A grounding score is therefore the complement of the prior-leaning index: the paper's
+"structural overview actions ... grounding score of 0.464 compared to 0.827 for explore-code
+actions" reads as OVW leaning more on priors than EXP.
+
+Views: Fig. 8 (:func:`conclusion_quality`, :func:`plot_conclusion_quality`), Fig. 9
+(:func:`orientation_scores`, :func:`plot_orientation`), label composition
+(:func:`label_shares`, :func:`plot_label_shares`), Table 6 (:func:`grounding_by_task`,
+:func:`format_pair_table`), per-tool prior leaning (:func:`tool_prior_scores`,
+:func:`plot_tool_prior_scores`) and the length diagnostic of Fig. D9
+(:func:`plot_length_robustness`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from adakit import agreement as ag
+from adakit import figures
+from adakit.record import COG, NAV
+
+#: Normalised lens 3 dimensions: column -> (family, display title).
+DIMENSIONS: dict[str, tuple[str, str]] = {
+    "relevance": ("task_relevance", "Task relevance"),
+    "conclusion_grounding": ("trace_grounding", "Conclusion grounding"),
+    "calibration": ("termination_calibration", "Termination calibration"),
+    "navigation_grounding": ("navigation_prior", "Navigational orientation"),
+    "synthesis_grounding": ("reasoning_prior", "Synthesis orientation"),
+}
+#: The three dimensions of Fig. 9, left to right.
+FIG9_DIMENSIONS: tuple[str, ...] = ("calibration", "navigation_grounding", "synthesis_grounding")
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
+SPLIT = "split"
+UNCLEAR = "unclear"
+
+
+def label_order(family: str) -> list[str]:
+    """Display labels of a family from most to least favourable, then split and unclear."""
+    values = list(ag.SCALES[family])
+    if family in ag.CONCLUSION_FAMILIES:
+        values = values[::-1]  # 4 (best) first; for the prior index 0 (evidence-led) is best
+    return [ag.display_label(family, v) for v in values] + [SPLIT, UNCLEAR]
+
+
+def normalise(family: str, score: pd.Series | np.ndarray | float) -> pd.Series | np.ndarray | float:
+    """Map a family's score to [0, 1], higher = better (module table)."""
+    if family in ag.CONCLUSION_FAMILIES:
+        return (score - 1.0) / 3.0
+    if family in ag.TURN_FAMILIES:
+        return 1.0 - score
+    raise ValueError(f"unknown family {family!r}; known: {list(ag.FAMILIES)}")
+
+
+def lens3_scores(judgments: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: the runs table (with ``conclusion_words``, ``valid_turns``), each
+    family's raw score and item count (:func:`adakit.agreement.run_scores`), and the five
+    normalised dimensions of :data:`DIMENSIONS` (NaN where a run has no scored item)."""
+    table = ag.run_scores(judgments, runs)
+    for col, (fam, _) in DIMENSIONS.items():
+        table[col] = normalise(fam, table[fam])
+    return table
+
+
+def _mean_sem(values: pd.Series) -> tuple[float, float, int]:
+    v = values.dropna().to_numpy(float)
+    if len(v) == 0:
+        return np.nan, np.nan, 0
+    sem = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else np.nan
+    return float(v.mean()), sem, len(v)
+
+
+def conclusion_quality(
+    scores: pd.DataFrame,
+    by: Sequence[str] = ("model", "condition"),
+    x: str = "conclusion_grounding",
+    y: str = "relevance",
+) -> pd.DataFrame:
+    """Fig. 8 data: per group, mean and standard error over runs of two dimensions.
+
+    Columns: the ``by`` columns, ``{x}_mean``, ``{x}_sem``, ``{y}_mean``, ``{y}_sem`` and
+    ``n`` (runs scored on both).
+    """
+    by = list(by)
+    rows = []
+    for key, grp in scores.groupby(by, sort=False):
+        grp = grp[grp[x].notna() & grp[y].notna()]
+        xm, xs, n = _mean_sem(grp[x])
+        ym, ys, _ = _mean_sem(grp[y])
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key, strict=True)), f"{x}_mean": xm, f"{x}_sem": xs,
+                     f"{y}_mean": ym, f"{y}_sem": ys, "n": n})
+    out = pd.DataFrame(rows, columns=[*by, f"{x}_mean", f"{x}_sem", f"{y}_mean", f"{y}_sem", "n"])
+    return _sorted(out, by)
+
+
+def _sorted(table: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    """Rows in the figures module's display order of each column (stable otherwise)."""
+    if table.empty:
+        return table.reset_index(drop=True)
+    rank = pd.DataFrame(
+        {c: table[c].map({v: i for i, v in enumerate(figures.order_for(c, table[c]))})
+         for c in cols},
+        index=table.index,
+    )
+    return table.loc[rank.sort_values(list(cols), kind="stable").index].reset_index(drop=True)
+
+
+def _colors(column: str, values: Sequence[object]) -> dict:
+    order = figures.order_for(column, values)
+    return figures.model_colors(order) if column == "model" else figures.palette_for(order)
+
+
+def _axes(ax: Axes | None, **fig_kw) -> tuple[Figure, Axes]:
+    if ax is not None:
+        return ax.figure, ax
+    fig, ax = plt.subplots(**fig_kw)
+    return fig, ax
+
+
+def plot_conclusion_quality(
+    table: pd.DataFrame,
+    x: str = "conclusion_grounding",
+    y: str = "relevance",
+    hue: str = "model",
+    style: str | None = "condition",
+    ax: Axes | None = None,
+) -> Figure:
+    """Fig. 8: one point per group with standard-error bars; colour = ``hue``, marker =
+    ``style``. ``table`` is :func:`conclusion_quality` output."""
+    fig, ax = _axes(ax, figsize=(5.6, 4.2))
+    colors = _colors(hue, table[hue].unique())
+    styles = figures.order_for(style, table[style].unique()) if style else [None]
+    marker = {s: MARKERS[i % len(MARKERS)] for i, s in enumerate(styles)}
+    for r in table.itertuples(index=False):
+        d = r._asdict()
+        ax.errorbar(
+            d[f"{x}_mean"], d[f"{y}_mean"],
+            xerr=np.nan_to_num(d[f"{x}_sem"]), yerr=np.nan_to_num(d[f"{y}_sem"]),
+            fmt=marker[d[style]] if style else "o", color=colors[d[hue]], ms=7,
+            elinewidth=0.8, capsize=2, alpha=0.9, mec="white", mew=0.6,
+        )
+    ax.set_xlabel(f"{DIMENSIONS.get(x, (None, x))[1]} score (normalised)")
+    ax.set_ylabel(f"{DIMENSIONS.get(y, (None, y))[1]} score (normalised)")
+    ax.set_ylim(-0.03, 1.03)
+    ax.grid(True, axis="both")
+    handles = [Line2D([], [], marker="o", ls="", color=c, label=figures.label_for(hue, v))
+               for v, c in colors.items()]
+    if style:
+        handles += [Line2D([], [], marker=m, ls="", color="0.35",
+                           label=figures.label_for(style, s)) for s, m in marker.items()]
+    ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title("Lens 3: task relevance against conclusion grounding")
+    return fig
+
+
+def orientation_scores(
+    scores: pd.DataFrame,
+    dimensions: Sequence[str] = FIG9_DIMENSIONS,
+    by: Sequence[str] = ("model", "condition"),
+) -> pd.DataFrame:
+    """Fig. 9 data in long form: one row per (run, dimension) with a value, the ``by``
+    columns, and ``n_items`` (the judged items behind the run's value)."""
+    frames = []
+    for dim in dimensions:
+        fam = DIMENSIONS[dim][0]
+        d = scores[scores[dim].notna()]
+        frames.append(pd.DataFrame({
+            "run_id": d["run_id"], **{c: d[c] for c in by}, "dimension": dim,
+            "value": d[dim].astype(float), "n_items": d[f"n_{fam}"].astype(int),
+        }))
+    cols = ["run_id", *by, "dimension", "value", "n_items"]
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def _grouped_positions(outer: list, inner: list, gap: float = 1.0) -> dict[tuple, float]:
+    pos, x = {}, 0.0
+    for o in outer:
+        for i in inner:
+            pos[(o, i)] = x
+            x += 1.0
+        x += gap
+    return pos
+
+
+def plot_orientation(
+    long: pd.DataFrame,
+    inner: str = "model",
+    outer: str = "condition",
+    dimensions: Sequence[str] | None = None,
+    seed: int = 0,
+) -> Figure:
+    """Fig. 9: per dimension a panel of boxplots over runs, grouped by ``outer`` (blocks)
+    and ``inner`` (coloured boxes), with every run as a jittered point. Panel titles give the
+    number of judged items."""
+    dims = list(dimensions or dict.fromkeys(long["dimension"]))
+    fig, axes = plt.subplots(len(dims), 1, figsize=(7.5, 2.3 * len(dims) + 0.4), sharex=True,
+                             squeeze=False)
+    outers = figures.order_for(outer, long[outer].unique())
+    inners = figures.order_for(inner, long[inner].unique())
+    colors = _colors(inner, inners)
+    pos = _grouped_positions(outers, inners)
+    rng = np.random.default_rng(seed)
+    for ax, dim in zip(axes[:, 0], dims, strict=True):
+        d = long[long["dimension"] == dim]
+        for (o, i), x in pos.items():
+            v = d.loc[(d[outer] == o) & (d[inner] == i), "value"].to_numpy(float)
+            if len(v) == 0:
+                continue
+            ax.boxplot(v, positions=[x], widths=0.6, patch_artist=True, showfliers=False,
+                       boxprops={"facecolor": colors[i], "alpha": 0.35, "edgecolor": colors[i]},
+                       medianprops={"color": colors[i], "linewidth": 1.6},
+                       whiskerprops={"color": colors[i]}, capprops={"color": colors[i]})
+            ax.scatter(x + rng.uniform(-0.18, 0.18, len(v)), v, s=7, color=colors[i],
+                       alpha=0.7, lw=0, zorder=3)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_ylabel("Normalised score")
+        ax.set_title(f"{DIMENSIONS[dim][1]} (n={int(d['n_items'].sum())})", loc="left")
+    centres = [np.mean([pos[(o, i)] for i in inners]) for o in outers]
+    ax = axes[-1, 0]
+    ax.set_xticks(centres, [figures.label_for(outer, o) for o in outers])
+    handles = [Patch(color=colors[i], alpha=0.6, label=figures.label_for(inner, i))
+               for i in inners]
+    axes[0, 0].legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.12),
+                      ncol=len(inners))
+    return fig
+
+
+def label_shares(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame,
+    family: str,
+    by: Sequence[str] = ("model", "condition"),
+) -> pd.DataFrame:
+    """Label composition of one family's panel verdicts per group (the reading Appendix C.4
+    recommends over small mean differences). Labels come from the panel score
+    (:func:`adakit.agreement.display_label`, e.g. ``'3 defensible'``); items whose counted
+    verdicts tie without a middle label are ``split``; items with no counted verdict are
+    ``unclear``.
+
+    Columns: the ``by`` columns, ``label``, ``count``, ``share`` (within the group).
+    """
+    agg = ag.aggregate_votes(judgments)
+    agg = agg[agg["family"] == family].copy()
+    agg["label"] = [
+        UNCLEAR if pd.isna(v) else (ag.display_label(family, v) or SPLIT) for v in agg["score"]
+    ]
+    agg = agg.merge(runs[["run_id", *by]], on="run_id", how="inner")
+    counts = agg.groupby([*by, "label"]).size().rename("count").reset_index()
+    counts["share"] = counts["count"] / counts.groupby(list(by))["count"].transform("sum")
+    order = {lab: i for i, lab in enumerate(label_order(family))}
+    counts["_o"] = counts["label"].map(order)
+    out = _sorted(counts.sort_values("_o", kind="stable"), list(by))
+    return out.drop(columns="_o")
+
+
+def plot_label_shares(
+    shares: pd.DataFrame,
+    family: str,
+    by: Sequence[str] = ("model", "condition"),
+    ax: Axes | None = None,
+) -> Figure:
+    """Stacked horizontal bars of :func:`label_shares`, one bar per group, favourable labels
+    first (dark) and split / unclear last (grey)."""
+    by = list(by)
+    groups = shares[by].drop_duplicates().apply(tuple, axis=1).tolist()
+    fig, ax = _axes(ax, figsize=(6.5, 0.28 * len(groups) + 1.2))
+    labels = [lab for lab in label_order(family) if lab in set(shares["label"])]
+    ordinal = label_order(family)[:-2]
+    cmap = plt.get_cmap("viridis")
+    color = {lab: cmap(0.15 + 0.7 * k / max(len(ordinal) - 1, 1)) for k, lab in enumerate(ordinal)}
+    color.update({SPLIT: "#bbbbbb", UNCLEAR: "#e0e0e0"})
+    wide = shares.pivot_table(index=by, columns="label", values="share", fill_value=0.0)
+    left = np.zeros(len(groups))
+    ypos = np.arange(len(groups))[::-1]
+    for lab in labels:
+        vals = np.array([wide.loc[g if len(by) > 1 else g[0]].get(lab, 0.0) for g in groups])
+        ax.barh(ypos, vals, left=left, color=color[lab], label=lab, height=0.8)
+        left += vals
+    ax.set_yticks(ypos, [" / ".join(figures.label_for(c, v) for c, v in zip(by, g, strict=True))
+                         for g in groups])
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("Share of judged items")
+    ax.grid(True, axis="x")
+    ax.grid(False, axis="y")
+    ax.legend(title="label", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title(f"{ag.FAMILY_TITLES[family]}: panel label composition")
+    return fig
+
+
+def _item_table(
+    judgments: pd.DataFrame, runs: pd.DataFrame, columns: Sequence[str]
+) -> pd.DataFrame:
+    """Scored turn-level items with the run columns ``columns`` joined on."""
+    agg = ag.aggregate_votes(judgments)
+    agg = agg[agg["family"].isin(ag.TURN_FAMILIES) & agg["score"].notna()]
+    keep = ["run_id", *[c for c in columns if c not in agg.columns]]
+    return agg.merge(runs[list(dict.fromkeys(keep))], on="run_id", how="inner")
+
+
+def grounding_by_task(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame,
+    rows: str = "task",
+    cols: str = "model",
+    overall: str = "Overall",
+) -> pd.DataFrame:
+    """Table 6: mean navigation and synthesis grounding (1 - prior index) over the judged
+    items of each (``rows``, ``cols``) cell, with an ``overall`` column pooling the items of
+    every ``cols`` value.
+
+    Returns a frame indexed by ``rows`` with two-level columns (``cols`` value or
+    ``overall``, ``navigation``/``synthesis``).
+    """
+    items = _item_table(judgments, runs, [rows, cols])
+    items["grounding"] = 1.0 - items["score"]
+    items["dim"] = items["family"].map({"navigation_prior": "navigation",
+                                        "reasoning_prior": "synthesis"})
+    cell = items.pivot_table(index=rows, columns=[cols, "dim"], values="grounding", aggfunc="mean")
+    pooled = items.pivot_table(index=rows, columns="dim", values="grounding", aggfunc="mean")
+    pooled.columns = pd.MultiIndex.from_product([[overall], pooled.columns])
+    table = pd.concat([pooled, cell], axis=1)
+    col_order = [overall, *figures.order_for(cols, items[cols].unique())]
+    full = pd.MultiIndex.from_product([col_order, ["navigation", "synthesis"]])
+    table = table.reindex(columns=full)
+    table = table.reindex(figures.order_for(rows, table.index))
+    table.columns.names = [cols, "grounding"]
+    return table
+
+
+def format_pair_table(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """Table 6 as printed: each cell ``navigation/synthesis`` (``-`` where a value is
+    missing), one column per ``cols`` value."""
+    out = {}
+    for top in dict.fromkeys(table.columns.get_level_values(0)):
+        nav, syn = table[(top, "navigation")], table[(top, "synthesis")]
+        out[top] = [
+            f"{'-' if pd.isna(a) else f'{a:.{digits}f}'}/{'-' if pd.isna(b) else f'{b:.{digits}f}'}"
+            for a, b in zip(nav, syn, strict=True)
+        ]
+    return pd.DataFrame(out, index=table.index)
+
+
+def tool_prior_scores(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: Sequence[str] = (),
+) -> pd.DataFrame:
+    """Per-tool prior leaning of the turn-level items (the paper's OVW vs EXP and CON vs MEM
+    contrast): ``n`` items, mean ``prior_index``, ``grounding`` = 1 - prior index, and its
+    standard error, optionally split by run columns ``by`` (needs ``runs``)."""
+    by = list(by)
+    if by:
+        if runs is None:
+            raise ValueError("splitting tool scores by run columns needs the runs table")
+        items = _item_table(judgments, runs, by)
+    else:
+        agg = ag.aggregate_votes(judgments)
+        items = agg[agg["family"].isin(ag.TURN_FAMILIES) & agg["score"].notna()]
+    if items["tool"].isna().any():
+        raise ValueError("turn-level judgments without a tool cannot be split by tool")
+    rows = []
+    for key, grp in items.groupby(["family", "tool", *by], sort=False):
+        m, sem, n = _mean_sem(grp["score"])
+        rows.append({**dict(zip(["family", "tool", *by], key, strict=True)), "n": n,
+                     "prior_index": m, "grounding": 1.0 - m, "sem": sem})
+    out = pd.DataFrame(rows, columns=["family", "tool", *by, "n", "prior_index", "grounding",
+                                      "sem"])
+    fam_rank = {f: i for i, f in enumerate(ag.TURN_FAMILIES)}
+    tools = figures.tool_order(out["tool"].unique())
+    out["_f"] = out["family"].map(fam_rank)
+    out["_t"] = out["tool"].map({t: i for i, t in enumerate(tools)})
+    return out.sort_values(["_f", "_t", *by]).drop(columns=["_f", "_t"]).reset_index(drop=True)
+
+
+def plot_tool_prior_scores(table: pd.DataFrame, ax: Axes | None = None) -> Figure:
+    """Horizontal bars of per-tool grounding (1 - prior index) with standard errors, the
+    navigation tools above the cognitive tools; ``table`` is :func:`tool_prior_scores`
+    output without ``by`` columns."""
+    if table.duplicated(["family", "tool"]).any():
+        raise ValueError("plot_tool_prior_scores takes one row per tool (no 'by' split)")
+    order = figures.tool_order(table["tool"].unique())
+    order = [x for x in order if x in NAV] + [x for x in order if x not in NAV]
+    t = table.set_index("tool").loc[order].reset_index()
+    fig, ax = _axes(ax, figsize=(5.5, 0.35 * len(t) + 1.2))
+    ypos = np.arange(len(t))[::-1]
+    colors = [figures.TOOL_COLORS.get(tool, figures.NEUTRAL_COLOR) for tool in t["tool"]]
+    ax.barh(ypos, t["grounding"], xerr=np.nan_to_num(t["sem"]), color=colors, height=0.7,
+            error_kw={"elinewidth": 0.8, "capsize": 2})
+    for y, r in zip(ypos, t.itertuples(), strict=True):
+        ax.text(r.grounding + np.nan_to_num(r.sem) + 0.02, y, f"{r.grounding:.2f} (n={r.n})",
+                va="center", fontsize=7)
+    kind = {True: "navigation", False: "synthesis"}
+    ax.set_yticks(ypos, [f"{r.tool} ({kind[r.tool in NAV]})" if r.tool in NAV | COG else r.tool
+                         for r in t.itertuples()])
+    ax.set_xlim(0, 1.15)
+    ax.set_xlabel("Grounding score (1 - prior-leaning index)")
+    ax.grid(True, axis="x")
+    ax.grid(False, axis="y")
+    ax.set_title("Prior leaning by tool (lower = more prior-led)")
+    return fig
+
+
+def plot_length_robustness(
+    scores: pd.DataFrame,
+    family: str = "task_relevance",
+    length: str = "conclusion_words",
+    hue: str = "model",
+    exclude_conditions: Sequence[str] = ag.NON_GRID_CONDITIONS,
+    ax: Axes | None = None,
+) -> Figure:
+    """Fig. D9: conclusion length against a family's panel score (its own scale), one point
+    per run coloured by ``hue``, the pooled least-squares line, and the annotation of
+    :func:`adakit.agreement.length_robustness` (raw r, added R^2 after the design controls).
+    ``scores`` is :func:`lens3_scores` output."""
+    table = ag.add_length_columns(scores)
+    if exclude_conditions and "condition" in table:
+        table = table[~table["condition"].isin(list(exclude_conditions))]
+    d = table[table[family].notna() & table[length].notna()]
+    stats = ag.length_robustness(d, [family], length, exclude_conditions=()).iloc[0]
+    fig, ax = _axes(ax, figsize=(5.6, 4.0))
+    colors = _colors(hue, d[hue].unique())
+    rng = np.random.default_rng(0)
+    jitter = 0.06 if family in ag.CONCLUSION_FAMILIES else 0.02
+    for value, color in colors.items():
+        g = d[d[hue] == value]
+        ax.scatter(g[length], g[family] + rng.uniform(-jitter, jitter, len(g)), s=14,
+                   color=color, alpha=0.75, lw=0, label=figures.label_for(hue, value))
+    if len(d) > 1 and d[length].nunique() > 1:
+        slope, intercept = np.polyfit(d[length].astype(float), d[family].astype(float), 1)
+        xs = np.linspace(d[length].min(), d[length].max(), 50)
+        ax.plot(xs, intercept + slope * xs, color="0.25", lw=1.2, ls="--")
+    ax.text(0.02, 0.97, f"Pearson r = {stats['r']:+.2f}\nAdded R² (controls) = "
+            f"{stats['added_r2']:+.3f}\nn = {int(stats['n'])}", transform=ax.transAxes,
+            va="top", fontsize=8, bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
+    ax.set_xlabel("Conclusion length (words)" if length == "conclusion_words" else length)
+    scale = "1-4" if family in ag.CONCLUSION_FAMILIES else "prior index"
+    ax.set_ylabel(f"{ag.FAMILY_TITLES[family]} ({scale})")
+    ax.legend(loc="lower right")
+    ax.set_title(f"Length robustness: {ag.FAMILY_TITLES[family].lower()}")
+    return fig
