@@ -75,7 +75,7 @@ _KIND_RANK = {
 _PY_DEFS = """
 (class_definition name: (identifier) @name) @def.class
 (function_definition name: (identifier) @name) @def.function
-(module (expression_statement (assignment left: (identifier) @name)) @def.variable)
+(expression_statement (assignment left: (identifier) @name)) @def.variable
 """
 
 _JS_COMMON = """
@@ -159,6 +159,47 @@ _LEADING = {
     "rust": frozenset({"attribute_item"}),
 }
 _COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
+
+#: Where definitions can occur, for grammars whose definitions are statements: the walk
+#: descends only into these containers (expression subtrees, most of any tree, are skipped)
+#: and runs the definitions query at the candidate nodes it meets. JavaScript/TypeScript
+#: define functions inside expressions (callbacks, object literals), so their query runs over
+#: the whole tree instead.
+_WALK = {
+    "python": (
+        frozenset(
+            {
+                "module", "block", "decorated_definition", "function_definition",
+                "class_definition", "if_statement", "elif_clause", "else_clause",
+                "for_statement", "while_statement", "try_statement", "except_clause",
+                "except_group_clause", "finally_clause", "with_statement", "match_statement",
+                "case_clause",
+            }
+        ),
+        frozenset({"function_definition", "class_definition", "expression_statement"}),
+        frozenset({"expression_statement"}),  # module-level only
+    ),
+    "rust": (
+        frozenset(
+            {
+                "source_file", "mod_item", "declaration_list", "impl_item", "trait_item",
+                "function_item", "block", "foreign_mod_item", "unsafe_block", "const_block",
+                "async_block", "const_item", "static_item", "let_declaration",
+                "expression_statement", "closure_expression", "if_expression",
+                "else_clause", "match_expression", "match_block", "match_arm",
+                "loop_expression", "while_expression", "for_expression",
+            }
+        ),
+        frozenset(
+            {
+                "function_item", "function_signature_item", "struct_item", "enum_item",
+                "union_item", "trait_item", "impl_item", "mod_item", "macro_definition",
+                "type_item", "const_item", "static_item",
+            }
+        ),
+        frozenset(),
+    ),
+}
 
 _IMPORT_TYPES = {
     "python": frozenset({"import_statement", "import_from_statement", "future_import_statement"}),
@@ -359,9 +400,10 @@ def _end_line(node: ts.Node) -> int:
 
 
 def _collapse(text: str, cap: int = SIGNATURE_CHARS) -> str:
-    text = re.sub(r"\s+", " ", text).strip()
-    text = text.replace("( ", "(").replace(" )", ")").replace(", )", ")").replace("[ ", "[")
-    text = text.replace(" ]", "]").replace(",)", ")")
+    text = " ".join(text.split())
+    if "( " in text or " )" in text or "[ " in text or " ]" in text or ",)" in text:
+        text = text.replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]")
+        text = text.replace(",)", ")")
     if len(text) > cap:
         text = text[: cap - 1].rstrip() + "…"
     return text
@@ -429,11 +471,32 @@ def _start_node(g: _Grammar, node: ts.Node) -> ts.Node:
     return start
 
 
+def _definition_matches(g: _Grammar, cursor: ts.QueryCursor, root: ts.Node) -> list:
+    """Matches of the definitions query: over the whole tree, or only at the statement-level
+    candidates of an iterative walk (see ``_WALK``)."""
+    walk = _WALK.get(g.family)
+    if walk is None:
+        return cursor.matches(root)
+    descend, roots, top_only = walk
+    cursor.set_max_start_depth(0)
+    out: list = []
+    stack = [(root, True)]
+    while stack:
+        node, top = stack.pop()
+        t = node.type
+        if t in roots and (top or t not in top_only):
+            out.extend(cursor.matches(node))
+        if t in descend:
+            children = node.named_children
+            stack.extend((c, node is root) for c in reversed(children))
+    return out
+
+
 def extract_symbols(g: _Grammar, tree: ts.Tree, data: bytes) -> list[tuple]:
     """Definition tuples ``(name, kind, start, end, signature, parent, depth, name_line)``."""
     cursor = ts.QueryCursor(g.defs)
     found: dict[tuple[int, str], tuple[ts.Node, str, ts.Node]] = {}
-    for _, caps in cursor.matches(tree.root_node):
+    for _, caps in _definition_matches(g, cursor, tree.root_node):
         name_nodes = caps.get("name")
         if not name_nodes:
             continue
