@@ -336,11 +336,11 @@ def _problems(exc: ValidationError, data: dict[str, Any], allowed: dict[str, Seq
     out = []
     for err in exc.errors():
         where = ".".join(str(p) for p in err["loc"]) or "reply"
-        if where in allowed:
-            choices = ", ".join(allowed[where])
+        choices = ", ".join(allowed.get(where, ()))
+        if err["type"] == "missing":
+            out.append(f"'{where}' is missing" + (f" (one of {choices})" if choices else ""))
+        elif where in allowed:
             out.append(f"'{where}' must be one of {choices} (got {data.get(where)!r})")
-        elif err["type"] == "missing":
-            out.append(f"'{where}' is missing")
         else:
             out.append(f"'{where}': {err['msg']}")
     return "; ".join(out) + "."
@@ -402,9 +402,9 @@ def finalizing(turn: Turn) -> bool:
     )
 
 
-def _first_sentence(text: str) -> str:
-    text = " ".join(text.split())
-    m = re.search(r"(.+?[.!?])(\s|$)", text)
+def _first_sentence(text: str, cap: int = INTENT_MAX) -> str:
+    text = " ".join(text[: cap * 4].split())
+    m = re.match(r"(.+?[.!?])(\s|$)", text)
     return m.group(1) if m else text
 
 
