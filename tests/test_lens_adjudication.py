@@ -196,6 +196,12 @@ def test_notebook_parameters_cell_and_stripped_outputs():
     for line in "".join(code[1]["source"]).splitlines():
         if line.strip() and not line.startswith("#"):
             assert "  # " in line, f"parameter without a comment: {line}"
+    pm = pytest.importorskip("papermill")
+    params = pm.inspect_notebook(str(NOTEBOOK))  # what papermill --help-notebook shows
+    assert set(params) == {"corpus", "judgments", "human_labels", "group_cols", "table_rows",
+                           "exclude_conditions", "figure_prefix"}
+    assert all(p["help"] for p in params.values())
+    assert params["corpus"]["default"] == '"data/runs/quick"'
 
 
 @pytest.mark.timeout(300)
