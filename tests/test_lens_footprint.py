@@ -245,3 +245,14 @@ def test_maps_return_figures(reads, runs, turns, no_saving):
     assert out is fig3
     assert isinstance(fp.plot_route(fp.run_route(turns, "r2")), Figure)
     plt.close("all")
+
+
+def test_map_files_degrades_to_the_corpus(reads, monkeypatch, tmp_path):
+    monkeypatch.setenv("ADAKIT_WORLDS", str(tmp_path))  # nothing fetched there
+    files, note = fp.map_files("flask", reads)
+    assert files.set_index("file")["loc"].to_dict() == {"a.py": 14, "b.py": 5, "c.py": 109}
+    assert "not on disk" in note and "LOC unknown" in note
+    files, note = fp.map_files("no-such-world", reads.assign(world="no-such-world"))
+    assert len(files) == 3 and "unknown world" in note
+    with pytest.raises(ValueError, match="no files"):
+        fp.map_files("no-such-world", reads.assign(world="elsewhere"))

@@ -319,6 +319,38 @@ def complete_files(files: pd.DataFrame, reads: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([files[["file", "loc"]], extra], ignore_index=True)
 
 
+def map_files(
+    world: str, reads: pd.DataFrame, fetch: bool = False
+) -> tuple[pd.DataFrame, str]:
+    """The files table (file, loc) for a world's map and a sentence saying where it came from.
+
+    The world's source files (with every file the corpus read there added) when the world is
+    on disk (or ``fetch`` downloads it); otherwise, or when none of the files the corpus read
+    exist in it (e.g. a synthetic corpus), the files the corpus read stand in with LOC taken
+    as the highest line read.
+    """
+    from adakit.world import WorldUnavailable, open_world
+
+    r = reads[reads["world"] == world] if "world" in reads.columns else reads
+    try:
+        w = open_world(world, fetch=fetch)
+    except (WorldUnavailable, KeyError, ValueError, OSError) as exc:
+        if r.empty:
+            raise ValueError(f"world {world!r} is not available ({exc}) and the corpus read "
+                             "nothing there: no files to draw") from exc
+        return files_from_reads(r), (
+            f"World {world!r} is not on disk ({exc}); the map shows only the {r['file'].nunique()}"
+            " files the corpus read, sized by the highest line read (LOC unknown).")
+    files = world_files_table(w, progress=False)
+    if not r.empty and not set(r["file"]).intersection(files["file"]):
+        return files_from_reads(r), (
+            f"None of the files the corpus read exist in world {world!r} as fetched; the map "
+            "shows the files the corpus read, sized by the highest line read (LOC unknown).")
+    out = complete_files(files, r) if not r.empty else files
+    return out, (f"World {world!r}: {len(files)} source files from {w.root} "
+                 f"({len(out) - len(files)} more read by the corpus).")
+
+
 # --------------------------------------------------------------------------- layout
 
 
