@@ -152,14 +152,11 @@ def clean_judgments(judgments: pd.DataFrame) -> pd.DataFrame:
 
 def judge_matrix(judgments: pd.DataFrame, family: str) -> pd.DataFrame:
     """Items x judges matrix of counted scores for one family (NaN where a verdict is missing)."""
-    j = clean_judgments(judgments)
-    j = j[j["family"] == family]
-    if j.duplicated(["item_id", "judge"]).any():
-        dup = j[j.duplicated(["item_id", "judge"], keep=False)][["item_id", "judge"]]
-        raise ValueError(
-            f"{family}: more than one verdict per (item, judge), e.g. "
-            f"{dup.head(3).to_dict('records')}"
-        )
+    return _matrix(clean_judgments(judgments), family)
+
+
+def _matrix(clean: pd.DataFrame, family: str) -> pd.DataFrame:
+    j = clean[clean["family"] == family]
     return j.pivot(index="item_id", columns="judge", values="score").sort_index(axis=1)
 
 
@@ -316,7 +313,7 @@ def judge_agreement(judgments: pd.DataFrame, families: Sequence[str] | None = No
     fams = [f for f in (families or FAMILIES) if f in set(j["family"])]
     rows = []
     for fam in fams:
-        m = judge_matrix(j, fam)
+        m = _matrix(j, fam)
         diffs = []
         for a, b in combinations(m.columns, 2):
             x, y = _pairs(m[a], m[b])
@@ -334,7 +331,8 @@ def judge_agreement(judgments: pd.DataFrame, families: Sequence[str] | None = No
             "n_complete": len(complete),
             "all_same_rate": float(same.mean()) if len(complete) and m.shape[1] > 1 else np.nan,
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["family", "n_items", "n_judges", "n_pairs", "pair_exact",
+                                       "mean_step_diff", "n_complete", "all_same_rate"])
 
 
 def judge_severity(judgments: pd.DataFrame, families: Sequence[str] | None = None) -> pd.DataFrame:

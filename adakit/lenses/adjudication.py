@@ -135,6 +135,15 @@ def _colors(column: str, values: Sequence[object]) -> dict:
     return figures.model_colors(order) if column == "model" else figures.palette_for(order)
 
 
+def _legend_or_note(ax: Axes, **legend_kw) -> None:
+    """A legend when something was drawn, else a 'no judged items' note on the axes."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**legend_kw)
+    else:
+        ax.text(0.5, 0.5, "no judged items", transform=ax.transAxes, ha="center",
+                va="center", color="0.4")
+
+
 def _axes(ax: Axes | None, **fig_kw) -> tuple[Figure, Axes]:
     if ax is not None:
         return ax.figure, ax
@@ -307,7 +316,7 @@ def plot_label_shares(
     ax.set_xlabel("Share of judged items")
     ax.grid(True, axis="x")
     ax.grid(False, axis="y")
-    ax.legend(title="label", loc="center left", bbox_to_anchor=(1.01, 0.5))
+    _legend_or_note(ax, title="label", loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title(f"{ag.FAMILY_TITLES[family]}: panel label composition")
     return fig
 
@@ -460,6 +469,6 @@ def plot_length_robustness(
     ax.set_xlabel("Conclusion length (words)" if length == "conclusion_words" else length)
     scale = "1-4" if family in ag.CONCLUSION_FAMILIES else "prior index"
     ax.set_ylabel(f"{ag.FAMILY_TITLES[family]} ({scale})")
-    ax.legend(loc="lower right")
+    _legend_or_note(ax, loc="lower right")
     ax.set_title(f"Length robustness: {ag.FAMILY_TITLES[family].lower()}")
     return fig
