@@ -752,6 +752,9 @@ class CodeIndex:
         self.use_disk_cache = use_disk_cache
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
         self.tree_cache_bytes = tree_cache_bytes
+        #: below these sizes a cold build parses in-process (a pool costs more than it saves)
+        self.parallel_min_files = 48
+        self.parallel_min_bytes = 1_500_000
         self._entries: dict[str, _Entry] = {}
         self._defs: dict[str, list[Symbol]] = {}
         self._built = False
@@ -977,7 +980,7 @@ class CodeIndex:
                 sizes[rel] = 0
             total_bytes += sizes[rel]
         workers = self.workers
-        if workers <= 1 or len(todo) < 48 or total_bytes < 1_500_000:
+        if workers <= 1 or len(todo) < self.parallel_min_files or total_bytes < self.parallel_min_bytes:
             from tqdm.auto import tqdm
 
             out = []

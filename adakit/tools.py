@@ -666,7 +666,8 @@ class Toolbox:
             if first is not None and first.type == "expression_statement" and first.named_child_count:
                 s = first.named_children[0]
                 if s.type == "string":
-                    text = (s.text or b"").decode("utf-8", "replace").strip("\"'rbuRBU \n")
+                    raw = (s.text or b"").decode("utf-8", "replace")
+                    text = re.sub(r"^[rRbBuUfF]*(\"\"\"|'''|\"|')|(\"\"\"|'''|\"|')$", "", raw.strip())
         else:
             start = node
             while start.parent is not None and start.parent.type in ("export_statement", "ambient_declaration"):
@@ -918,22 +919,24 @@ class Toolbox:
             out.append(f"  L{r.line} [{r.kind}] {r.text}")
         m.lines_viewed = len(shown)
         if res.total > len(shown):
-            listed = {r.file for r in shown}
-            rest = sorted(((c, f) for f, c in res.per_file.items() if f not in listed), reverse=True)
-            partial = [f for f in listed if res.per_file.get(f, 0) > sum(1 for r in shown if r.file == f)]
-            tail = [f"{f} ({c})" for c, f in rest[:15]]
+            shown_per_file: dict[str, int] = {}
+            for r in shown:
+                shown_per_file[r.file] = shown_per_file.get(r.file, 0) + 1
+            partial = [(res.per_file[f] - c, f) for f, c in shown_per_file.items() if res.per_file[f] > c]
+            rest = sorted(((c, f) for f, c in res.per_file.items() if f not in shown_per_file),
+                          key=lambda cf: (-cf[0], cf[1]))
+            bits = [f"{c} more in {f}" for c, f in partial]
+            if rest:
+                tail = ", ".join(f"{f} ({c})" for c, f in rest[:15])
+                more = f", +{len(rest) - 15} more files" if len(rest) > 15 else ""
+                bits.append(f"also in: {tail}{more}")
+            out.append(f"({res.total - len(shown)} more not shown; " + "; ".join(bits) + ")")
+            target = rest[0][1] if rest else partial[0][1]
             out.append(
-                f"({res.total - len(shown)} more not shown"
-                + (f"; also in: {', '.join(tail)}" + (f", +{len(rest) - 15} more files" if len(rest) > 15 else "") if tail else "")
-                + ")"
+                "A file's own uses are listed first when it is the current file: "
+                + call_text("explore_code", action_type="find_all_references", current_file_path=target,
+                            current_line_number=1, symbol_name=symbol)
             )
-            target = rest[0][1] if rest else (partial[0] if partial else None)
-            if target is not None:
-                out.append(
-                    "To see the uses in one file: "
-                    + call_text("get_structural_overview", file_path=target)
-                    + ", or a qualified name (Class.method) with go_to_definition."
-                )
         return ToolResult("\n".join(out), m)
 
     def _next_block(self, m: ToolMetrics, path: str, line: int) -> ToolResult:

@@ -1,0 +1,312 @@
+"""The tree-sitter code index on small hand-written fixtures (expected ranges read off the
+numbered fixture files by hand)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from adakit.code_index import CodeIndex, error_lines, grammar, split_lines
+from adakit.world import World
+
+FIXTURES = Path(__file__).parent / "fixtures" / "code"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    root = tmp_path / "code"
+    shutil.copytree(FIXTURES, root)
+    return World(root, name="fixture", version="0")
+
+
+@pytest.fixture
+def index(world: World, tmp_path: Path) -> CodeIndex:
+    return CodeIndex(world, cache_dir=tmp_path / "cache", workers=1)
+
+
+def rows(index: CodeIndex, rel: str) -> list[tuple[str, str, int, int]]:
+    return [(s.kind, s.qualname, s.start_line, s.end_line) for s in index.outline(rel).symbols]
+
+
+def bump(path: Path, text: str) -> None:
+    """Append text and move the mtime forward so (mtime_ns, size) surely changes."""
+    st = path.stat()
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+# --------------------------------------------------------------------------- outlines
+
+
+def test_python_outline_ranges_include_decorators(index: CodeIndex) -> None:
+    assert rows(index, "pkg/shapes.py") == [
+        ("variable", "UNIT", 6, 6),
+        ("function", "registered", 9, 12),
+        ("class", "Shape", 15, 22),
+        ("method", "Shape.area", 18, 19),
+        ("method", "Shape.describe", 21, 22),
+        ("class", "Circle", 25, 35),  # @registered @dataclass start at 25
+        ("method", "Circle.diameter", 30, 32),  # @property at 30
+        ("method", "Circle.area", 34, 35),
+        ("function", "area_of", 38, 44),
+        ("function", "area_of.checked", 39, 42),
+        ("function", "fetch_shape", 47, 51),
+    ]
+
+
+def test_python_nesting_and_signatures(index: CodeIndex) -> None:
+    syms = {s.qualname: s for s in index.outline("pkg/shapes.py").symbols}
+    assert syms["area_of.checked"].depth == 1 and syms["area_of.checked"].parent == "area_of"
+    assert syms["Circle"].depth == 0 and syms["Circle"].name_line == 27
+    assert syms["Circle"].signature == "class Circle(Shape)"
+    # a multi-line header collapses to one line
+    assert syms["fetch_shape"].signature == (
+        "async def fetch_shape(name: str, default: Shape | None = None) -> Shape"
+    )
+    assert syms["Shape.describe"].signature == "def describe(self, precision: int = 2) -> str"
+
+
+def test_typescript_outline(index: CodeIndex) -> None:
+    assert rows(index, "web/app.ts") == [
+        ("interface", "User", 3, 6),
+        ("enum", "Role", 8, 11),
+        ("type", "UserMap", 13, 13),
+        ("function", "sealed", 15, 17),
+        ("class", "UserStore", 19, 31),  # the @sealed decorator before export
+        ("method", "UserStore.add", 23, 26),  # the @logged decorator
+        ("method", "UserStore.find", 28, 30),
+        ("function", "greet", 33, 35),  # export const greet = (...) => {...}
+        ("function", "createStore", 37, 41),
+        ("namespace", "Internal", 43, 47),
+        ("function", "Internal.helper", 44, 46),
+        ("function", "logged", 49, 49),
+    ]
+    syms = {s.qualname: s for s in index.outline("web/app.ts").symbols}
+    assert syms["greet"].signature == "const greet = (user: User): string =>"
+    assert syms["UserMap"].signature == "type UserMap = Map<number, User>"
+    assert syms["UserStore.find"].signature == "find(id: number): User | undefined"
+
+
+def test_tsx_outline(index: CodeIndex) -> None:
+    assert rows(index, "web/view.tsx") == [
+        ("interface", "Props", 3, 5),
+        ("function", "Header", 7, 9),
+        ("function", "Page", 11, 15),
+        ("class", "Panel", 17, 21),
+        ("method", "Panel.render", 18, 20),
+    ]
+    assert index.outline("web/view.tsx").language == "tsx"
+
+
+def test_javascript_outline(index: CodeIndex) -> None:
+    assert rows(index, "web/util.js") == [
+        ("function", "formatName", 3, 5),
+        ("class", "Counter", 7, 16),
+        ("method", "Counter.constructor", 8, 10),
+        ("method", "Counter.increment", 12, 15),
+        ("function", "double", 18, 18),
+    ]
+
+
+def test_rust_outline_with_attributes_impls_and_macros(index: CodeIndex) -> None:
+    assert rows(index, "core/src/lib.rs") == [
+        ("mod", "geometry", 5, 21),
+        ("struct", "geometry.Point", 6, 10),  # #[derive(...)] at 6
+        ("impl", "geometry.Point", 12, 20),
+        ("method", "geometry.Point.new", 13, 15),
+        ("method", "geometry.Point.origin", 17, 19),
+        ("enum", "Shape", 23, 30),
+        ("trait", "Describe", 32, 38),
+        ("method", "Describe.describe", 33, 33),
+        ("method", "Describe.shout", 35, 37),
+        ("impl", "Shape", 40, 44),
+        ("method", "Shape.fmt", 41, 43),
+        ("macro", "square", 46, 50),
+        ("function", "make_dot", 52, 55),
+    ]
+    syms = index.outline("core/src/lib.rs").symbols
+    impl = next(s for s in syms if s.kind == "impl" and s.name == "Shape")
+    assert impl.signature == "impl fmt::Display for Shape"
+    assert next(s for s in syms if s.name == "square").signature == "macro_rules! square"
+    assert next(s for s in syms if s.name == "describe").signature == "fn describe(&self) -> String"
+
+
+def test_syntax_errors_are_indexed_and_flagged(index: CodeIndex) -> None:
+    out = index.outline("pkg/broken.py")
+    assert out.has_errors and out.error_lines == [5]
+    names = [s.qualname for s in out.symbols]
+    assert "AfterError" in names and "AfterError.method" in names and "fine" in names
+    index.build()
+    assert index.last_build is not None and index.last_build.with_errors == 1
+    assert index.definitions("AfterError")[0].file == "pkg/broken.py"
+
+
+def test_unsupported_file_has_no_outline(index: CodeIndex) -> None:
+    out = index.outline("README.md")
+    assert not out.supported and out.symbols == [] and out.line_count == 11
+
+
+def test_error_walk_is_iterative() -> None:
+    g = grammar("python")
+    deep = b"x = " + b"[" * 3000 + b"]" * 2999 + b"\n"  # one bracket short
+    tree = g.parser.parse(deep)
+    assert tree.root_node.has_error
+    assert error_lines(tree.root_node) == [1]
+
+
+def test_split_lines_counts_newlines_only() -> None:
+    assert split_lines(b"a\r\nb\x0cc\nd") == ["a", "b\x0cc", "d"]
+    assert split_lines(b"one\n") == ["one"]
+    assert split_lines(b"") == []
+    assert split_lines(b"caf\xe9\n") == ["caf\ufffd"]
+
+
+def test_enclosing_and_next_block(index: CodeIndex) -> None:
+    assert index.enclosing("pkg/shapes.py", 41).qualname == "area_of.checked"
+    assert index.enclosing("pkg/shapes.py", 43).qualname == "area_of"
+    assert index.enclosing("pkg/shapes.py", 2) is None
+    assert index.next_block("pkg/shapes.py", 23).qualname == "Circle"
+    assert index.next_block("pkg/shapes.py", 27).qualname == "Circle.diameter"
+    assert index.next_block("pkg/shapes.py", 47) is None
+
+
+# --------------------------------------------------------------------------- definitions
+
+
+def test_definitions_rank_primary_declarations_first(index: CodeIndex) -> None:
+    found = [(s.kind, s.file, s.start_line) for s in index.definitions("Shape")]
+    assert found == [
+        ("enum", "core/src/lib.rs", 23),
+        ("class", "pkg/shapes.py", 15),
+        ("impl", "core/src/lib.rs", 40),
+    ]
+    assert [s.qualname for s in index.definitions("Circle.area")] == ["Circle.area"]
+    assert [s.qualname for s in index.definitions("Shape::fmt")] == ["Shape.fmt"]
+    assert [s.file for s in index.definitions("helper")] == ["web/app.ts"]
+    assert index.definitions("nothing_like_this") == []
+
+
+# --------------------------------------------------------------------------- references
+
+
+def test_references_skip_comments_and_classify(index: CodeIndex) -> None:
+    refs, total = index.references("area_of")
+    got = [(r.file, r.line, r.kind) for r in refs]
+    # service.py line 9 mentions area_of in a comment only; __init__ line 6 in a string
+    assert got == [
+        ("pkg/__init__.py", 3, "import"),
+        ("pkg/service.py", 1, "import"),
+        ("pkg/service.py", 13, "call"),
+        ("pkg/shapes.py", 38, "definition"),
+    ]
+    assert total == 4
+    assert refs[2].text == "return sum(area_of(s) for s in self.shapes)"
+
+
+def test_rust_type_new_calls_are_references(index: CodeIndex) -> None:
+    refs, total = index.references("new")
+    assert [(r.line, r.kind) for r in refs] == [(13, "definition"), (18, "call"), (53, "call")]
+    point = {(r.line, r.kind) for r in index.references("Point")[0]}
+    assert (18, "path") in point and (53, "path") in point and (7, "definition") in point
+
+
+def test_typescript_and_jsx_references(index: CodeIndex) -> None:
+    refs, _ = index.references("formatName")
+    assert [(r.file, r.line, r.kind) for r in refs] == [
+        ("web/app.ts", 1, "import"),
+        ("web/app.ts", 34, "call"),
+        ("web/util.js", 3, "definition"),
+        ("web/util.js", 20, "reference"),
+    ]
+    header = [(r.line, r.kind) for r in index.references("Header")[0]]
+    assert header == [(7, "definition"), (13, "jsx"), (19, "jsx")]
+    store = [(r.line, r.kind) for r in index.references("UserStore")[0]]
+    assert store == [(20, "definition"), (37, "type"), (38, "call")]
+
+
+def test_references_limit_total_and_first_file(index: CodeIndex) -> None:
+    res = index.search_references("Shape", limit=3, first_file="pkg/shapes.py")
+    assert res.total == 13 and len(res.refs) == 3
+    assert [r.file for r in res.refs] == ["pkg/shapes.py"] * 3
+    assert res.per_file == {"core/src/lib.rs": 4, "pkg/__init__.py": 1, "pkg/service.py": 3,
+                            "pkg/shapes.py": 5}
+    assert res.files_searched == 8
+    # 'Shap' occurs as bytes in several files but never as a whole identifier
+    assert index.references("Shap") == ([], 0)
+
+
+# --------------------------------------------------------------------------- caches
+
+
+def test_parse_cache_invalidation(world: World, index: CodeIndex) -> None:
+    first = rows(index, "pkg/service.py")
+    parses = index.parse_count
+    assert rows(index, "pkg/service.py") == first
+    assert index.parse_count == parses  # unchanged file: no new parse
+    bump(world.root / "pkg" / "service.py", "\n\ndef added_later():\n    return 1\n")
+    again = rows(index, "pkg/service.py")
+    assert index.parse_count == parses + 1
+    assert again[-1] == ("function", "added_later", 22, 23)
+    # the definitions index follows the changed file once built
+    index.build()
+    bump(world.root / "pkg" / "service.py", "\n\ndef and_another():\n    pass\n")
+    assert index.outline("pkg/service.py").symbols[-1].name == "and_another"
+    assert index.definitions("and_another")[0].start_line == 26
+
+
+def test_disk_cache_is_reused_and_refreshed(world: World, tmp_path: Path) -> None:
+    a = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
+    sa = a.build()
+    assert (sa.parsed, sa.reused) == (8, 0)
+    assert Path(sa.cache_path).exists() and Path(sa.cache_path).parent == tmp_path / "c"
+    assert Path(sa.cache_path).name.startswith("fixture-0-")
+
+    b = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
+    sb = b.build()
+    assert (sb.parsed, sb.reused) == (0, 8)
+    assert b.parse_count == 0
+    assert b.definitions("Circle") == a.definitions("Circle")
+    assert b.outline("pkg/broken.py").has_errors
+
+    bump(world.root / "web" / "util.js", "\nfunction later() {}\n")
+    c = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
+    sc = c.build()
+    assert (sc.parsed, sc.reused) == (1, 7)
+    assert c.definitions("later")[0].file == "web/util.js"
+
+
+def test_cache_key_changes_with_the_file_list(world: World, tmp_path: Path) -> None:
+    a = CodeIndex(world, cache_dir=tmp_path / "c")
+    before = a.cache_path()
+    (world.root / "pkg" / "extra.py").write_text("def extra():\n    pass\n")
+    b = CodeIndex(World(world.root, name="fixture", version="0"), cache_dir=tmp_path / "c")
+    assert b.cache_path() != before
+    assert CodeIndex(World(world.root, name="fixture", version="1"), cache_dir=tmp_path / "c").cache_path() != b.cache_path()
+
+
+def test_parallel_build_matches_serial(world: World, tmp_path: Path) -> None:
+    for i in range(6):
+        (world.root / "pkg" / f"gen{i}.py").write_text(
+            "".join(f"class C{i}_{j}:\n    def m(self):\n        return {j}\n\n" for j in range(20))
+        )
+    serial = CodeIndex(world, use_disk_cache=False, workers=1)
+    serial.build()
+    parallel = CodeIndex(world, use_disk_cache=False, workers=2)
+    parallel.parallel_min_files = 2
+    parallel.parallel_min_bytes = 0
+    stats = parallel.build()
+    assert stats.workers == 2 and stats.parsed == 14
+    for name in ("C3_7", "m", "Shape", "greet"):
+        assert parallel.definitions(name) == serial.definitions(name)
+
+
+def test_binary_and_oversized_sources_are_skipped(world: World, tmp_path: Path) -> None:
+    (world.root / "pkg" / "blob.py").write_bytes(b"\x00\x01binary")
+    idx = CodeIndex(world, use_disk_cache=False, workers=1)
+    stats = idx.build()
+    assert stats.skipped == 1 and stats.parsed == 8
+    assert idx.references("binary") == ([], 0)

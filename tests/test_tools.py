@@ -1,0 +1,605 @@
+"""Ada's seven tools: specs, observations, metrics, state, every error path and the sandbox."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from adakit.cli import main as cli_main
+from adakit.code_index import CodeIndex
+from adakit.record import TOOL_ABBR, ModelCall, Turn
+from adakit.tools import (
+    PEEK_MAX_LINES,
+    TOOL_SPECS,
+    Toolbox,
+    ToolResult,
+    WorkingState,
+    parse_code_range,
+)
+from adakit.world import World
+
+FIXTURES = Path(__file__).parent / "fixtures" / "code"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    root = tmp_path / "code"
+    shutil.copytree(FIXTURES, root)
+    return World(root, name="fixture", version="0")
+
+
+@pytest.fixture
+def box(world: World, tmp_path: Path) -> Toolbox:
+    return Toolbox(world, index=CodeIndex(world, cache_dir=tmp_path / "cache", workers=1))
+
+
+def run(box: Toolbox, tool: str, **params: object) -> ToolResult:
+    result = box.execute(tool, params)
+    assert result.text.strip(), "an observation is never empty"
+    return result
+
+
+def ok(box: Toolbox, tool: str, **params: object) -> ToolResult:
+    result = run(box, tool, **params)
+    assert result.metrics.error_type is None, result.text
+    assert result.metrics.tool == TOOL_ABBR[tool]
+    return result
+
+
+def err(box: Toolbox, tool: str, **params: object) -> ToolResult:
+    result = run(box, tool, **params)
+    assert result.metrics.error_type == "tool_error", result.text
+    return result
+
+
+# --------------------------------------------------------------------------- specs
+
+
+def test_specs_follow_table_1_and_a1() -> None:
+    assert list(TOOL_SPECS) == list(TOOL_ABBR)
+    assert [s.abbr for s in TOOL_SPECS.values()] == ["OVW", "PKR", "EXP", "MEM", "BKM", "HNT", "CON"]
+    sig = {
+        name: [(p.name, p.type, p.required) for p in spec.params] for name, spec in TOOL_SPECS.items()
+    }
+    assert sig["get_structural_overview"] == [
+        ("file_path", "string", True), ("logical_block_name", "string", False)]
+    assert sig["peek_code_region"] == [
+        ("file_path", "string", True), ("start_line", "integer", True), ("end_line", "integer", False)]
+    assert sig["explore_code"] == [
+        ("action_type", "enum", True), ("current_file_path", "string", True),
+        ("current_line_number", "integer", True), ("symbol_name", "string", False)]
+    assert sig["create_memory"] == [
+        ("memory_title", "string", True), ("memory_content", "string", True),
+        ("confidence_level", "enum", False)]
+    assert sig["bookmark"] == [
+        ("file_path", "string", True), ("line_number", "integer", True), ("note", "string", True)]
+    assert sig["get_hint_on_snippet"] == [
+        ("file_path", "string", True), ("code_range", "string", True),
+        ("description_of_confusion", "string", True), ("what_i_tried_or_think", "string", False)]
+    assert sig["stash_conclusion"] == [
+        ("title", "string", False), ("content", "string", True),
+        ("scope_description", "string", False), ("proceed_to_finalize", "boolean", True)]
+    assert TOOL_SPECS["explore_code"].param("action_type").choices == (
+        "go_to_definition", "find_all_references", "go_to_next_block")
+    assert TOOL_SPECS["create_memory"].param("confidence_level").choices == ("high", "medium", "low")
+    groups = [s.group for s in TOOL_SPECS.values()]
+    assert groups == ["navigation"] * 3 + ["cognitive"] * 2 + ["oracle", "termination"]
+    for spec in TOOL_SPECS.values():  # short enough for an 8k-context model's prompt
+        assert len(spec.description) < 260
+        assert all(len(p.description) < 120 for p in spec.params)
+
+
+# --------------------------------------------------------------------------- OVW
+
+
+def test_overview_of_a_file(box: Toolbox) -> None:
+    r = ok(box, "get_structural_overview", file_path="pkg/shapes.py")
+    lines = r.text.splitlines()
+    assert lines[0] == "[File: pkg/shapes.py | 51 lines | python]"
+    assert "Imports: math, dataclasses" in lines
+    assert "Module-level names: UNIT (L6)" in lines
+    assert "class Circle(Shape)  L25-35" in lines
+    assert "  def diameter(self) -> float  L30-32" in lines
+    assert "  def checked(value)  L39-42" in lines
+    m = r.metrics
+    assert (m.file, m.structural, m.result_count, m.ranges, m.lines_viewed) == (
+        "pkg/shapes.py", True, 10, [], 0)
+
+
+def test_overview_of_blocks(box: Toolbox) -> None:
+    r = ok(box, "get_structural_overview", file_path="pkg/shapes.py", logical_block_name="Shape")
+    assert r.text.splitlines()[0] == (
+        "[Block: class Shape | pkg/shapes.py lines 15-22 (8 lines of 51) | python]")
+    assert "Doc: Base class of every shape." in r.text
+    assert "Members (2):" in r.text and "def area(self) -> float  L18-19" in r.text
+    assert "peek_code_region(file_path='pkg/shapes.py', start_line=15, end_line=22)" in r.text
+    assert r.metrics.block == "Shape" and r.metrics.structural
+
+    r = ok(box, "get_structural_overview", file_path="pkg/shapes.py", logical_block_name="area_of")
+    assert "Calls (by name): ValueError, checked, shape.area" in r.text
+    r = ok(box, "get_structural_overview", file_path="core/src/lib.rs", logical_block_name="make_dot")
+    assert "Calls (by name): geometry::Point::new, square!, Shape::Dot" in r.text
+    r = ok(box, "get_structural_overview", file_path="web/app.ts", logical_block_name="UserStore.add")
+    assert "[Block: method UserStore.add | web/app.ts lines 23-26" in r.text
+    # a qualified Rust path and a case-insensitive name both resolve
+    ok(box, "get_structural_overview", file_path="core/src/lib.rs", logical_block_name="geometry::Point::new")
+    ok(box, "get_structural_overview", file_path="web/util.js", logical_block_name="counter")
+
+
+def test_overview_errors(box: Toolbox) -> None:
+    r = err(box, "get_structural_overview", file_path="pkg/shapes.py", logical_block_name="area")
+    assert "'area' is ambiguous" in r.text
+    assert "Shape.area (method) L18-19" in r.text and "Circle.area (method) L34-35" in r.text
+    assert "logical_block_name='Shape.area'" in r.text
+
+    r = err(box, "get_structural_overview", file_path="pkg/shapes.py", logical_block_name="Circel")
+    assert "No block named 'Circel'" in r.text and "Circle" in r.text
+
+    r = err(box, "get_structural_overview", file_path="pkg/shape.py")
+    assert "File not found: 'pkg/shape.py'" in r.text and "pkg/shapes.py" in r.text
+
+
+def test_overview_of_other_files(box: Toolbox) -> None:
+    r = ok(box, "get_structural_overview", file_path="README.md")
+    assert r.text.splitlines() == [
+        "[File: README.md | 11 lines]", "Headings:", "L1  # Fixture project", "L5  ## Python",
+        "L9  ## Web"]
+    r = ok(box, "get_structural_overview", file_path="pkg/broken.py")
+    assert "Note: syntax errors near line(s) 5; the outline may be incomplete." in r.text
+    assert "class AfterError  L9-11" in r.text
+    r = ok(box, "get_structural_overview", file_path="pkg/__init__.py")
+    assert "No classes or functions in this file." in r.text
+    assert "peek_code_region(file_path='pkg/__init__.py', start_line=1, end_line=6)" in r.text
+
+
+def test_overview_folds_large_files(world: World, box: Toolbox) -> None:
+    body = "".join(
+        f"class K{i}:\n" + "".join(f"    def m{j}(self):\n        pass\n" for j in range(3))
+        for i in range(40)
+    )
+    (world.root / "pkg" / "big.py").write_text(body)
+    r = ok(box, "get_structural_overview", file_path="pkg/big.py")
+    assert "Outline (160 symbols" in r.text
+    assert "class K0  L1-7  (+3 nested)" in r.text
+    assert "def m0" not in r.text
+    assert "logical_block_name='K0'" in r.text
+    assert len(r.text.splitlines()) < 50
+
+
+# --------------------------------------------------------------------------- PKR
+
+
+def test_peek_window(box: Toolbox) -> None:
+    r = ok(box, "peek_code_region", file_path="pkg/shapes.py", start_line=30, end_line=32)
+    assert r.text.splitlines() == [
+        "[File: pkg/shapes.py | 51 lines | python | lines 30-32]",
+        "(line 30 is inside method Circle.diameter, lines 30-32)",
+        "(29 more lines above)",
+        "30:     @property",
+        "31:     def diameter(self) -> float:",
+        "32:         return 2 * self.radius",
+        "(19 more lines below)",
+    ]
+    assert r.metrics.ranges == [(30, 32)] and r.metrics.lines_viewed == 3
+    assert r.metrics.file == "pkg/shapes.py"
+
+
+def test_peek_defaults_clamps_and_caps(world: World, box: Toolbox) -> None:
+    r = ok(box, "peek_code_region", file_path="pkg/shapes.py", start_line=1)
+    assert r.metrics.ranges == [(1, 50)] and "(1 more lines below)" in r.text
+    assert "more lines above" not in r.text
+
+    r = ok(box, "peek_code_region", file_path="pkg/shapes.py", start_line=40, end_line=400)
+    assert "(end_line 400 clamped to 51, the last line)" in r.text
+    assert r.metrics.ranges == [(40, 51)] and "more lines below" not in r.text
+
+    r = ok(box, "peek_code_region", file_path="pkg/shapes.py", start_line=0, end_line=2)
+    assert "(start_line 0 moved to 1" in r.text and r.metrics.ranges == [(1, 2)]
+
+    r = ok(box, "peek_code_region", file_path="pkg/shapes.py", start_line=10, end_line=5)
+    assert "end_line 5 is before start_line" in r.text and r.metrics.ranges == [(10, 51)]
+
+    (world.root / "pkg" / "long.py").write_text("".join(f"x{i} = {i}\n" for i in range(1, 301)))
+    r = ok(box, "peek_code_region", file_path="pkg/long.py", start_line=11, end_line=290)
+    assert r.metrics.ranges == [(11, 110)] and r.metrics.lines_viewed == PEEK_MAX_LINES
+    assert "110: x110 = 110" in r.text
+    assert "peek_code_region(file_path='pkg/long.py', start_line=111, end_line=210)" in r.text
+    assert "(190 more lines below)" in r.text
+
+
+def test_peek_errors_and_odd_files(world: World, box: Toolbox) -> None:
+    r = err(box, "peek_code_region", file_path="pkg/shapes.py", start_line=52)
+    assert "past the end of pkg/shapes.py, which has 51 lines" in r.text
+    assert "start_line=2, end_line=51" in r.text
+    (world.root / "empty.py").write_text("")
+    r = ok(box, "peek_code_region", file_path="empty.py", start_line=1)
+    assert "The file is empty." in r.text and r.metrics.lines_viewed == 0
+    (world.root / "wide.js").write_text("var s = '" + "x" * 1000 + "';\n")
+    r = ok(box, "peek_code_region", file_path="wide.js", start_line=1)
+    assert "…[line cut, " in r.text and len(r.text) < 600
+    (world.root / "latin.py").write_bytes(b"name = 'caf\xe9'\n")
+    r = ok(box, "peek_code_region", file_path="latin.py", start_line=1)
+    assert "1: name = 'caf\ufffd'" in r.text
+
+
+# --------------------------------------------------------------------------- EXP
+
+
+def test_go_to_definition(box: Toolbox) -> None:
+    r = ok(box, "explore_code", action_type="go_to_definition", current_file_path="pkg/service.py",
+           current_line_number=13, symbol_name="area_of")
+    assert "1. function area_of in pkg/shapes.py, lines 38-44" in r.text
+    assert "38: def area_of(shape: Shape) -> float:" in r.text
+    m = r.metrics
+    assert (m.action, m.symbol, m.file, m.result_count, m.ranges) == (
+        "definition", "area_of", "pkg/shapes.py", 1, [(38, 44)])
+
+
+def test_go_to_definition_ranks_the_current_file_first(box: Toolbox) -> None:
+    r = ok(box, "explore_code", action_type="go_to_definition", current_file_path="core/src/lib.rs",
+           current_line_number=54, symbol_name="Shape")
+    assert r.text.splitlines()[1] == "1. enum Shape in core/src/lib.rs, lines 23-30"
+    assert "2. impl Shape in core/src/lib.rs, lines 40-44" in r.text
+    assert "3. class Shape in pkg/shapes.py, lines 15-22: class Shape" in r.text
+    r = ok(box, "explore_code", action_type="go_to_definition", current_file_path="pkg/service.py",
+           current_line_number=8, symbol_name="Shape")
+    assert r.text.splitlines()[1] == "1. class Shape in pkg/shapes.py, lines 15-22"
+    assert r.metrics.result_count == 3
+
+
+def test_go_to_definition_long_block_points_onwards(world: World, box: Toolbox) -> None:
+    (world.root / "pkg" / "long_fn.py").write_text(
+        "def long_one():\n" + "".join(f"    v{i} = {i}\n" for i in range(60)))
+    r = ok(box, "explore_code", action_type="go_to_definition", current_file_path="pkg/long_fn.py",
+           current_line_number=1, symbol_name="long_one")
+    assert r.metrics.ranges == [(1, 25)]
+    assert "continues to line 61" in r.text
+    assert "peek_code_region(file_path='pkg/long_fn.py', start_line=26, end_line=61)" in r.text
+
+
+def test_go_to_definition_not_found_says_where_it_looked(box: Toolbox) -> None:
+    r = ok(box, "explore_code", action_type="go_to_definition", current_file_path="pkg/shapes.py",
+           current_line_number=26, symbol_name="dataclass")
+    assert "No definition of 'dataclass' found" in r.text
+    assert "8 indexed source files" in r.text
+    assert "pkg/shapes.py imports it at line 4: from dataclasses import dataclass" in r.text
+    assert r.metrics.result_count == 0 and r.metrics.ranges == []
+    r = ok(box, "explore_code", action_type="go_to_definition", current_file_path="pkg/__init__.py",
+           current_line_number=4, symbol_name="service")
+    assert "Files named service: pkg/service.py" in r.text
+
+
+def test_explore_code_argument_errors(box: Toolbox) -> None:
+    r = err(box, "explore_code", action_type="go_to_definition", current_file_path="pkg/service.py",
+            current_line_number=13)
+    assert "needs symbol_name" in r.text
+    assert "Names on line 13 of pkg/service.py: sum, area_of, shapes" in r.text
+    r = err(box, "explore_code", action_type="find_all_references", current_file_path="pkg/service.py",
+            current_line_number=1, symbol_name="a b; rm")
+    assert "must be an identifier" in r.text
+    r = err(box, "explore_code", action_type="jump", current_file_path="pkg/service.py",
+            current_line_number=1, symbol_name="x")
+    assert "go_to_definition, find_all_references, go_to_next_block" in r.text
+    r = err(box, "explore_code", action_type="go_to_next_block", current_file_path="nope.py",
+            current_line_number=1)
+    assert "File not found" in r.text
+    # a misspelled current file still allows a repository-wide lookup
+    r = ok(box, "explore_code", action_type="go to definition", current_file_path="nope.py",
+           current_line_number=1, symbol_name="Counter")
+    assert "was not found; the whole repository was searched" in r.text
+    assert "class Counter in web/util.js" in r.text
+
+
+def test_find_all_references(box: Toolbox) -> None:
+    r = ok(box, "explore_code", action_type="find_all_references", current_file_path="pkg/shapes.py",
+           current_line_number=38, symbol_name="area_of")
+    lines = r.text.splitlines()
+    assert lines[0].startswith("4 references to 'area_of' in 3 files (8 indexed source files; "
+                               "identifiers matched by name, not by type")
+    assert lines[1:] == [
+        "pkg/shapes.py (1):", "  L38 [definition] def area_of(shape: Shape) -> float:",
+        "pkg/__init__.py (1):", "  L3 [import] from pkg.shapes import Circle, Shape, area_of",
+        "pkg/service.py (2):", "  L1 [import] from pkg.shapes import Circle, Shape, area_of",
+        "  L13 [call] return sum(area_of(s) for s in self.shapes)",
+    ]
+    m = r.metrics
+    assert (m.action, m.result_count, m.lines_viewed, m.file) == ("references", 4, 4, "pkg/shapes.py")
+    r = ok(box, "explore_code", action_type="find_all_references", current_file_path="pkg/shapes.py",
+           current_line_number=1, symbol_name="self.radius")
+    assert "by the last part of the name, 'radius'" in r.text
+    r = ok(box, "explore_code", action_type="find_all_references", current_file_path="pkg/shapes.py",
+           current_line_number=1, symbol_name="zzz_unused")
+    assert "No references to 'zzz_unused'" in r.text and r.metrics.result_count == 0
+
+
+def test_find_all_references_is_capped(world: World, box: Toolbox) -> None:
+    for i in range(3):
+        (world.root / "pkg" / f"user{i}.py").write_text(
+            "from pkg.shapes import UNIT\n" + "".join(f"a{j} = UNIT * {j}\n" for j in range(30)))
+    r = ok(box, "explore_code", action_type="find_all_references", current_file_path="pkg/user1.py",
+           current_line_number=1, symbol_name="UNIT")
+    assert r.metrics.result_count == 95  # 3 x 31 + definition + use in shapes.py
+    assert r.metrics.lines_viewed == 50
+    assert r.text.count("\n  L") == 50
+    assert r.text.splitlines()[2] == "pkg/user1.py (31):"  # the current file first
+    assert "(45 more not shown; 14 more in pkg/user0.py; also in: pkg/user2.py (31))" in r.text
+    assert ("explore_code(action_type='find_all_references', current_file_path='pkg/user2.py', "
+            "current_line_number=1, symbol_name='UNIT')") in r.text
+
+
+def test_go_to_next_block(box: Toolbox) -> None:
+    r = ok(box, "explore_code", action_type="go_to_next_block", current_file_path="pkg/shapes.py",
+           current_line_number=23)
+    assert r.text.splitlines()[0] == "Next block after line 23: class Circle, lines 25-35"
+    assert "25: @registered" in r.text and "35:         return math.pi * self.radius**2" in r.text
+    assert (r.metrics.action, r.metrics.block, r.metrics.ranges) == ("next", "Circle", [(25, 35)])
+    r = ok(box, "explore_code", action_type="go_to_next_block", current_file_path="pkg/shapes.py",
+           current_line_number=48)
+    assert "No block starts after line 48" in r.text and r.metrics.result_count == 0
+    assert "peek_code_region(file_path='pkg/shapes.py', start_line=49, end_line=51)" in r.text
+    r = ok(box, "explore_code", action_type="go_to_next_block", current_file_path="web/util.js",
+           current_line_number=999)
+    assert "current_line_number 999 is outside 1-20; using 20" in r.text
+    r = err(box, "explore_code", action_type="go_to_next_block", current_file_path="README.md",
+            current_line_number=1)
+    assert "not parsed" in r.text and "peek_code_region(file_path='README.md'" in r.text
+
+
+def test_next_block_long_block_is_capped(world: World, box: Toolbox) -> None:
+    (world.root / "pkg" / "long_fn.py").write_text(
+        "x = 1\n\ndef long_one():\n" + "".join(f"    v{i} = {i}\n" for i in range(80)))
+    r = ok(box, "explore_code", action_type="go_to_next_block", current_file_path="pkg/long_fn.py",
+           current_line_number=1)
+    assert r.metrics.ranges == [(3, 62)]
+    assert "the block continues to line 83" in r.text
+    assert "start_line=63, end_line=83" in r.text
+
+
+# --------------------------------------------------------------------------- MEM, BKM
+
+
+def test_memory(box: Toolbox) -> None:
+    r = ok(box, "create_memory", memory_title="Routing", memory_content="Flask.route adds a rule.",
+           confidence_level="HIGH")
+    assert r.text == "Memory [1] saved: 'Routing' (confidence: high). MEMORY holds 1 note(s)."
+    assert r.metrics.confidence == "high" and r.metrics.file is None
+    assert r.state_changes == [{"channel": "memory", "op": "add", "id": 1, "title": "Routing",
+                                "content": "Flask.route adds a rule.", "confidence": "high"}]
+    r = ok(box, "create_memory", memory_title="routing", memory_content="Revised.")
+    assert r.state_changes[0]["op"] == "update" and len(box.state.memories) == 1
+    assert box.state.memories[0].content == "Revised." and box.state.memories[0].confidence is None
+    r = ok(box, "create_memory", memory_title="t" * 300, memory_content="c" * 5000)
+    assert "title shortened" in r.text and "content kept to its first 1500" in r.text
+    err(box, "create_memory", memory_title="x", memory_content="y", confidence_level="certain")
+    err(box, "create_memory", memory_title="x", memory_content="   ")
+
+
+def test_bookmark(box: Toolbox) -> None:
+    r = ok(box, "bookmark", file_path="./pkg/shapes.py", line_number=44, note="why checked()?")
+    assert r.text.splitlines() == [
+        "Bookmark [1] set at pkg/shapes.py:44: why checked()?",
+        "44:     return checked(shape.area())",
+        "BOOKMARK holds 1 bookmark(s).",
+    ]
+    assert (r.metrics.file, r.metrics.ranges, r.metrics.lines_viewed) == ("pkg/shapes.py", [(44, 44)], 1)
+    r = ok(box, "bookmark", file_path="pkg/shapes.py", line_number="44", note="answered")
+    assert r.state_changes[0]["op"] == "update" and box.state.bookmarks[0].note == "answered"
+    r = err(box, "bookmark", file_path="pkg/shapes.py", line_number=99, note="x")
+    assert "line_number 99 is outside pkg/shapes.py, which has 51 lines" in r.text
+    err(box, "bookmark", file_path="pkg/shapes.py", line_number="forty", note="x")
+
+
+# --------------------------------------------------------------------------- HNT
+
+
+class FakeHint:
+    name = "fake-hint"
+
+    def __init__(self, answer: str = "It wraps the value check.", fail: bool = False) -> None:
+        self.answer, self.fail, self.seen = answer, fail, []
+
+    def __call__(self, messages: list[dict]) -> tuple[str, ModelCall]:
+        self.seen.append(messages)
+        if self.fail:
+            raise TimeoutError("no answer in time")
+        return self.answer, ModelCall(purpose="hint", model=self.name, tokens_in=120, tokens_out=9)
+
+
+def test_hint_uses_the_template_and_records_the_call(world: World, box: Toolbox) -> None:
+    box.hint_model = FakeHint()
+    r = ok(box, "get_hint_on_snippet", file_path="pkg/shapes.py", code_range="L38-L44",
+           description_of_confusion="why a nested function?")
+    assert r.text.splitlines() == [
+        "Hint on pkg/shapes.py lines 38-44 (an explanation of the snippet, not an answer to the task):",
+        "It wraps the value check.",
+    ]
+    assert [c.model for c in r.model_calls] == ["fake-hint"] and r.model_calls[0].tokens_in == 120
+    system, user = box.hint_model.seen[0]
+    assert system["role"] == "system" and "do not write the analyst's final answer" in system["content"]
+    assert user["content"].startswith("File: pkg/shapes.py, lines 38-44 (python)")
+    assert "38: def area_of(shape: Shape) -> float:" in user["content"]
+    assert "44:     return checked(shape.area())" in user["content"]
+    assert "What is unclear: why a nested function?" in user["content"]
+    assert "What I tried or think: (nothing stated)" in user["content"]
+    assert r.metrics.file == "pkg/shapes.py" and r.metrics.ranges == []
+
+
+def test_hint_errors(world: World, box: Toolbox) -> None:
+    r = err(box, "get_hint_on_snippet", file_path="pkg/shapes.py", code_range="1-3",
+            description_of_confusion="?")
+    assert "Hints are not available" in r.text and r.model_calls == []
+    box.hint_model = FakeHint(fail=True)
+    r = err(box, "get_hint_on_snippet", file_path="pkg/shapes.py", code_range="1-3",
+            description_of_confusion="?")
+    assert "The hint model failed (TimeoutError)" in r.text
+    assert r.model_calls[0].error == "TimeoutError: no answer in time"
+    box.hint_model = FakeHint(answer="  ")
+    r = err(box, "get_hint_on_snippet", file_path="pkg/shapes.py", code_range="1-3",
+            description_of_confusion="?")
+    assert "empty answer" in r.text and len(r.model_calls) == 1
+    r = err(box, "get_hint_on_snippet", file_path="pkg/shapes.py", code_range="the loop",
+            description_of_confusion="?")
+    assert "START-END" in r.text
+    (world.root / "pkg" / "long.py").write_text("".join(f"x{i} = {i}\n" for i in range(200)))
+    box.hint_model = FakeHint()
+    r = ok(box, "get_hint_on_snippet", file_path="pkg/long.py", code_range="10-150",
+           description_of_confusion="?")
+    assert "(the snippet is limited to 80 lines: 10-89)" in r.text
+
+
+def test_parse_code_range() -> None:
+    assert parse_code_range("12-30", 100)[:2] == (12, 30)
+    assert parse_code_range("lines 12 to 30", 100)[:2] == (12, 30)
+    assert parse_code_range("12:30", 100)[:2] == (12, 30)
+    assert parse_code_range("42", 100)[:2] == (42, 42)
+    start, end, notes = parse_code_range("30-12", 100)
+    assert (start, end) == (12, 30) and notes == ["(code_range reversed to 12-30)"]
+    assert parse_code_range("90-120", 100) == (90, 100, ["(code_range clamped to the last line, 100)"])
+    with pytest.raises(Exception, match="starts after the last line"):
+        parse_code_range("200-210", 100)
+
+
+# --------------------------------------------------------------------------- CON
+
+
+def test_stash_conclusion(box: Toolbox) -> None:
+    r = ok(box, "stash_conclusion", content="Routing goes through add_url_rule.",
+           proceed_to_finalize="false", scope_description="sansio")
+    assert not r.finalize and r.metrics.finalize is False
+    assert "the analysis continues" in r.text
+    r = ok(box, "stash_conclusion", title="Final", content="Done.", proceed_to_finalize=True)
+    assert r.finalize and r.metrics.finalize is True
+    assert r.text == ("Conclusion [2] 'Final' recorded. proceed_to_finalize=true: the analysis is "
+                      "finalized and the session ends.")
+    assert [c.title for c in box.state.conclusions] == ["Conclusion 1", "Final"]
+    r = err(box, "stash_conclusion", content="x")
+    assert "needs proceed_to_finalize" in r.text and len(box.state.conclusions) == 2
+    err(box, "stash_conclusion", content="x", proceed_to_finalize="maybe")
+
+
+# --------------------------------------------------------------------------- execute
+
+
+def test_execute_never_raises(box: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = box.execute("open_file", {"path": "x"})
+    assert r.metrics.error_type == "unknown_tool" and "get_structural_overview" in r.text
+    r = err(box, "peek_code_region", file_path="pkg/shapes.py", start_line=1, colour="red")
+    assert "has no parameter 'colour'" in r.text
+    assert "peek_code_region(file_path, start_line, end_line?)" in r.text
+    r = err(box, "peek_code_region", file_path="pkg/shapes.py")
+    assert "needs start_line" in r.text
+    err(box, "peek_code_region", file_path="pkg/shapes.py", start_line=True)
+    err(box, "peek_code_region", file_path="pkg/shapes.py", start_line="1.5")
+    assert box.execute("peek_code_region", None).metrics.error_type == "tool_error"
+
+    def broken(rel: str) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(box.index, "outline", broken)
+    r = err(box, "get_structural_overview", file_path="pkg/shapes.py")
+    assert "failed unexpectedly (RuntimeError: disk on fire)" in r.text
+
+
+def test_metrics_fit_the_turn_record(box: Toolbox) -> None:
+    r = ok(box, "peek_code_region", file_path="pkg/shapes.py", start_line=1, end_line=3)
+    turn = Turn(turn=1, started_at=0.0, ended_at=1.0, observation=r.text, metrics=r.metrics,
+                state_changes=r.state_changes, model_calls=r.model_calls)
+    back = Turn.model_validate_json(turn.model_dump_json())
+    assert back.metrics.ranges == [(1, 3)]
+
+
+# --------------------------------------------------------------------------- sandbox
+
+
+def test_sandbox_refusals_through_the_tools(world: World, box: Toolbox, tmp_path: Path) -> None:
+    outside = tmp_path / "secret.py"
+    outside.write_text("TOKEN = 'x'\n")
+    os.symlink(outside, world.root / "pkg" / "link.py")
+    os.mkfifo(world.root / "pkg" / "pipe.py")
+    (world.root / "pkg" / "blob.py").write_bytes(b"\x00\x01\x02")
+    with open(world.root / "pkg" / "huge.py", "wb") as fh:
+        fh.truncate(3_000_000)
+    cases = {
+        "../secret.py": "leaves the repository",
+        str(outside): "outside the repository",
+        "pkg/link.py": "points outside the repository",
+        "pkg/pipe.py": "not a regular file",
+        "pkg/blob.py": "binary file",
+        "pkg/huge.py": "over the 2,000,000-byte limit",
+        "pkg": "is a folder, not a file",
+        "": "file_path",
+    }
+    for path, message in cases.items():
+        for tool, extra in (
+            ("peek_code_region", {"start_line": 1}),
+            ("get_structural_overview", {}),
+            ("bookmark", {"line_number": 1, "note": "n"}),
+            ("explore_code", None),
+        ):
+            if tool == "explore_code":
+                params = {"action_type": "go_to_next_block", "current_file_path": path,
+                          "current_line_number": 1}
+            else:
+                params = {"file_path": path, **extra}
+            r = box.execute(tool, params)
+            assert r.metrics.error_type == "tool_error", (tool, path, r.text)
+            assert message in r.text, (tool, path, r.text)
+            assert "TOKEN" not in r.text
+    # the absolute path of an in-world file is accepted and made relative
+    r = ok(box, "peek_code_region", file_path=str(world.root / "pkg" / "shapes.py"), start_line=1,
+           end_line=1)
+    assert r.metrics.file == "pkg/shapes.py"
+
+
+# --------------------------------------------------------------------------- state
+
+
+def test_working_state_render() -> None:
+    st = WorkingState()
+    assert st.render() == (
+        "MEMORY: No memory has been created yet.\n"
+        "BOOKMARK: No bookmarks have been created yet.\n"
+        "CONCLUSION: No conclusion has been reached yet."
+    )
+
+
+def test_working_state_render_caps_and_roundtrip(box: Toolbox) -> None:
+    for i in range(1, 12):
+        ok(box, "create_memory", memory_title=f"note {i}", memory_content="x " * 400,
+           confidence_level="low")
+    ok(box, "bookmark", file_path="pkg/shapes.py", line_number=9, note="decorator")
+    ok(box, "stash_conclusion", content="partial", proceed_to_finalize=False)
+    text = box.state.render()
+    lines = text.splitlines()
+    assert lines[0] == "MEMORY (11):"
+    assert lines[1] == "  earlier: [1] note 1; [2] note 2; [3] note 3"
+    assert lines[2].startswith("  [4] note 4 (low): x x x") and lines[2].endswith("…")
+    assert len(lines[2]) < 300
+    assert "BOOKMARK (1):\n  [1] pkg/shapes.py:9 decorator" in text
+    assert "CONCLUSION (1):\n  [1] Conclusion 1: partial" in text
+    again = WorkingState.from_dict(box.state.to_dict())
+    assert again.render() == text
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_runs_one_tool(world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "cli-cache"))
+    code = cli_main(["tool", str(world.root), "PKR", "--file-path", "pkg/shapes.py",
+                     "--start_line", "30", "--end_line=31"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "31:     def diameter(self) -> float:" in out
+    assert '"tool":"PKR"' in out.replace(" ", "") and '"ranges":[[30,31]]' in out.replace(" ", "")
+    code = cli_main(["tool", "-q", str(world.root), "explore_code", "--action_type",
+                     "go_to_definition", "--current_file_path", "pkg/service.py",
+                     "--current_line_number", "1", "--symbol_name", "Circle"])
+    out = capsys.readouterr().out
+    assert code == 0 and "1. class Circle in pkg/shapes.py, lines 25-35" in out and "---" not in out
+    code = cli_main(["tool", str(world.root), "peek_code_region", "--file_path", "missing.py",
+                     "--start_line", "1"])
+    assert code == 1 and "File not found" in capsys.readouterr().out
