@@ -603,3 +603,41 @@ def test_cli_runs_one_tool(world: World, capsys: pytest.CaptureFixture[str], mon
     code = cli_main(["tool", str(world.root), "peek_code_region", "--file_path", "missing.py",
                      "--start_line", "1"])
     assert code == 1 and "File not found" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- real worlds
+
+
+@pytest.mark.slow
+def test_flask_scaffold_outline(flask_world: World, tmp_path: Path) -> None:
+    box = Toolbox(flask_world, index=CodeIndex(flask_world, cache_dir=tmp_path / "c"))
+    r = ok(box, "get_structural_overview", file_path="src/flask/sansio/scaffold.py")
+    lines = r.text.splitlines()
+    assert lines[0] == "[File: src/flask/sansio/scaffold.py | 792 lines | python]"
+    assert "class Scaffold  L52-698" in lines
+    # the routing methods, each range starting at its @setupmethod decorator
+    for text in (
+        "  def route(self, rule: str, **options: t.Any) -> t.Callable[[T_route], T_route]  L335-365",
+        "  def get(self, rule: str, **options: t.Any) -> t.Callable[[T_route], T_route]  L295-301",
+        "  def endpoint(self, endpoint: str) -> t.Callable[[F], F]  L435-457",
+    ):
+        assert text in lines
+    add = next(ln for ln in lines if ln.startswith("  def add_url_rule("))
+    assert add.endswith("…  L367-433")
+    block = ok(box, "get_structural_overview", file_path="src/flask/sansio/scaffold.py",
+               logical_block_name="Scaffold.route")
+    assert "lines 335-365" in block.text and "def decorator(f: T_route) -> T_route  L360-363" in block.text
+
+
+@pytest.mark.slow
+def test_requests_session_definition(requests_world: World, tmp_path: Path) -> None:
+    box = Toolbox(requests_world, index=CodeIndex(requests_world, cache_dir=tmp_path / "c"))
+    r = ok(box, "explore_code", action_type="go_to_definition",
+           current_file_path="src/requests/api.py", current_line_number=1, symbol_name="Session")
+    assert r.metrics.file == "src/requests/sessions.py"
+    assert r.text.splitlines()[1].startswith("1. class Session in src/requests/sessions.py, lines 395-")
+    assert "395: class Session(SessionRedirectMixin):" in r.text
+    refs = ok(box, "explore_code", action_type="find_all_references",
+              current_file_path="src/requests/sessions.py", current_line_number=395,
+              symbol_name="Session")
+    assert refs.metrics.result_count > 5 and "[definition] class Session(SessionRedirectMixin):" in refs.text
