@@ -59,7 +59,7 @@ from adakit import figures
 from adakit.lenses import adjudication as adj
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy
-from adakit.record import TOOL_ORDER, Corpus
+from adakit.record import TOOL_ORDER, Corpus, RunFile
 
 BASELINE = "natural"
 TREATMENT = "coach_judge"
@@ -700,9 +700,44 @@ def world_files(world: str, reads: pd.DataFrame) -> pd.DataFrame:
     return fp.complete_files(files, r)
 
 
+# ============================================================================== records
+
+
+REPORT_COLUMNS: list[str] = [
+    "run_id", "turn", "tool", "decision", "consulted", "judge", "valid", "ratings", "concerns",
+    "reasoning", "message",
+]
+
+
+def coach_reports(run: RunFile) -> pd.DataFrame:
+    """The coach records of one run as a table: one row per (turn, judge) with the judge's
+    ratings and reasoning, the turn's decision and the coach's message (a turn reviewed
+    without a judge report, e.g. a synthetic one, gets one row with ``judge`` None)."""
+    rows = []
+    for t in run.turns:
+        rec = t.coach
+        if not rec:
+            continue
+        base = {"run_id": run.header.run_id, "turn": t.turn, "tool": t.metrics.tool,
+                "decision": rec.get("decision"), "consulted": rec.get("consulted"),
+                "message": rec.get("message", "")}
+        report = rec.get("report") or [None]
+        for j in report:
+            if j is None:
+                rows.append({**base, "judge": None, "valid": None, "ratings": "",
+                             "concerns": "", "reasoning": ""})
+                continue
+            ratings = ", ".join(f"{k}={v}" for k, v in (j.get("ratings") or {}).items()
+                                if v not in ("", None, []))
+            rows.append({**base, "judge": j.get("role"), "valid": j.get("valid"),
+                         "ratings": ratings, "concerns": "; ".join(j.get("concerns") or []),
+                         "reasoning": j.get("reasoning", "")})
+    return pd.DataFrame(rows, columns=REPORT_COLUMNS)
+
+
 __all__ = [
     "ADJUDICATION_DIMENSIONS", "BASELINE", "METRIC_COLUMNS", "SURFACE_METRICS", "TOOL_METRICS",
-    "TREATMENT", "adjudication_comparison", "coach_decisions", "footprint_shift",
+    "TREATMENT", "adjudication_comparison", "coach_decisions", "coach_reports", "footprint_shift",
     "format_comparison", "format_distribution", "format_p", "grounding_distribution",
     "journey_comparison", "natural_lifetimes", "paired_comparison", "paired_metrics",
     "plot_adjudication_comparison", "plot_footprint_shift", "plot_grounding_distribution",
