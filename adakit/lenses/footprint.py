@@ -489,6 +489,26 @@ def repo_layout(
 # --------------------------------------------------------------------------- maps
 
 
+def _frame(ax: Axes, lay: pd.DataFrame) -> None:
+    """Square limits around the circles, with room for the labels above the outer rims."""
+    lim = max(1.0, float((lay["x"].abs() + lay["r"]).max()),
+              float((lay["y"].abs() + lay["r"]).max()))
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim * 1.1)
+
+
+def _label_folders(ax: Axes, lay: pd.DataFrame, depth: int, min_radius: float) -> None:
+    """Name the folders down to ``depth`` whose circles are at least ``min_radius`` wide."""
+    halo = [pe.withStroke(linewidth=2.2, foreground="white")]
+    outer = lay["depth"].min()
+    pick = (lay["kind"] == "folder") & (lay["depth"] <= depth) & (lay["r"] >= min_radius)
+    for row in lay[pick].itertuples():
+        top = row.depth == outer  # outermost circles: label above the rim
+        ax.text(row.x, row.y + row.r * (1.0 if top else 0.97), _short(row.name, 24),
+                ha="center", va="bottom" if top else "top", fontsize=8 if top else 7,
+                fontweight="bold", color="#333333", path_effects=halo, zorder=6)
+
+
 def _short(name: str, width: int = 16) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
@@ -549,19 +569,12 @@ def plot_repo_map(
         ax.add_patch(Circle((row.x, row.y), row.r, facecolor=face, edgecolor="white",
                             linewidth=0.3, zorder=3))
     halo = [pe.withStroke(linewidth=2.2, foreground="white")]
-    big = lay["r"] >= min_label_radius
-    for row in lay[(lay["kind"] == "folder") & (lay["depth"] <= label_depth) & big].itertuples():
-        top = row.depth == lay["depth"].min()  # outermost circles: label above the rim
-        ax.text(row.x, row.y + row.r * (1.0 if top else 0.97), _short(row.name, 24),
-                ha="center", va="bottom" if top else "top", fontsize=8 if top else 7,
-                fontweight="bold", color="#333333", path_effects=halo, zorder=6)
+    _label_folders(ax, lay, label_depth, min_label_radius)
     strongest = leaf[seen].assign(m=leaf["value"].abs()).nlargest(label_top, "m")
     for row in strongest.itertuples():
         ax.text(row.x, row.y, _short(row.name), ha="center", va="center", fontsize=7,
                 path_effects=halo, zorder=7)
-    lim = max(1.0, float((lay["x"].abs() + lay["r"]).max()), float((lay["y"].abs() + lay["r"]).max()))
-    ax.set_xlim(-lim, lim)
-    ax.set_ylim(-lim, lim)
+    _frame(ax, lay)
     sm = ScalarMappable(norm=norm, cmap=cmap)
     label = colorbar_label or ("Signed trace density (lines per run)" if diverging else
                                "Trace density (lines shown per run)")
@@ -655,9 +668,12 @@ def plot_route(
     colors = figures.palette_for(list(named))
     for k, (name, r) in enumerate(named.items()):
         color = colors[name]
-        pts = [tuple(pos.loc[f, ["x", "y"]]) for f in r["file"] if f in pos.index]
-        jitter = (k - (len(named) - 1) / 2) * 0.012
-        pts = [(x + jitter, y + jitter) for x, y in pts]
+        # with several runs, each run's marks sit at its own angle inside the file circles
+        angle = 2 * np.pi * k / len(named) + np.pi / 2
+        reach = 0.45 if len(named) > 1 else 0.0
+        pts = [(pos.at[f, "x"] + reach * pos.at[f, "r"] * np.cos(angle),
+                pos.at[f, "y"] + reach * pos.at[f, "r"] * np.sin(angle))
+               for f in r["file"] if f in pos.index]
         for f in set(r["file"]):
             if f in pos.index:
                 x, y, rad = pos.loc[f]
@@ -674,12 +690,11 @@ def plot_route(
             ax.text(x, y, ",".join(nums), fontsize=7, ha="center", va="center", color=color,
                     fontweight="bold", path_effects=halo, zorder=6)
         ax.plot([], [], color=color, label=f"{name} ({len(pts)} steps)")
+    _label_folders(ax, lay, 2, 0.12)
     for row in lay[(lay["kind"] == "file") & lay["path"].isin(visited)].itertuples():
         ax.text(row.x, row.y - row.r * 0.6, _short(row.name), ha="center", va="top",
                 fontsize=6.5, path_effects=halo, zorder=6)
-    lim = max(1.0, float((lay["x"].abs() + lay["r"]).max()), float((lay["y"].abs() + lay["r"]).max()))
-    ax.set_xlim(-lim, lim)
-    ax.set_ylim(-lim, lim)
+    _frame(ax, lay)
     ax.legend(loc="upper left", bbox_to_anchor=(0.0, 1.0), frameon=False)
     if title:
         ax.set_title(title)
