@@ -122,6 +122,18 @@ def test_turn_time_output_correlation_on_known_data():
         j.turn_time_output_correlation(turns, output="tokens_out")
 
 
+def test_plot_time_output(no_saving):
+    x = np.arange(1.0, 11.0)
+    turns = pd.concat([_turns("A", x, 3 * x), _turns("B", x, x[::-1]), _turns("C", x, x ** 2)],
+                      ignore_index=True)
+    fig = j.plot_time_output(turns, max_points=5)
+    assert len(fig.axes) == 3  # no empty panels left over
+    assert fig.axes[0].get_title().startswith("A: r = 1.000, rho = 1.000 (n = 10)")
+    assert fig.axes[1].get_title().startswith("B: r = -1.000")
+    assert len(fig.axes[0].collections[0].get_offsets()) == 5  # thinned for drawing
+    matplotlib.pyplot.close("all")
+
+
 def test_long_pauses():
     script = [_step("PKR", d, file="a.py", ranges=[(1, 5)]) for d in (1.0, 1.0, 1.0, 5.0)]
     ev = j.arc_events(corpus_from_runs([syn.synthetic_run("p", files=FILES, tools=script)]))

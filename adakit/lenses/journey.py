@@ -409,7 +409,7 @@ def plot_journey_arcs(
     axes[-1].set_xlabel("Normalized elapsed time" if axis == "time" else "Turn")
     handles = [_legend_handle(k) for k in MARKERS if k in kinds_seen]
     if handles:
-        fig.legend(handles=handles, loc="outside upper center", ncol=min(8, len(handles)),
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(8, len(handles)),
                    fontsize=7, handletextpad=0.3, columnspacing=1.0)
     return fig
 
@@ -429,3 +429,44 @@ def _legend_handle(kind: str) -> Line2D:
     return Line2D([], [], linestyle="none", marker=marker, markersize=np.sqrt(size),
                   markerfacecolor=color if filled else "white", markeredgecolor=color,
                   color=color, label=label)
+
+
+def plot_time_output(
+    data: Corpus | pd.DataFrame,
+    by: str | None = "model",
+    time: str = "duration_s",
+    output: str = "output_chars",
+    max_points: int = 4000,
+    seed: int = 0,
+) -> Figure:
+    """Per-turn wall time against per-turn output length, one panel per ``by`` group, titled
+    with the Pearson and Spearman coefficients of :func:`turn_time_output_correlation`.
+    Large groups are thinned to ``max_points`` random turns for drawing (the coefficients
+    always use every turn)."""
+    turns = data.turns if isinstance(data, Corpus) else data
+    corr = turn_time_output_correlation(turns, by=by, time=time, output=output)
+    if corr.empty:
+        raise ValueError("no turns to plot")
+    figures.use_style()
+    n = len(corr)
+    cols = min(n, 4)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.8 * cols + 0.4, 2.6 * rows + 0.3),
+                             squeeze=False)
+    rng = np.random.default_rng(seed)
+    colors = figures.palette_for(corr[by].tolist()) if by else {}
+    for k, (ax, (_, row)) in enumerate(zip(axes.flat, corr.iterrows(), strict=False)):
+        sub = turns[turns[by] == row[by]] if by else turns
+        if len(sub) > max_points:
+            sub = sub.iloc[np.sort(rng.choice(len(sub), max_points, replace=False))]
+        ax.scatter(sub[output], sub[time], s=6, alpha=0.4, linewidths=0,
+                   color=colors.get(row[by], figures.PALETTE[k % len(figures.PALETTE)])
+                   if by else figures.PALETTE[0])
+        name = f"{row[by]}: " if by else ""
+        ax.set_title(f"{name}r = {row['pearson_r']:.3f}, rho = {row['spearman_rho']:.3f} "
+                     f"(n = {row['n']})", fontsize=8)
+        ax.set_xlabel("Output length (chars)")
+        ax.set_ylabel("Turn wall time (s)")
+    for ax in list(axes.flat)[n:]:
+        ax.remove()
+    return fig

@@ -409,7 +409,7 @@ def plot_task_composition(
         raise ValueError("the composition table has no tool columns")
     figures.use_style()
     if ax is None:
-        fig, ax = plt.subplots(figsize=(max(4.6, 1.5 * len(comp) + 1.5), 3.2))
+        fig, ax = plt.subplots(figsize=(max(4.6, 1.5 * len(comp) + 2.2), 3.2))
     else:
         fig = ax.figure
     groups = list(comp.index)
@@ -424,6 +424,5 @@ def plot_task_composition(
                         else " | ".join(map(str, g)) for g in groups])
     ax.set_ylabel("Avg calls / trajectory")
     ax.set_ylim(bottom=0)
-    ax.legend(ncol=min(len(tools), 7), loc="upper center", bbox_to_anchor=(0.5, -0.12),
-              frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="Tool")
     return fig
