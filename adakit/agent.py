@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from adakit import __version__, config
 from adakit.conditions import Condition
+from adakit.models import CacheMiss, ModelError
 from adakit.protocol import (
     function_tools,
     parse_function_call,
@@ -396,7 +397,12 @@ class Run:
             kwargs["tools"] = function_tools(TOOL_SPECS)
         try:
             completion = self.ctx.backend.complete(window, **kwargs)
-        except Exception as exc:  # ModelError, CacheMiss, transport errors: end, keep the record
+        except CacheMiss:
+            raise  # a replay that leaves the recording stops loudly; the run stays resumable
+        except ModelError as exc:
+            reason = "context_overflow" if exc.kind == "context_overflow" else "model_error"
+            return None, self._end(reason, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # transport or policy failures: end the run, keep the record
             return None, self._end("model_error", f"{type(exc).__name__}: {exc}")
         text = completion.text or ""
         if self.mode == "function" and getattr(completion, "tool_calls", None):

@@ -1,0 +1,138 @@
+"""The matrix launcher: study files, deterministic ids, skip/resume, and kill -9 mid-launch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from fake_openai import FakeOpenAI, reply
+
+from adakit.record import load_corpus, read_run
+from adakit.study import load_study, restrict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_quick_and_paper_studies_parse():
+    quick = load_study(ROOT / "studies" / "quick.yaml")
+    assert len({s.run_id for s in quick.specs}) == len(quick.specs)
+    assert any(s.model == "smollm2-135m" for s in quick.specs)
+    assert any(s.condition == "coach_judge" for s in quick.specs)
+    paper = load_study(ROOT / "studies" / "paper.yaml")
+    main = [s for s in paper.specs if s.condition != "coach_judge"]
+    assert len(main) == 6 * 4 * 4 * 4 == 384
+    assert {s.model for s in main} == {"gpt-4o", "gpt-4.1", "deepseek-v3.2", "qwen3.5-397b-a17b"}
+    assert len(paper.specs) - len(main) == 24
+    assert all(dict(s.settings)["turn_bound"] == 100 for s in paper.specs)
+
+
+def test_study_errors_are_clear(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"matrix": [{"models": ["m"], "worlds": ["w"], "tasks": ["dance"], "conditions": ["natural"]}]}))
+    with pytest.raises(ValueError, match="unknown task 'dance'"):
+        load_study(bad)
+    bad.write_text(yaml.safe_dump({"matrix": [{"models": ["m"], "worlds": ["w"], "tasks": ["all"], "conditions": ["calm"]}]}))
+    with pytest.raises(KeyError, match="unknown condition 'calm'"):
+        load_study(bad)
+    with pytest.raises(FileNotFoundError):
+        load_study(tmp_path / "none.yaml")
+
+
+def test_restrict_and_run_ids():
+    quick = load_study(ROOT / "studies" / "quick.yaml")
+    sub = restrict(quick, models=["baseline-tracer"], worlds=["flask"], conditions=["natural"], turn_bound=7)
+    assert len(sub.specs) == 4
+    assert sub.specs[0].run_id == "baseline-tracer__flask__architecture_analysis__natural__r0"
+    assert all(dict(s.settings)["turn_bound"] == 7 for s in sub.specs)
+    with pytest.raises(ValueError):
+        restrict(quick, models=["nobody"])
+
+
+def _fake_agent(request: dict) -> object:
+    """A deterministic scripted agent: turn k peeks lines 10k.., turn 6 concludes."""
+    k = sum(1 for m in request["messages"] if m["role"] == "assistant") + 1
+    if k >= 6:
+        text = (
+            "<thinking>done</thinking><stash_conclusion><content>app.py read</content>"
+            "<proceed_to_finalize>true</proceed_to_finalize></stash_conclusion>"
+        )
+    else:
+        text = (
+            f"<thinking>step {k}</thinking><peek_code_region><file_path>src/flask/app.py</file_path>"
+            f"<start_line>{10 * k}</start_line><end_line>{10 * k + 9}</end_line></peek_code_region>"
+        )
+    return reply(text, delay=0.25)
+
+
+def _launch_env(tmp_path: Path, url: str) -> dict[str, str]:
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        yaml.safe_dump(
+            {"models": {"fake-llm": {"kind": "llm", "base_url": url, "model_id": "fake", "api_key_env": "FAKE_KEY",
+                                     "temperature": 0.2, "max_tokens": 200, "context_window": 64000}}}
+        )
+    )
+    env = dict(os.environ, ADAKIT_MODELS=str(models), ADAKIT_CACHE=str(tmp_path / "cache"), FAKE_KEY="k")
+    return env
+
+
+@pytest.mark.slow
+def test_kill_minus_nine_then_resume_loses_and_duplicates_nothing(tmp_path, flask_world):
+    out = tmp_path / "runs"
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        yaml.safe_dump(
+            {
+                "name": "killtest",
+                "output": str(out),
+                "concurrency": 2,
+                "matrix": [
+                    {"models": ["fake-llm"], "worlds": ["flask"], "tasks": ["architecture_analysis", "risk_review"],
+                     "conditions": ["natural", "prior_suppression"]}
+                ],
+            }
+        )
+    )
+    with FakeOpenAI(_fake_agent) as fake:
+        env = _launch_env(tmp_path, fake.url)
+        cmd = [sys.executable, "-m", "adakit", "launch", str(study)]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while time.time() < deadline:  # wait until some turns are on disk, then kill hard
+            files = list(out.glob("*.jsonl"))
+            if files and max(len(f.read_text().splitlines()) for f in files) >= 3:
+                break
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = {f.name: f.read_text().splitlines() for f in out.glob("*.jsonl")}
+        assert before, "the launch wrote nothing before the kill"
+        assert any(json.loads(lines[-1])["kind"] != "end" for lines in before.values() if lines)
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    corpus = load_corpus(out, cache=False)
+    assert len(corpus.runs) == 4 and corpus.runs["finished"].all()
+    assert set(corpus.runs["reason"]) == {"finalize"}
+    for f in out.glob("*.jsonl"):
+        lines = f.read_text().splitlines()
+        kinds = [json.loads(line)["kind"] for line in lines]
+        assert kinds.count("header") == 1 and kinds.count("end") == 1 and kinds[0] == "header"
+        rf = read_run(f)
+        assert [t.turn for t in rf.turns] == list(range(1, len(rf.turns) + 1)) == [1, 2, 3, 4, 5, 6]
+        # every complete record written before the kill is still there, unchanged, in place
+        old = [line for line in before.get(f.name, []) if line.endswith("}")]
+        complete = []
+        for line in old:
+            try:
+                json.loads(line)
+                complete.append(line)
+            except json.JSONDecodeError:
+                pass
+        assert lines[: len(complete)] == complete
