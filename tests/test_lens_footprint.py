@@ -256,3 +256,17 @@ def test_map_files_degrades_to_the_corpus(reads, monkeypatch, tmp_path):
     assert len(files) == 3 and "unknown world" in note
     with pytest.raises(ValueError, match="no files"):
         fp.map_files("no-such-world", reads.assign(world="elsewhere"))
+
+
+def test_concentration_by_hand(reads, runs):
+    c = fp.concentration(reads, runs, by="model").set_index("model")
+    # r1: a.py 20 lines, b.py 5 -> top share 0.8, hhi 0.64 + 0.04; r2: a.py only -> 1, 1
+    assert c.loc["m1", "runs"] == 2
+    assert c.loc["m1", "files_read"] == pytest.approx(1.5)
+    assert c.loc["m1", "lines_shown"] == pytest.approx(17.5)
+    assert c.loc["m1", "top_file_share"] == pytest.approx(0.9)
+    assert c.loc["m1", "hhi"] == pytest.approx((0.68 + 1.0) / 2)
+    assert c.loc["m1", "lines_per_file"] == pytest.approx((12.5 + 10) / 2)
+    assert c.loc["m2", "runs"] == 1 and c.loc["m2", "hhi"] == pytest.approx(1.0)
+    pooled = fp.concentration(reads)
+    assert pooled.loc[0, "runs"] == 3 and pooled.loc[0, "files_read"] == pytest.approx(4 / 3)

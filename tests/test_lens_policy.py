@@ -376,3 +376,74 @@ def test_plots_return_figures_and_write_nothing(small, no_saving):
     with pytest.raises(ValueError):
         p.plot_tag_shares(shares.iloc[0:0])
     plt.close("all")
+
+
+# --------------------------------------------------------------------------- known signatures
+
+
+def _toy_shop(root):
+    """A deterministic Python package: 8 modules of 12 functions, each calling the next."""
+    for sub in ("core", "web"):
+        (root / "shop" / sub).mkdir(parents=True, exist_ok=True)
+    (root / "shop" / "__init__.py").write_text('"""Toy shop."""\n')
+    names = [f"{'core' if i % 2 else 'web'}/mod{i}" for i in range(8)]
+    for i, name in enumerate(names):
+        nxt = (i + 1) % 8
+        lines = [f'"""Stage {i} of the toy shop."""', "",
+                 f"from shop.{names[nxt].replace('/', '.')} import step{nxt}_0", ""]
+        for j in range(12):
+            call = f"step{nxt}_0(order)" if j == 0 else f"step{i}_{(j + 1) % 12}(order)"
+            lines += ["", f"def step{i}_{j}(order):", f'    """Step {j} of stage {i}."""',
+                      "    total = 0", "    for item in order:", "        total += item",
+                      f"    if total > {j}:", f"        return {call}", "    return total", ""]
+        (root / "shop" / f"{name}.py").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def baseline_corpus(tmp_path_factory):
+    from adakit.agent import LaunchContext, Run, RunConfig
+    from adakit.baselines import BASELINES, BaselinePolicy, baseline_spec
+    from adakit.code_index import CodeIndex
+    from adakit.conditions import get_condition
+    from adakit.record import load_corpus
+    from adakit.tasks import make_task
+    from adakit.world import World
+
+    base = tmp_path_factory.mktemp("baselines")
+    _toy_shop(base / "world")
+    world = World(base / "world", name="toyshop")
+    index = CodeIndex(world)
+    index.build()
+    for policy_name in BASELINES:
+        for task in ("architecture_analysis", "feature_tracing"):
+            for seed in (0, 1):
+                backend = BaselinePolicy(baseline_spec(policy_name), world, index, seed=seed)
+                ctx = LaunchContext(world=world, task=make_task(task, "toyshop"),
+                                    condition=get_condition("natural"), backend=backend,
+                                    index=index)
+                run_id = f"{policy_name}-{task}-{seed}"
+                Run(ctx, RunConfig(run_id=run_id, turn_bound=40),
+                    base / "runs" / f"{run_id}.jsonl").execute()
+    return load_corpus(base / "runs", cache=False)
+
+
+def test_scripted_baselines_show_their_signatures(baseline_corpus):
+    """Lens 2 recovers the skimmer, tracer and close reader; lens 4 finds the close reader's
+    footprint the most concentrated."""
+    from adakit.lenses import footprint as fp
+
+    c = baseline_corpus
+    assert len(c.runs) == 12 and c.runs["finished"].all()
+    shares = p.tag_shares(p.tag_transitions(c.turns), c.runs, by="model")
+    wide = shares.pivot_table(index="model", columns="tag", values="share", fill_value=0.0)
+    for tag in ("skim", "zoom in", "zoom out", "trace", "traverse", "close read"):
+        if tag not in wide.columns:
+            wide[tag] = 0.0
+    skim_zoom = wide["skim"] + wide["zoom in"] + wide["zoom out"]
+    trace_trav = wide["trace"] + wide["traverse"]
+    assert skim_zoom.idxmax() == "baseline-skimmer"
+    assert trace_trav.idxmax() == "baseline-tracer"
+    assert wide["close read"].idxmax() == "baseline-close_reader"
+    conc = fp.concentration(c.reads, c.runs, by="model").set_index("model")
+    assert conc["hhi"].idxmax() == "baseline-close_reader"
+    assert conc["lines_per_file"].idxmax() == "baseline-close_reader"

@@ -168,6 +168,44 @@ def trace_density(
     return out[cols].reset_index(drop=True)
 
 
+def concentration(
+    reads: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """How concentrated each run's footprint is, averaged per group.
+
+    Per run: files_read, lines_shown, lines_per_file, top_file_share (share of the lines shown
+    that went to the run's densest file) and hhi (Herfindahl index of the lines shown over files:
+    1 = one file, 1/k = k files read equally). Columns: *by, runs (runs that read anything),
+    then the group means of those five.
+    """
+    keys = list(_as_tuple(by))
+    r = _with_groups(_clean_reads(reads, keys), runs, keys, "the reads table")
+    cols = [*keys, "runs", "files_read", "lines_shown", "lines_per_file", "top_file_share", "hhi"]
+    if r.empty:
+        return pd.DataFrame(columns=cols)
+    per_file = r.groupby([*keys, "run_id", "file"], dropna=False)["n_shown"].sum()
+    per_run = per_file.groupby(level=[*keys, "run_id"], dropna=False)
+    total = per_run.transform("sum")
+    share = per_file / total
+    stats = pd.DataFrame({
+        "files_read": per_run.size(),
+        "lines_shown": per_run.sum(),
+        "top_file_share": share.groupby(level=[*keys, "run_id"], dropna=False).max(),
+        "hhi": (share**2).groupby(level=[*keys, "run_id"], dropna=False).sum(),
+    })
+    stats["lines_per_file"] = stats["lines_shown"] / stats["files_read"]
+    if keys:
+        out = stats.groupby(level=keys, dropna=False).mean()
+        out.insert(0, "runs", stats.groupby(level=keys, dropna=False).size())
+        out = out.reset_index()
+    else:
+        out = stats.mean().to_frame().T
+        out.insert(0, "runs", len(stats))
+    return out[cols]
+
+
 def region_density(
     reads: pd.DataFrame,
     runs: pd.DataFrame | None = None,
