@@ -147,6 +147,7 @@ def test_long_pauses():
 def test_format_reference_matches_the_paper():
     assert j.format_reference(269.044) == "100% = 4.5 min (269044 ms)"
     assert j.format_reference(249.734) == "100% = 4.2 min (249734 ms)"
+    assert j.format_reference(0.082) == "100% = 0.1 s (82 ms)"
 
 
 @pytest.fixture

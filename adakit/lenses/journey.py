@@ -269,8 +269,11 @@ def turn_time_output_correlation(
 
 
 def format_reference(seconds: float) -> str:
-    """The panel's reference duration as the paper prints it: ``100% = 4.5 min (269044 ms)``."""
-    return f"100% = {seconds / 60:.1f} min ({seconds * 1000:.0f} ms)"
+    """The panel's reference duration as the paper prints it: ``100% = 4.5 min (269044 ms)``
+    (seconds instead of minutes below one minute, e.g. ``100% = 8.2 s (8210 ms)``)."""
+    if seconds >= 60:
+        return f"100% = {seconds / 60:.1f} min ({seconds * 1000:.0f} ms)"
+    return f"100% = {seconds:.1f} s ({seconds * 1000:.0f} ms)"
 
 
 def _panels(
