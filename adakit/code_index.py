@@ -162,9 +162,10 @@ _COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
 
 #: Where definitions can occur, for grammars whose definitions are statements: the walk
 #: descends only into these containers (expression subtrees, most of any tree, are skipped)
-#: and runs the definitions query at the candidate nodes it meets. JavaScript/TypeScript
-#: define functions inside expressions (callbacks, object literals), so their query runs over
-#: the whole tree instead.
+#: and runs the definitions query at the candidate nodes it meets. Rust items declared inside
+#: expressions (a closure or a call argument) are therefore not listed; they are rare and local.
+#: JavaScript/TypeScript define functions inside expressions all the time (callbacks, object
+#: literals), so their query runs over the whole tree instead.
 _WALK = {
     "python": (
         frozenset(
@@ -184,10 +185,7 @@ _WALK = {
             {
                 "source_file", "mod_item", "declaration_list", "impl_item", "trait_item",
                 "function_item", "block", "foreign_mod_item", "unsafe_block", "const_block",
-                "async_block", "const_item", "static_item", "let_declaration",
-                "expression_statement", "closure_expression", "if_expression",
-                "else_clause", "match_expression", "match_block", "match_arm",
-                "loop_expression", "while_expression", "for_expression",
+                "const_item", "static_item",
             }
         ),
         frozenset(
@@ -387,6 +385,9 @@ class BuildStats:
     seconds: float = 0.0
     cache_path: str | None = None
     workers: int = 1
+    #: CPU time of this process during the build, and of the worker processes (if any)
+    cpu_seconds: float = 0.0
+    worker_cpu_seconds: float = 0.0
 
 
 # --------------------------------------------------------------------------- extraction
@@ -586,8 +587,9 @@ def _read_source(path: Path) -> tuple[int, int, bytes] | None:
     return st.st_mtime_ns, st.st_size, data
 
 
-def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> list[tuple]:
-    """Worker: parse files and extract their symbols (module level so it can be pickled)."""
+def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> tuple[list[tuple], float]:
+    """Worker: parse files and extract their symbols; also the CPU seconds it spent."""
+    cpu = time.process_time()
     out = []
     for rel, key in jobs:
         got = _read_source(Path(root) / rel)
@@ -600,7 +602,7 @@ def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> list[tuple]:
         syms = extract_symbols(g, tree, data)
         out.append((rel, (mtime, size, key, tree.root_node.has_error,
                           error_lines(tree.root_node), syms)))
-    return out
+    return out, time.process_time() - cpu
 
 
 # --------------------------------------------------------------------------- the index
@@ -636,10 +638,25 @@ def split_lines(data: bytes) -> list[str]:
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$")
+
+
 @lru_cache(maxsize=512)
 def _word_re(name: str) -> re.Pattern[bytes]:
-    word = re.escape(name.encode("utf-8"))
-    return re.compile(rb"(?<![A-Za-z0-9_$])" + word + rb"(?![A-Za-z0-9_$])")
+    # starts with the literal so the regex engine can search for it quickly; the byte before
+    # a match is checked by word_hits (a leading look-behind would disable that search)
+    return re.compile(re.escape(name.encode("utf-8")) + rb"(?![A-Za-z0-9_$])")
+
+
+def word_hits(data: bytes, name: str) -> list[int]:
+    """Byte offsets where ``name`` occurs as a whole word (ASCII identifier characters)."""
+    out = []
+    for m in _word_re(name).finditer(data):
+        start = m.start()
+        if start and data[start - 1] in _WORD_BYTES:
+            continue
+        out.append(start)
+    return out
 
 
 def _same(a: ts.Node | None, b: ts.Node) -> bool:
@@ -748,6 +765,7 @@ class CodeIndex:
         tree_cache_bytes: int = 48_000_000,
     ) -> None:
         self.world = world
+        self._root = str(world.root) + os.sep
         self.cache_dir = Path(cache_dir) if cache_dir else config.cache_dir() / "index"
         self.use_disk_cache = use_disk_cache
         self.workers = workers if workers is not None else min(2, os.cpu_count() or 1)
@@ -778,9 +796,9 @@ class CodeIndex:
 
     def source(self, rel: str) -> _Source:
         """Bytes of an in-world file (cached by mtime_ns and size); raises SandboxError."""
-        path = self._path(rel)
+        path = self._root + rel
         try:
-            st = path.stat()
+            st = os.stat(path)
         except OSError as exc:
             raise SandboxError(f"'{rel}' cannot be read ({exc.strerror}).", "not_found") from exc
         hit = self._sources.get(rel)
@@ -791,7 +809,8 @@ class CodeIndex:
                 f"'{rel}' is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit.",
                 "too_large",
             )
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read()
         if b"\x00" in data[:8192]:
             raise SandboxError(f"'{rel}' is a binary file; only text can be read.", "binary")
         src = _Source(st.st_mtime_ns, st.st_size, data)
@@ -918,7 +937,7 @@ class CodeIndex:
     def build(self, progress: bool = False, force: bool = False) -> BuildStats:
         """Index every source file: reuse the on-disk index for unchanged files, parse the rest
         (in ``workers`` processes when there are many), and save the index again."""
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         stats = BuildStats(workers=1)
         files = self.source_files()
         stats.files = len(files)
@@ -965,6 +984,7 @@ class CodeIndex:
                 pass  # a read-only cache folder only costs the next start a re-parse
         stats.cache_path = str(path) if self.use_disk_cache else None
         stats.seconds = time.perf_counter() - t0
+        stats.cpu_seconds = time.process_time() - cpu0
         self.last_build = stats
         return stats
 
@@ -986,7 +1006,7 @@ class CodeIndex:
             out = []
             for job in tqdm(todo, desc=f"indexing {self.world.name}", unit="file",
                             disable=not progress, leave=False):
-                out.extend(_index_chunk(str(self.world.root), [job]))
+                out.extend(_index_chunk(str(self.world.root), [job])[0])
             self.parse_count += len(todo)
             return out
         # balanced chunks by size, several per worker so the pool stays busy
@@ -1012,7 +1032,8 @@ class CodeIndex:
                 bar = tqdm(total=len(todo), desc=f"indexing {self.world.name}", unit="file",
                            leave=False)
             for fut in cf.as_completed(futures):
-                part = fut.result()
+                part, cpu = fut.result()
+                stats.worker_cpu_seconds += cpu
                 out.extend(part)
                 if progress:
                     bar.update(len(part))
@@ -1095,7 +1116,6 @@ class CodeIndex:
         candidates = 0
         if not needle:
             return RefSearch(name, [], 0, {}, len(files), 0)
-        pattern = _word_re(name)
         for rel in order:
             try:
                 src = self.source(rel)
@@ -1103,7 +1123,7 @@ class CodeIndex:
                 continue
             if needle not in src.data:
                 continue
-            hits = [m.start() for m in pattern.finditer(src.data)]
+            hits = word_hits(src.data, name)
             if not hits:
                 continue
             candidates += 1
