@@ -47,7 +47,14 @@ MEMORY_TITLE_CHARS = 100
 MEMORY_CONTENT_CHARS = 1500
 NOTE_CHARS = 300
 
+SIGNATURE_CAP = 120
+
 ParamType = Literal["string", "integer", "boolean", "enum"]
+
+_CYTHON_DEF = re.compile(
+    r"\s*(?:(?:cdef|cpdef)\s+(?:(?:public|api|inline|packed|readonly)\s+)*"
+    r"(?:class|struct|enum)\b|class\s|(?:async\s+)?def\s|cpdef\s.*\(|cdef\s[^=]*\()"
+)
 
 
 # --------------------------------------------------------------------------- specs
@@ -543,7 +550,8 @@ class Toolbox:
     def _plain_overview(self, rel: str, lines: list[str], block: str | None) -> str:
         n = len(lines)
         head = self._header(rel, n)
-        if rel.lower().endswith((".md", ".rst", ".markdown")):
+        low = rel.lower()
+        if low.endswith((".md", ".markdown")):
             heads = []
             for i, ln in enumerate(lines, 1):
                 if re.match(r"#{1,6}\s", ln):
@@ -552,6 +560,21 @@ class Toolbox:
                     break
             if heads:
                 return "\n".join([head, "Headings:", *heads])
+        if low.endswith((".pyx", ".pxd", ".pxi")) and not block:
+            found = []
+            for i, ln in enumerate(lines, 1):
+                if _CYTHON_DEF.match(ln):
+                    indent = len(ln) - len(ln.lstrip(" "))
+                    found.append(f"{' ' * (indent // 2)}L{i}  {_clip(ln.strip().rstrip(':'), SIGNATURE_CAP)}")
+            if found:
+                more = len(found) - OUTLINE_MAX_ITEMS
+                tail = [f"({more} more definitions not listed)"] if more > 0 else []
+                return "\n".join([
+                    head,
+                    "Cython is not parsed; definition lines found by pattern (start lines only, "
+                    "nesting by indentation):",
+                    *found[:OUTLINE_MAX_ITEMS], *tail,
+                ])
         stop = min(max(n, 1), PEEK_MAX_LINES)
         what = f" for block {block!r}" if block else ""
         return (
@@ -1192,15 +1215,13 @@ def _calls_in(node: ts.Node, language: str, cap: int = 25) -> list[str]:
 
 
 def _open_world(spec: str) -> World:
+    """A folder path as a World, or a manifest world by name (fetched if needed)."""
     path = Path(spec)
     if path.is_dir():
         return World(path)
-    from adakit import world as world_mod
+    from adakit.world import open_world
 
-    opener = getattr(world_mod, "open_world", None)
-    if opener is None:
-        raise SystemExit(f"{spec!r} is not a folder, and this adakit cannot open worlds by name")
-    return opener(spec)
+    return open_world(spec, progress=sys.stderr.isatty())
 
 
 def parse_cli_params(tokens: list[str]) -> dict[str, str]:

@@ -155,6 +155,22 @@ def test_overview_of_other_files(box: Toolbox) -> None:
     assert "peek_code_region(file_path='pkg/__init__.py', start_line=1, end_line=6)" in r.text
 
 
+def test_overview_of_cython_by_line_pattern(world: World, box: Toolbox) -> None:
+    (world.root / "pkg" / "fast.pyx").write_text(
+        "cdef int LIMIT = 3\n\ncdef class Tree:\n    cdef int n\n\n"
+        "    cpdef int depth(self, int x):\n        return x\n\n"
+        "    def __cinit__(self):\n        self.n = 0\n\n"
+        "cdef inline double _half(double v) nogil:\n    return v / 2\n")
+    r = ok(box, "get_structural_overview", file_path="pkg/fast.pyx")
+    assert r.text.splitlines()[2:] == [
+        "L3  cdef class Tree",
+        "  L6  cpdef int depth(self, int x)",
+        "  L9  def __cinit__(self)",
+        "L12  cdef inline double _half(double v) nogil",
+    ]
+    assert "Cython is not parsed" in r.text
+
+
 def test_overview_folds_large_files(world: World, box: Toolbox) -> None:
     body = "".join(
         f"class K{i}:\n" + "".join(f"    def m{j}(self):\n        pass\n" for j in range(3))
