@@ -826,11 +826,17 @@ class Toolbox:
             return self._definition(m, rel, current_line_number, symbol, note)
         return self._references(m, rel, symbol, note)
 
-    def _rank(self, rel: str | None, syms: list[Symbol]) -> list[Symbol]:
+    def _rank(self, rel: str | None, syms: list[Symbol], line: int = 0) -> list[Symbol]:
+        """Best definitions first: the current file (inside the symbols enclosing the current
+        line first, then nearest), the same language, primary declarations, the nearest folder."""
         if rel is None:
             return syms
         here = rel.split("/")
         lang = grammar_of(rel)
+        scope = ""
+        if lang and line > 0:
+            inner = self.index.enclosing(rel, line)
+            scope = inner.qualname if inner is not None else ""
 
         def key(s: Symbol) -> tuple:
             there = s.file.split("/")
@@ -839,9 +845,15 @@ class Toolbox:
                 if a != b:
                     break
                 common += 1
-            same_lang = (grammar_of(s.file) == lang) or {grammar_of(s.file), lang} <= {"typescript", "tsx", "javascript"}
+            other_lang = grammar_of(s.file)
+            same_lang = other_lang == lang or {other_lang, lang} <= {"typescript", "tsx", "javascript"}
             kind_rank = 2 if s.kind == "impl" else (1 if s.kind in VALUE_KINDS else 0)
-            return (s.file != rel, not same_lang, kind_rank, -common, s.file, s.start_line)
+            if s.file == rel:
+                in_scope = bool(scope) and bool(s.parent) and (
+                    scope == s.parent or scope.startswith(s.parent + ".")
+                )
+                return (0, not in_scope, kind_rank, abs(s.start_line - line), s.start_line)
+            return (1, not same_lang, kind_rank, -common, s.file, s.start_line)
 
         return sorted(syms, key=key)
 
@@ -852,7 +864,7 @@ class Toolbox:
         if not defs and last != symbol:
             defs = self.index.definitions(last)
             qualified_fallback = bool(defs)
-        defs = self._rank(rel, defs)
+        defs = self._rank(rel, defs, line)
         m.result_count = len(defs)
         out = [note] if note else []
         if not defs:

@@ -657,3 +657,13 @@ def test_requests_session_definition(requests_world: World, tmp_path: Path) -> N
               current_file_path="src/requests/sessions.py", current_line_number=395,
               symbol_name="Session")
     assert refs.metrics.result_count > 5 and "[definition] class Session(SessionRedirectMixin):" in refs.text
+
+
+def test_go_to_definition_prefers_the_enclosing_class(box: Toolbox) -> None:
+    inside_circle = ok(box, "explore_code", action_type="go_to_definition",
+                       current_file_path="pkg/shapes.py", current_line_number=32, symbol_name="area")
+    assert inside_circle.text.splitlines()[1] == "1. method Circle.area in pkg/shapes.py, lines 34-35"
+    inside_shape = ok(box, "explore_code", action_type="go_to_definition",
+                      current_file_path="pkg/shapes.py", current_line_number=22, symbol_name="area")
+    assert inside_shape.text.splitlines()[1] == "1. method Shape.area in pkg/shapes.py, lines 18-19"
+    assert "2. method Circle.area in pkg/shapes.py, lines 34-35" in inside_shape.text
