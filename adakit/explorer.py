@@ -1,0 +1,937 @@
+"""The run explorer: replay one recorded trajectory turn by turn (issue 6, notebook 30).
+
+A trajectory ξ = <(x0, a0, o1), (x1, a1, o2), ...> (paper Eq. 3) is read here one turn at a
+time: the thinking and tool call a_t, the observation o_t+1, what was injected into the next
+prompt (budget reminders, coach messages), the state channels MEMORY / BOOKMARK / CONCLUSION
+that the history x_t carried at that point, where the turn sits on the run's journey arc
+(lens 1), and which code the run had read so far, drawn on the world's footprint map (lens 4).
+
+Everything the explorer shows comes from pure functions that need no browser:
+
+- choosing a run: :func:`select_runs`, :func:`axis_options`, :func:`default_run`;
+- one turn: :func:`turn_record`, :func:`state_at` (the working state rebuilt from the recorded
+  state changes, or by replaying the MEM/CON calls through :class:`adakit.tools.Toolbox`
+  without a world), :func:`reads_until`, :func:`read_ranges`, :func:`turn_text`;
+- jumping: :func:`jump_targets`, :func:`matching_turns`, :func:`step_match`;
+- pictures: :func:`arc_data` / :func:`plot_arc`, :func:`map_values` / :func:`plot_turn_map`.
+
+:class:`RunView` ties them together for one run; :func:`build_explorer` assembles the
+ipywidgets interface; :func:`render_static` gives the same content as text and figures for a
+fixed set of turns; :func:`explore` picks one of the two. Widgets are used only inside a live
+Jupyter kernel with ipywidgets installed; ``interactive=False`` or the environment variable
+``ADAKIT_EXPLORER=static`` force the static rendering (papermill, nbval, plain Python).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.patches import Circle
+
+from adakit import figures
+from adakit.lenses import footprint as fp
+from adakit.lenses import journey
+from adakit.lenses.surface import distinct_lines
+from adakit.record import TOOL_ORDER, Corpus, RunFile, Turn, load_corpus, read_run
+from adakit.tools import Bookmark, Conclusion, Memory, Toolbox, WorkingState
+
+#: Environment variable: ``static`` forces the static rendering everywhere.
+ENV_VAR = "ADAKIT_EXPLORER"
+#: The run axes the explorer filters on, in selector order.
+AXES: tuple[str, ...] = ("model", "world", "task", "condition")
+#: The selector value that means "no filter on this axis".
+ANY = "(any)"
+STATE_TOOLS = frozenset({"create_memory", "bookmark", "stash_conclusion"})
+HIGHLIGHT_COLOR = "#1F1F1F"
+Axis = Literal["time", "turn"]
+
+
+# --------------------------------------------------------------------------- choosing a run
+
+
+def _selected(selection: Mapping[str, Any] | None) -> dict[str, Any]:
+    out = {}
+    for axis, value in (selection or {}).items():
+        if axis not in AXES:
+            raise ValueError(f"unknown run axis {axis!r}; the axes are {', '.join(AXES)}")
+        if value is not None and value != ANY and value != "":
+            out[axis] = value
+    return out
+
+
+def select_runs(runs: pd.DataFrame, **selection: Any) -> pd.DataFrame:
+    """The runs matching every given axis value (None, "" or :data:`ANY` = no filter)."""
+    chosen = _selected(selection)
+    mask = pd.Series(True, index=runs.index)
+    for axis, value in chosen.items():
+        mask &= runs[axis] == value
+    return runs[mask]
+
+
+def axis_options(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None) -> dict[str, list]:
+    """For each axis, the values that still have runs given the selection on the *other*
+    axes (faceted filtering), in the paper's display order."""
+    chosen = _selected(selection)
+    out: dict[str, list] = {}
+    for axis in AXES:
+        others = {k: v for k, v in chosen.items() if k != axis}
+        out[axis] = figures.order_for(axis, select_runs(runs, **others)[axis].tolist())
+    return out
+
+
+def default_run(runs: pd.DataFrame) -> str:
+    """The run to open first: the first run of a model that is not a scripted baseline, if
+    the corpus has one, else the first run."""
+    if runs.empty:
+        raise ValueError("the corpus has no runs to explore")
+    if "model_kind" in runs.columns:
+        real = runs[runs["model_kind"] != "baseline"]
+        if not real.empty:
+            return str(real["run_id"].iloc[0])
+    return str(runs["run_id"].iloc[0])
+
+
+def run_label(run: Mapping[str, Any] | pd.Series) -> str:
+    """A one-line label of a run for menus."""
+    reason = run.get("reason")
+    reason = reason if isinstance(reason, str) else "unfinished"
+    return (f"{run['model']} · {run['world']} · {run['task']} · {run['condition']} · "
+            f"r{run.get('repeat', 0)} ({run.get('n_turns', '?')} turns, {reason})")
+
+
+# --------------------------------------------------------------------------- one turn
+
+
+def turn_record(rf: RunFile, turn: int) -> Turn:
+    """The turn record numbered ``turn`` (1-based, as recorded)."""
+    for t in rf.turns:
+        if t.turn == turn:
+            return t
+    if not rf.turns:
+        raise ValueError(f"run {rf.header.run_id} has no turns")
+    raise ValueError(f"run {rf.header.run_id} has turns {rf.turns[0].turn}-{rf.turns[-1].turn}, "
+                     f"not {turn}")
+
+
+class _NoWorld:
+    """Stands in for the world and code index when state calls are replayed: MEM and CON never
+    read the world, so any use of it is a bug worth a loud error."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"replaying state changes must not read the world (asked for {name!r})")
+
+
+def _copy(state: WorkingState) -> WorkingState:
+    return WorkingState.from_dict(state.to_dict())
+
+
+def turn_changes(turn: Turn, state: WorkingState | None = None) -> list[dict[str, Any]]:
+    """The state changes a turn made: the recorded ones, or, for a record without them (e.g.
+    a synthetic run), the ones its successful MEM/BKM/CON call makes on ``state``."""
+    if turn.state_changes:
+        return [dict(c) for c in turn.state_changes]
+    call = turn.call
+    if call is None or call.tool not in STATE_TOOLS or turn.metrics.error_type is not None:
+        return []
+    state = _copy(state) if state is not None else WorkingState()
+    if call.tool == "bookmark":
+        params = call.params
+        file = turn.metrics.file or str(params.get("file_path", ""))
+        try:
+            line = int(params.get("line_number"))
+        except (TypeError, ValueError):
+            return []
+        note = " ".join(str(params.get("note", "")).split())
+        old = next((b for b in state.bookmarks if b.file == file and b.line == line), None)
+        return [{"channel": "bookmark", "op": "update" if old else "add",
+                 "id": old.id if old else len(state.bookmarks) + 1, "file": file, "line": line,
+                 "note": note}]
+    box = Toolbox(_NoWorld(), index=_NoWorld(), state=state)  # type: ignore[arg-type]
+    return box.execute(call.tool, dict(call.params)).state_changes
+
+
+def apply_change(state: WorkingState, change: Mapping[str, Any]) -> bool:
+    """Apply one recorded state change to ``state``; False for a channel the working state
+    does not have (such a change is left out)."""
+    channel, op = change.get("channel"), change.get("op", "add")
+    ident = int(change.get("id") or 0)
+    if channel == "memory":
+        old = next((m for m in state.memories if m.id == ident), None)
+        if op == "update" and old is not None:
+            old.content = change.get("content", old.content)
+            old.confidence = change.get("confidence", old.confidence)
+        else:
+            state.memories.append(Memory(ident or len(state.memories) + 1,
+                                         str(change.get("title", "")),
+                                         str(change.get("content", "")), change.get("confidence")))
+        return True
+    if channel == "bookmark":
+        old_b = next((b for b in state.bookmarks if b.id == ident), None)
+        if op == "update" and old_b is not None:
+            old_b.note = change.get("note", old_b.note)
+        else:
+            state.bookmarks.append(Bookmark(ident or len(state.bookmarks) + 1,
+                                            str(change.get("file", "")),
+                                            int(change.get("line") or 0),
+                                            str(change.get("note", ""))))
+        return True
+    if channel == "conclusion":
+        state.conclusions.append(Conclusion(ident or len(state.conclusions) + 1,
+                                            str(change.get("title", "")),
+                                            str(change.get("content", "")), change.get("scope"),
+                                            bool(change.get("finalize", False))))
+        return True
+    return False
+
+
+def state_at(rf: RunFile, turn: int) -> WorkingState:
+    """The working state (memories, bookmarks, conclusions) after turn ``turn``: the changes of
+    turns 1..turn replayed in order (``turn=0``: the empty state the run started with)."""
+    state = WorkingState()
+    for t in rf.turns:
+        if t.turn > turn:
+            break
+        for change in turn_changes(t, state):
+            apply_change(state, change)
+    return state
+
+
+def reads_until(reads: pd.DataFrame, run_id: str, turn: int) -> pd.DataFrame:
+    """The reads table rows of one run made at turns 1..``turn``."""
+    sel = (reads["run_id"] == run_id) & (pd.to_numeric(reads["turn"]) <= turn)
+    return reads[sel].reset_index(drop=True)
+
+
+def _merge(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def read_ranges(reads: pd.DataFrame) -> pd.DataFrame:
+    """Per file of a reads table: merged line ranges (text), distinct lines, lines shown
+    (repeats counted), reads and the last turn that read it; ordered by first read."""
+    cols = ["file", "ranges", "distinct_lines", "lines_shown", "reads", "last_turn"]
+    if reads.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    first = reads.groupby("file", sort=False)["turn"].min().sort_values(kind="stable")
+    for file in first.index:
+        r = reads[reads["file"] == file]
+        merged = _merge(list(zip(r["start_line"].astype(int), r["end_line"].astype(int),
+                                 strict=True)))
+        rows.append({
+            "file": file,
+            "ranges": ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in merged),
+            "distinct_lines": sum(b - a + 1 for a, b in merged),
+            "lines_shown": int((r["end_line"] - r["start_line"] + 1).sum()),
+            "reads": len(r),
+            "last_turn": int(r["turn"].max()),
+        })
+    return pd.DataFrame(rows, columns=cols)
+
+
+# --------------------------------------------------------------------------- jumping
+
+
+def _is_error(t: Turn) -> bool:
+    return t.parse_error is not None or t.metrics.error_type is not None
+
+
+def _error_kind(t: Turn) -> str | None:
+    if t.metrics.error_type is not None:
+        return t.metrics.error_type
+    return "malformed" if t.parse_error is not None else None
+
+
+def jump_targets(rf: RunFile) -> dict[str, list[int]]:
+    """Turn numbers by what happened there: ``tool:OVW`` .. ``tool:CON`` (tools used),
+    ``error`` and ``error:<type>``, ``conclusion`` (CON calls), ``finalize`` (CON asking to
+    end), ``state`` (a state channel changed), ``injected`` (reminder or coach text added),
+    ``coach`` (a HINT or REJECT decision). ``error`` and ``conclusion`` are always present."""
+    out: dict[str, list[int]] = {}
+    for abbr in TOOL_ORDER:
+        hits = [t.turn for t in rf.turns if t.metrics.tool == abbr and t.call is not None]
+        if hits:
+            out[f"tool:{abbr}"] = hits
+    out["error"] = [t.turn for t in rf.turns if _is_error(t)]
+    kinds = sorted({k for t in rf.turns if (k := _error_kind(t))})
+    for kind in kinds:
+        out[f"error:{kind}"] = [t.turn for t in rf.turns if _error_kind(t) == kind]
+    out["conclusion"] = [t.turn for t in rf.turns if t.metrics.tool == "CON"
+                         and t.metrics.error_type is None and t.call is not None]
+    final = [t.turn for t in rf.turns if t.metrics.tool == "CON" and t.metrics.finalize]
+    if final:
+        out["finalize"] = final
+    state, changed = WorkingState(), []
+    for t in rf.turns:
+        changes = turn_changes(t, state)
+        for c in changes:
+            apply_change(state, c)
+        if changes:
+            changed.append(t.turn)
+    if changed:
+        out["state"] = changed
+    injected = [t.turn for t in rf.turns if t.injected]
+    if injected:
+        out["injected"] = injected
+    coach = [t.turn for t in rf.turns if t.coach and t.coach.get("decision") in ("HINT", "REJECT")]
+    if coach:
+        out["coach"] = coach
+    return out
+
+
+def matching_turns(rf: RunFile, kind: str) -> list[int]:
+    """The turns of one :func:`jump_targets` kind; a bare tool abbreviation (``PKR``) or
+    error type (``tool_error``) works too."""
+    targets = jump_targets(rf)
+    for key in (kind, f"tool:{kind}", f"error:{kind}"):
+        if key in targets:
+            return targets[key]
+    known = {*targets, *TOOL_ORDER, "tool_error", "unknown_tool", "malformed", "model_error"}
+    if kind in known:
+        return []
+    raise ValueError(f"unknown jump kind {kind!r}; this run has: {', '.join(targets)}")
+
+
+def step_match(matches: Sequence[int], current: int, direction: int = 1) -> int | None:
+    """The next (``direction`` > 0) or previous matching turn strictly after/before
+    ``current``; None when there is none."""
+    if direction > 0:
+        later = [m for m in matches if m > current]
+        return min(later) if later else None
+    earlier = [m for m in matches if m < current]
+    return max(earlier) if earlier else None
+
+
+# --------------------------------------------------------------------------- turn text
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more chars]"
+
+
+def _call_line(t: Turn) -> str:
+    if t.call is None:
+        return ""
+    args = ", ".join(f"{k}={v!r}" for k, v in t.call.params.items())
+    return f"{t.metrics.tool or '?'}  {t.call.tool}({_clip(args, 600)})"
+
+
+def _state_lines(state: WorkingState, changed: list[dict[str, Any]]) -> str:
+    text = state.render(memories=6, bookmarks=8, conclusions=3)
+    marks = {(c.get("channel"), int(c.get("id") or 0)) for c in changed}
+    out = []
+    channel = None
+    for line in text.splitlines():
+        head = line.split(" ", 1)[0].rstrip(":")
+        if head in ("MEMORY", "BOOKMARK", "CONCLUSION"):
+            channel = head.lower()
+        stripped = line.strip()
+        ident = stripped[1:stripped.index("]")] if stripped.startswith("[") and "]" in stripped \
+            else ""
+        hit = ident.isdigit() and (channel, int(ident)) in marks
+        out.append(("* " if hit else "  ") + line)
+    return "\n".join(out)
+
+
+def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
+                  max_obs: int = 2500) -> dict[str, str]:
+    """One turn as named text sections: header, thinking, call, observation, injected, coach,
+    state (after the turn; ``*`` marks entries changed by this turn) and reads (code read so
+    far, when the corpus's ``reads`` table is given). Empty sections are left out."""
+    t = turn_record(rf, turn)
+    h = rf.header
+    n = len(rf.turns)
+    head = (f"turn {t.turn} of {n} · {h.model.name} ({h.model.kind}) · {h.world.name} · "
+            f"{h.task.family} · {h.condition.name}")
+    timing = f"+{t.started_at - h.started_at:.1f}s from launch, {t.ended_at - t.started_at:.2f}s"
+    if t.tokens_in or t.tokens_out:
+        timing += f", {t.tokens_in} tokens in / {t.tokens_out} out"
+    if t.cached:
+        timing += ", replayed from cache"
+    if t.dropped_messages:
+        timing += f", {t.dropped_messages} old messages left out of the prompt"
+    out = {"header": f"{head}\n{timing}"}
+    if t.thinking.strip():
+        out["thinking"] = _clip(t.thinking, 2000)
+    if t.call is not None:
+        out["call"] = _call_line(t)
+    elif t.parse_error is not None:
+        out["call"] = (f"no tool call: parse error ({t.parse_error.kind}) "
+                       f"{t.parse_error.message}\nraw reply: {_clip(t.raw_text, 800)}")
+    obs_head = f"[{t.metrics.error_type}] " if t.metrics.error_type else ""
+    out["observation"] = obs_head + _clip(t.observation, max_obs)
+    if t.model_calls:
+        out["observation"] += "\n" + "\n".join(
+            f"(model call: {c.purpose} by {c.model}, {c.latency_s:.2f}s"
+            + (f", error {c.error}" if c.error else "") + ")" for c in t.model_calls)
+    if t.injected:
+        out["injected"] = "\n".join(f"[{i.source}] {_clip(i.text, 800)}" for i in t.injected)
+    if t.coach:
+        decision = t.coach.get("decision")
+        message = t.coach.get("message") or ""
+        out["coach"] = f"{decision}: {_clip(str(message), 800)}" if message else str(decision)
+    before = state_at(rf, turn - 1)
+    changes = turn_changes(t, before)
+    after = state_at(rf, turn)
+    out["state"] = _state_lines(after, changes)
+    if reads is not None:
+        so_far = reads_until(reads, h.run_id, turn)
+        table = read_ranges(so_far)
+        if table.empty:
+            out["reads"] = "nothing read yet"
+        else:
+            total = int(distinct_lines(so_far).sum())
+            lines = [f"{len(table)} file(s), {total} distinct lines"]
+            here = t.metrics.file
+            for row in table.itertuples():
+                mark = "> " if row.file == here else "  "
+                lines.append(f"{mark}{row.file}: {row.ranges} ({row.distinct_lines} lines)")
+            out["reads"] = "\n".join(lines)
+    return out
+
+
+SECTION_TITLES = {
+    "header": "", "thinking": "THINKING", "call": "CALL", "observation": "OBSERVATION",
+    "injected": "INJECTED INTO THE NEXT PROMPT", "coach": "COACH",
+    "state": "STATE CHANNELS AFTER THIS TURN (* = changed here)",
+    "reads": "CODE READ SO FAR (> = this turn's file)",
+}
+
+
+def turn_text(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
+              max_obs: int = 2500) -> str:
+    """:func:`turn_sections` as plain text."""
+    parts = []
+    for key, body in turn_sections(rf, turn, reads, max_obs).items():
+        title = SECTION_TITLES.get(key, key.upper())
+        parts.append(f"{title}\n{body}" if title else f"=== {body}")
+    return "\n\n".join(parts)
+
+
+_SECTION_STYLE = {
+    "call": "color:#0B3C5D;font-weight:bold", "coach": f"color:{figures.COACH_COLOR}",
+    "injected": "color:#8A5A00",
+}
+
+
+def turn_html(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
+              max_obs: int = 2500) -> str:
+    """:func:`turn_sections` as an HTML fragment (errors in red, coach text in purple)."""
+    t = turn_record(rf, turn)
+    blocks = []
+    for key, body in turn_sections(rf, turn, reads, max_obs).items():
+        style = _SECTION_STYLE.get(key, "")
+        if key == "observation" and _is_error(t):
+            style = f"color:{figures.ERROR_COLOR}"
+        if key == "call" and t.call is None:
+            style = f"color:{figures.ERROR_COLOR}"
+        title = SECTION_TITLES.get(key, key.upper())
+        if key == "header":
+            blocks.append(f"<div style='font-weight:bold'>{html.escape(body)}</div>")
+            continue
+        blocks.append(
+            f"<div style='margin-top:6px;font-size:11px;color:#555'>{html.escape(title)}</div>"
+            f"<pre style='white-space:pre-wrap;margin:0;font-size:12px;{style}'>"
+            f"{html.escape(body)}</pre>")
+    return "<div>" + "".join(blocks) + "</div>"
+
+
+# --------------------------------------------------------------------------- journey arc
+
+
+def arc_data(corpus: Corpus, run_id: str, turn: int, axis: Axis = "time") -> pd.DataFrame:
+    """Lens 1's events of one run (:func:`adakit.lenses.journey.arc_events`) with ``x`` (the
+    marker position: % of the run's time for ``axis="time"``, the turn for ``"turn"``),
+    ``seen`` (turn <= ``turn``) and ``current`` (turn == ``turn``)."""
+    if axis not in ("time", "turn"):
+        raise ValueError(f"axis must be 'time' or 'turn', not {axis!r}")
+    one = corpus.where(run_id=run_id)
+    if one.runs.empty:
+        raise ValueError(f"no run {run_id!r} in the corpus")
+    ev = journey.arc_events(one)
+    if ev.empty:
+        return ev.assign(x=pd.Series(dtype=float), seen=pd.Series(dtype=bool),
+                         current=pd.Series(dtype=bool))
+    x = ev["turn"].astype(float) if axis == "turn" else 100.0 * ev["t_rel"].astype(float)
+    return ev.assign(x=x.to_numpy(), seen=(ev["turn"] <= turn).to_numpy(),
+                     current=(ev["turn"] == turn).to_numpy())
+
+
+def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Axis = "time",
+             title: str | None = None, width: float = 7.5) -> Figure:
+    """One run's journey arc (lens 1 markers) with the current turn ringed and the turns
+    still to come faded."""
+    if arc.empty:
+        raise ValueError("the run has no turns: no arc to draw")
+    run_ids = set(arc["run_id"])
+    if len(run_ids) != 1:
+        raise ValueError(f"plot_arc draws one run; got {len(run_ids)}")
+    fig = journey.plot_journey_arcs(arc, runs[runs["run_id"].isin(run_ids)], facet=None,
+                                    axis=axis, scale="run", max_runs_per_panel=1,
+                                    row_label=None, width=width)
+    ax = fig.axes[0]
+    cur = arc[arc["current"]]
+    if not cur.empty:
+        x = float(cur["x"].iloc[0])
+        later = arc.loc[arc["x"] > x, "x"]
+        if not later.empty:
+            right = ax.get_xlim()[1]
+            start = (x + float(later.min())) / 2
+            ax.axvspan(start, right, ymin=0.03, color="white", alpha=0.7, zorder=4, linewidth=0)
+        ax.axvline(x, color=HIGHLIGHT_COLOR, linewidth=0.8, linestyle=":", zorder=5)
+        ax.scatter([x], [0], s=260, facecolors="none", edgecolors=HIGHLIGHT_COLOR,
+                   linewidths=1.6, zorder=6)
+        turn = int(cur["turn"].iloc[0])
+        n = int(cur["n_turns"].iloc[0])
+        label = title or f"journey arc: turn {turn} of {n} ({cur['kind'].astype(str).iloc[0]})"
+        ax.set_title(label, loc="left", fontsize=9)
+    elif title:
+        ax.set_title(title, loc="left", fontsize=9)
+    return fig
+
+
+# --------------------------------------------------------------------------- footprint map
+
+
+def map_values(reads: pd.DataFrame, run_id: str, turn: int) -> pd.Series:
+    """Lines shown per file by one run up to turn ``turn`` (lens 4's density of a single
+    run), indexed by file."""
+    so_far = reads_until(reads, run_id, turn)
+    if so_far.empty:
+        return pd.Series(dtype=float)
+    dens = fp.trace_density(so_far)
+    return dens.set_index("file")["lines_shown"].astype(float)
+
+
+def plot_turn_map(files: pd.DataFrame, values: pd.Series, current_file: str | None = None,
+                  layout: pd.DataFrame | None = None, title: str | None = None) -> Figure:
+    """The world's footprint map (lens 4) coloured by the lines read so far, with the current
+    turn's file outlined."""
+    # label_top=0 before anything is read: plot_repo_map's label step fails on no read file
+    read = bool(len(values) and (values != 0).any())
+    fig = fp.plot_repo_map(files, values, layout=layout, title=title,
+                           label_top=5 if read else 0, colorbar_label="Lines shown so far")
+    fig.set_size_inches(5.6, 4.8)
+    ax = fig.axes[0]
+    if current_file:
+        lay = layout if layout is not None else fp.repo_layout(files, values)
+        hit = lay[(lay["kind"] == "file") & (lay["path"] == current_file)]
+        for row in hit.itertuples():
+            ax.add_patch(Circle((row.x, row.y), max(row.r, 0.012), fill=False,
+                                edgecolor=HIGHLIGHT_COLOR, linewidth=2.0, zorder=8))
+    return fig
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def _as_corpus(corpus: Corpus | str | Path) -> Corpus:
+    if isinstance(corpus, Corpus):
+        return corpus
+    return load_corpus(corpus)
+
+
+class RunView:
+    """One run prepared for stepping: its record, tidy rows, jump targets and map.
+
+    ``files`` (a world files table, e.g. from :func:`adakit.lenses.footprint.map_files`) may
+    be passed in to share it between runs of a world; otherwise it is built on first use,
+    from the world on disk, or from the files the corpus read there when it is not fetched
+    (``fetch_world=True`` downloads it instead).
+    """
+
+    def __init__(self, corpus: Corpus, run_id: str, axis: Axis = "time",
+                 fetch_world: bool = False, files: tuple[pd.DataFrame, str] | None = None,
+                 run_file: RunFile | None = None) -> None:
+        hit = corpus.runs[corpus.runs["run_id"] == run_id]
+        if hit.empty:
+            raise ValueError(f"no run {run_id!r} in the corpus "
+                             f"({len(corpus.runs)} runs, e.g. {corpus.runs['run_id'].head(3).tolist()})")
+        self.corpus = corpus
+        self.run_id = run_id
+        self.run = hit.iloc[0]
+        self.axis: Axis = axis
+        self.fetch_world = fetch_world
+        self.rf = run_file if run_file is not None else read_run(self.run["path"])
+        self.reads = corpus.reads[corpus.reads["run_id"] == run_id].reset_index(drop=True)
+        self.jumps = jump_targets(self.rf)
+        self._files = files
+        self._layout: pd.DataFrame | None = None
+
+    @property
+    def n_turns(self) -> int:
+        return len(self.rf.turns)
+
+    @property
+    def turn_numbers(self) -> list[int]:
+        return [t.turn for t in self.rf.turns]
+
+    def summary(self) -> str:
+        """The run in two lines: its axes and how it ended."""
+        h, end = self.rf.header, self.rf.end
+        ending = f"ended by {end.reason}" if end else "unfinished (no end record)"
+        first = f"{self.run_id}: {h.model.name} ({h.model.kind}) on {h.world.name} " \
+                f"{h.world.version}, task {h.task.family}, condition {h.condition.name}"
+        second = f"{self.n_turns} turns (bound {h.turn_bound}), {ending}"
+        if end and end.conclusion:
+            second += f"; conclusion: {_clip(end.conclusion, 300)}"
+        return f"{first}\n{second}"
+
+    def state(self, turn: int) -> WorkingState:
+        return state_at(self.rf, turn)
+
+    def text(self, turn: int) -> str:
+        return turn_text(self.rf, turn, self.reads)
+
+    def html(self, turn: int) -> str:
+        return turn_html(self.rf, turn, self.reads)
+
+    def arc_figure(self, turn: int) -> Figure:
+        return plot_arc(arc_data(self.corpus, self.run_id, turn, self.axis), self.corpus.runs,
+                        axis=self.axis)
+
+    def files(self) -> tuple[pd.DataFrame, str]:
+        """The world's files table for the map and a note on where it came from."""
+        if self._files is None:
+            world = str(self.run["world"])
+            world_reads = self.corpus.reads[self.corpus.reads["world"] == world]
+            self._files = _map_files(world, world_reads, self.fetch_world)
+        return self._files
+
+    def layout(self) -> pd.DataFrame:
+        """The circle layout, packed once with everything the run ever reads."""
+        if self._layout is None:
+            files, _ = self.files()
+            self._layout = fp.repo_layout(files, map_values(self.reads, self.run_id,
+                                                            10**9))
+        return self._layout
+
+    def map_figure(self, turn: int) -> Figure:
+        files, _ = self.files()
+        values = map_values(self.reads, self.run_id, turn)
+        current = turn_record(self.rf, turn).metrics.file
+        shown = int(values.sum()) if len(values) else 0
+        title = f"read by turn {turn}: {len(values)} file(s), {shown} lines shown"
+        return plot_turn_map(files, values, current, self.layout(), title)
+
+
+def _map_files(world: str, reads: pd.DataFrame, fetch: bool) -> tuple[pd.DataFrame, str]:
+    try:
+        return fp.map_files(world, reads, fetch=fetch)
+    except ValueError as exc:  # world unavailable and nothing read there
+        return pd.DataFrame(columns=["file", "loc"]), str(exc)
+
+
+def figure_png(fig: Figure, dpi: int = 90) -> bytes:
+    """A figure as PNG bytes; the figure is closed."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- static rendering
+
+
+@dataclass
+class StaticRendering:
+    """The explorer without widgets: text for a fixed set of turns plus the arc and the
+    footprint map at the chosen turn."""
+
+    run_id: str
+    turn: int
+    turns: list[int]
+    text: str
+    figures: dict[str, Figure] = field(default_factory=dict)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        print(self.text)
+        for fig in self.figures.values():
+            display(fig)
+
+
+def landmark_turns(rf: RunFile, turn: int, limit: int = 5) -> list[int]:
+    """The chosen turn plus the run's landmarks: first turn, first error, first conclusion,
+    first coach decision, last turn (at most ``limit``, in order)."""
+    if not rf.turns:
+        return []
+    jumps = jump_targets(rf)
+    picks = [turn, rf.turns[0].turn]
+    for key in ("error", "conclusion", "coach"):
+        if jumps.get(key):
+            picks.append(jumps[key][0])
+    picks.append(rf.turns[-1].turn)
+    valid = set(t.turn for t in rf.turns)
+    out = list(dict.fromkeys(p for p in picks if p in valid))[:limit]
+    return sorted(out)
+
+
+def render_static(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
+                  turns: Sequence[int] | None = None, axis: Axis = "time",
+                  fetch_world: bool = False, show_map: bool = True) -> StaticRendering:
+    """The static explorer: run summary, jump targets, the text of ``turns`` (default:
+    :func:`landmark_turns`), and the arc and map figures at ``turn``."""
+    data = _as_corpus(corpus)
+    run_id = run_id or default_run(data.runs)
+    view = RunView(data, run_id, axis=axis, fetch_world=fetch_world)
+    if not view.n_turns:
+        return StaticRendering(run_id, 0, [], view.summary() + "\n(no turns to show)")
+    if turn not in view.turn_numbers:
+        turn = min(max(turn, view.turn_numbers[0]), view.turn_numbers[-1])
+    shown = list(turns) if turns is not None else landmark_turns(view.rf, turn)
+    parts = [view.summary(), "jump targets: " + "; ".join(
+        f"{k} {v}" for k, v in view.jumps.items() if v)]
+    parts += [view.text(t) for t in shown]
+    figs = {"arc": view.arc_figure(turn)}
+    if show_map:
+        files, note = view.files()
+        if not files.empty:
+            figs["map"] = view.map_figure(turn)
+        parts.append(f"footprint map: {note}")
+    for fig in figs.values():
+        plt.close(fig)  # shown through display(), not by the inline backend as well
+    return StaticRendering(run_id, turn, shown, "\n\n".join(parts), figs)
+
+
+# --------------------------------------------------------------------------- widgets
+
+
+class ExplorerWidgets:
+    """The interactive explorer (ipywidgets): run selectors that filter each other, a turn
+    slider with previous/next buttons, jumps by tool, error or conclusion, the turn's text
+    and the arc and footprint pictures. ``ui`` is the top-level widget."""
+
+    def __init__(self, corpus: Corpus, run_id: str | None = None, turn: int = 1,
+                 axis: Axis = "time", fetch_world: bool = False, show_map: bool = True) -> None:
+        import ipywidgets as w
+
+        if corpus.runs.empty:
+            raise ValueError("the corpus has no runs to explore")
+        self.corpus = corpus
+        self.axis: Axis = axis
+        self.fetch_world = fetch_world
+        self.show_map = show_map
+        self.view: RunView | None = None
+        self._files: dict[str, tuple[pd.DataFrame, str]] = {}
+        self._busy = False
+        self.selectors = {
+            a: w.Dropdown(description=a, options=[ANY], value=ANY,
+                          layout=w.Layout(width="24%")) for a in AXES
+        }
+        self.run_select = w.Dropdown(description="run", layout=w.Layout(width="98%"))
+        self.summary = w.HTML()
+        self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="80px"))
+        self.next_button = w.Button(description="next ▶", layout=w.Layout(width="80px"))
+        self.slider = w.IntSlider(description="turn", min=1, max=1, value=1,
+                                  continuous_update=False, layout=w.Layout(width="45%"))
+        self.jump_select = w.Dropdown(description="jump to", options=[("-", "")],
+                                      layout=w.Layout(width="230px"))
+        self.jump_prev = w.Button(description="◀ match", layout=w.Layout(width="80px"))
+        self.jump_next = w.Button(description="match ▶", layout=w.Layout(width="80px"))
+        self.turn_view = w.HTML(layout=w.Layout(width="52%"))
+        self.arc_image = w.Image(format="png", layout=w.Layout(width="100%"))
+        self.map_image = w.Image(format="png", layout=w.Layout(width="85%"))
+        self.map_note = w.HTML()
+        pictures = [self.arc_image] + ([self.map_image, self.map_note] if show_map else [])
+        self.ui = w.VBox([
+            w.HBox(list(self.selectors.values())),
+            self.run_select,
+            self.summary,
+            w.HBox([self.prev_button, self.slider, self.next_button, self.jump_select,
+                    self.jump_prev, self.jump_next]),
+            w.HBox([self.turn_view, w.VBox(pictures, layout=w.Layout(width="48%"))]),
+        ])
+        for sel in self.selectors.values():
+            sel.observe(self._on_axis, names="value")
+        self.run_select.observe(self._on_run, names="value")
+        self.slider.observe(self._on_turn, names="value")
+        self.prev_button.on_click(lambda _: self.step(-1))
+        self.next_button.on_click(lambda _: self.step(1))
+        self.jump_prev.on_click(lambda _: self.jump(-1))
+        self.jump_next.on_click(lambda _: self.jump(1))
+        self._refresh_options()
+        self.select_run(run_id or default_run(corpus.runs), turn)
+
+    # ------------------------------------------------------------------ selection
+
+    def _selection(self) -> dict[str, str]:
+        return {a: s.value for a, s in self.selectors.items()}
+
+    def _refresh_options(self) -> None:
+        """Re-filter every selector and the run list from the current selection."""
+        self._busy = True
+        try:
+            options = axis_options(self.corpus.runs, self._selection())
+            for a, sel in self.selectors.items():
+                keep = sel.value if sel.value in options[a] else ANY
+                sel.options = [ANY, *options[a]]
+                sel.value = keep
+            runs = select_runs(self.corpus.runs, **self._selection())
+            current = self.run_select.value
+            self.run_select.options = [(run_label(r), r["run_id"]) for _, r in runs.iterrows()]
+            if current in set(runs["run_id"]):
+                self.run_select.value = current
+        finally:
+            self._busy = False
+
+    def _on_axis(self, change: dict[str, Any]) -> None:
+        if self._busy:
+            return
+        self._refresh_options()
+        if self.run_select.value and (self.view is None
+                                      or self.run_select.value != self.view.run_id):
+            self.select_run(self.run_select.value)
+
+    def _on_run(self, change: dict[str, Any]) -> None:
+        if self._busy or not change["new"]:
+            return
+        self.select_run(change["new"])
+
+    def select_run(self, run_id: str, turn: int = 1) -> None:
+        """Open a run (the selectors are widened if they hide it) at ``turn``."""
+        row = self.corpus.runs[self.corpus.runs["run_id"] == run_id]
+        if row.empty:
+            raise ValueError(f"no run {run_id!r} in the corpus")
+        if select_runs(row, **self._selection()).empty:
+            self._busy = True
+            for sel in self.selectors.values():
+                sel.value = ANY
+            self._busy = False
+            self._refresh_options()
+        world = str(row["world"].iloc[0])
+        view = RunView(self.corpus, run_id, self.axis, self.fetch_world,
+                       files=self._files.get(world))
+        self.view = view
+        self._busy = True
+        try:
+            self.run_select.value = run_id
+            numbers = view.turn_numbers or [0]
+            self.slider.min, self.slider.max = 0, max(numbers)
+            self.slider.min = min(numbers)
+            self.slider.value = min(max(turn, self.slider.min), self.slider.max)
+            self.slider.disabled = not view.turn_numbers
+            self.jump_select.options = [("-", "")] + [
+                (f"{k} ({len(v)})", k) for k, v in view.jumps.items()]
+            self.jump_select.value = ""
+        finally:
+            self._busy = False
+        self.summary.value = "<pre style='white-space:pre-wrap;font-size:12px'>" \
+            + html.escape(view.summary()) + "</pre>"
+        self.render()
+
+    # ------------------------------------------------------------------ turns
+
+    @property
+    def turn(self) -> int:
+        return int(self.slider.value)
+
+    def _on_turn(self, change: dict[str, Any]) -> None:
+        if not self._busy:
+            self.render()
+
+    def go(self, turn: int) -> None:
+        """Show turn ``turn`` (clamped to the run)."""
+        self.slider.value = min(max(int(turn), self.slider.min), self.slider.max)
+
+    def step(self, direction: int) -> None:
+        self.go(self.turn + (1 if direction > 0 else -1))
+
+    def jump(self, direction: int) -> None:
+        """Go to the next/previous turn of the kind chosen in the jump menu."""
+        if self.view is None or not self.jump_select.value:
+            return
+        target = step_match(self.view.jumps.get(self.jump_select.value, []), self.turn,
+                            direction)
+        if target is not None:
+            self.go(target)
+
+    def render(self) -> None:
+        """Redraw the turn text, the arc and the map for the current turn."""
+        view = self.view
+        if view is None:
+            return
+        if not view.n_turns:
+            self.turn_view.value = "<i>this run has no turns</i>"
+            self.arc_image.value = b""
+            self.map_image.value = b""
+            return
+        t = self.turn
+        self.turn_view.value = view.html(t)
+        self.arc_image.value = figure_png(view.arc_figure(t))
+        if self.show_map:
+            files, note = view.files()
+            self._files.setdefault(str(view.run["world"]), (files, note))
+            self.map_image.value = figure_png(view.map_figure(t)) if not files.empty else b""
+            self.map_note.value = f"<small>{html.escape(note)}</small>"
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.ui)
+
+
+def build_explorer(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
+                   axis: Axis = "time", fetch_world: bool = False,
+                   show_map: bool = True) -> ExplorerWidgets:
+    """The interactive explorer's widgets (needs ipywidgets; works without a front end)."""
+    return ExplorerWidgets(_as_corpus(corpus), run_id, turn, axis, fetch_world, show_map)
+
+
+def widgets_available() -> bool:
+    """True inside a live Jupyter kernel with ipywidgets installed."""
+    try:
+        import ipywidgets  # noqa: F401
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def use_widgets(interactive: bool | None = None) -> bool:
+    """Whether :func:`explore` builds widgets: never when ``interactive`` is False or
+    ``ADAKIT_EXPLORER=static``; otherwise when :func:`widgets_available`."""
+    if os.environ.get(ENV_VAR, "").strip().lower() == "static" or interactive is False:
+        return False
+    return widgets_available()
+
+
+def explore(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
+            interactive: bool | None = None, axis: Axis = "time", fetch_world: bool = False,
+            show_map: bool = True) -> ExplorerWidgets | StaticRendering:
+    """Open the explorer on a corpus (a :class:`Corpus` or a corpus folder) at ``run_id``
+    (default :func:`default_run`) and ``turn``: widgets when :func:`use_widgets` says so,
+    else :func:`render_static`. Either result displays itself in a notebook."""
+    data = _as_corpus(corpus)
+    if use_widgets(interactive):
+        return ExplorerWidgets(data, run_id, turn, axis, fetch_world, show_map)
+    return render_static(data, run_id, turn, axis=axis, fetch_world=fetch_world,
+                         show_map=show_map)
+
+
+__all__ = [
+    "ANY", "AXES", "ENV_VAR", "ExplorerWidgets", "RunView", "StaticRendering", "apply_change",
+    "arc_data", "axis_options", "build_explorer", "default_run", "explore", "figure_png",
+    "jump_targets", "landmark_turns", "map_values", "matching_turns", "plot_arc",
+    "plot_turn_map", "read_ranges", "reads_until", "render_static", "run_label", "select_runs",
+    "state_at", "step_match", "turn_changes", "turn_html", "turn_record", "turn_sections",
+    "turn_text", "use_widgets", "widgets_available",
+]
