@@ -1000,12 +1000,22 @@ class CodeIndex:
                 sizes[rel] = 0
             total_bytes += sizes[rel]
         workers = self.workers
-        if workers <= 1 or len(todo) < self.parallel_min_files or total_bytes < self.parallel_min_bytes:
-            from tqdm.auto import tqdm
+        # Worker processes are forked: no re-import of the caller's main module, and the
+        # grammars are loaded once here. Forking a process that runs other threads is unsafe,
+        # so then (and where fork does not exist) the build stays in this process. tqdm's
+        # monitor thread only sleeps between checks of its bars and does not count.
+        others = [t for t in threading.enumerate()
+                  if t is not threading.current_thread() and t.name != "tqdm_monitor"]
+        can_fork = "fork" in multiprocessing.get_all_start_methods() and not others
+        if (not can_fork or workers <= 1 or len(todo) < self.parallel_min_files
+                or total_bytes < self.parallel_min_bytes):
+            jobs: Any = todo
+            if progress:
+                from tqdm.auto import tqdm
 
+                jobs = tqdm(todo, desc=f"indexing {self.world.name}", unit="file", leave=False)
             out = []
-            for job in tqdm(todo, desc=f"indexing {self.world.name}", unit="file",
-                            disable=not progress, leave=False):
+            for job in jobs:
                 out.extend(_index_chunk(str(self.world.root), [job])[0])
             self.parse_count += len(todo)
             return out
@@ -1018,10 +1028,9 @@ class CodeIndex:
             chunks[i].append(job)
             loads[i] += sizes[job[0]] + 2000
         chunks = [c for c in chunks if c]
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        if method == "fork" and threading.active_count() > 1:
-            method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-        ctx = multiprocessing.get_context(method)
+        for key in {k for _, k in todo}:
+            grammar(key)
+        ctx = multiprocessing.get_context("fork")
         stats.workers = workers
         out: list[tuple[str, Any]] = []
         with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
