@@ -762,7 +762,7 @@ class CodeIndex:
         cache_dir: str | Path | None = None,
         use_disk_cache: bool = True,
         workers: int | None = None,
-        tree_cache_bytes: int = 48_000_000,
+        tree_cache_bytes: int = 32_000_000,
     ) -> None:
         self.world = world
         self._root = str(world.root) + os.sep
@@ -795,12 +795,20 @@ class CodeIndex:
         return self.world.root / rel
 
     def source(self, rel: str) -> _Source:
-        """Bytes of an in-world file (cached by mtime_ns and size); raises SandboxError."""
+        """Bytes of an in-world file (cached by mtime_ns and size); raises SandboxError.
+
+        ``rel`` is a canonical relative path (``World.rel``); as a second line of defence,
+        paths that climb out, absolute paths and anything but a regular file are refused.
+        """
+        if rel.startswith("/") or ".." in rel.split("/"):
+            raise SandboxError(f"'{rel}' is not a path inside the repository.", "outside")
         path = self._root + rel
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except OSError as exc:
             raise SandboxError(f"'{rel}' cannot be read ({exc.strerror}).", "not_found") from exc
+        if not stat.S_ISREG(st.st_mode):
+            raise SandboxError(f"'{rel}' is not a regular file; refused.", "not_a_file")
         hit = self._sources.get(rel)
         if hit is not None and hit.mtime_ns == st.st_mtime_ns and hit.size == st.st_size:
             return hit

@@ -310,3 +310,16 @@ def test_binary_and_oversized_sources_are_skipped(world: World, tmp_path: Path) 
     stats = idx.build()
     assert stats.skipped == 1 and stats.parsed == 8
     assert idx.references("binary") == ([], 0)
+
+
+def test_index_refuses_paths_outside_the_world(world: World, index: CodeIndex, tmp_path: Path) -> None:
+    from adakit.world import SandboxError
+
+    secret = tmp_path / "secret.py"
+    secret.write_text("def secret():\n    pass\n")
+    os.symlink(secret, world.root / "pkg" / "link.py")
+    for rel in ("../secret.py", str(secret), "pkg/link.py"):
+        with pytest.raises(SandboxError):
+            index.outline(rel)
+    index.build()
+    assert index.definitions("secret") == []
