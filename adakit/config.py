@@ -50,3 +50,9 @@ def cache_dir() -> Path:
     """Where the model response cache lives (``ADAKIT_CACHE`` overrides)."""
     env = os.environ.get("ADAKIT_CACHE")
     return Path(env).expanduser().resolve() if env else CACHE
+
+
+def figures_dir() -> Path:
+    """Where figures are saved (``ADAKIT_FIGURES`` overrides, e.g. one folder per profile)."""
+    env = os.environ.get("ADAKIT_FIGURES")
+    return Path(env).expanduser().resolve() if env else FIGURES

@@ -205,7 +205,7 @@ def save_figure(
         raise ValueError(f"figure name must be a relative path inside the figures folder: {name!r}")
     if not formats:
         raise ValueError("save_figure needs at least one format")
-    base = Path(folder) if folder is not None else config.FIGURES
+    base = Path(folder) if folder is not None else config.figures_dir()
     written: list[Path] = []
     for fmt in formats:
         fmt = fmt.lower().lstrip(".")

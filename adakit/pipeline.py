@@ -1,0 +1,331 @@
+"""The whole study as stages: worlds -> launch -> judge -> notebooks -> index.
+
+``make study`` drives these stages as a Make dependency graph; ``adakit study PROFILE`` runs
+the same stages in order for people without Make. A profile is a study file
+``studies/<profile>.yaml`` (its ``judge`` block says which runs to adjudicate and how) and a
+papermill parameter file ``studies/<profile>.params.yaml`` shared by every notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from adakit import config
+from adakit.record import load_corpus
+
+
+def study_file(profile: str) -> Path:
+    """The study file of a profile (a name under studies/ or a path)."""
+    p = Path(profile)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    path = config.STUDIES / f"{profile}.yaml"
+    if not path.exists():
+        known = sorted(f.stem for f in config.STUDIES.glob("*.yaml") if not f.stem.endswith(".params"))
+        raise FileNotFoundError(f"no profile {profile!r}; known: {', '.join(known)}")
+    return path
+
+
+def params_file(profile: str) -> Path:
+    """The papermill parameter file of a profile."""
+    return study_file(profile).with_suffix("").with_suffix(".params.yaml")
+
+
+def output_dir(profile: str) -> Path:
+    """Where the executed notebooks, the index page and the stage stamps of a profile go."""
+    return config.DATA / "study" / Path(profile).stem
+
+
+def notebooks() -> list[Path]:
+    """The numbered notebooks, in order (a glob, never a hand-kept list)."""
+    return sorted(config.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+# --------------------------------------------------------------------------- judge stage
+
+
+def judge_selection(corpus: Path, spec: dict[str, Any]) -> list[Path]:
+    """The run files the judge stage adjudicates.
+
+    Every run of a non-baseline model is judged; of each baseline model, at most
+    ``baseline_runs`` runs (the first by run id, so the sample is stable).
+    """
+    runs = load_corpus(corpus, cache=False).runs
+    if runs.empty:
+        return []
+    runs = runs.sort_values("run_id")
+    keep = runs[runs["model_kind"] != "baseline"]
+    per = int(spec.get("baseline_runs", 0))
+    if per > 0:
+        base = runs[runs["model_kind"] == "baseline"].groupby("model", sort=True).head(per)
+        keep = pd.concat([keep, base])
+    return [Path(p) for p in keep.sort_values("run_id")["path"]]
+
+
+def run_judge_stage(profile: str, progress: bool = True) -> dict[str, Any]:
+    """Adjudicate a profile's corpus as its study file's ``judge`` block says."""
+    from adakit.judges import judgments_dir, run_judgments
+    from adakit.study import load_study
+
+    study = load_study(study_file(profile))
+    spec = dict(study.raw.get("judge") or {})
+    files = judge_selection(study.output, spec)
+    if not files:
+        print(f"judge: no runs selected in {study.output}")
+        return {"runs": 0}
+    report = run_judgments(
+        files,
+        families=tuple(spec.get("families") or _all_families()),
+        judges=spec.get("judges"),
+        turn_judge=spec.get("turn_judge"),
+        max_turn_items=spec.get("max_turn_items"),
+        cache_mode=spec.get("cache_mode", study.cache_mode),
+        out_dir=judgments_dir(study.output),
+        max_tokens=int(spec.get("max_tokens", 384)),
+        progress=progress,
+    )
+    print(f"judge: {len(files)} runs -> {judgments_dir(study.output)}")
+    return {"runs": len(files), "report": report}
+
+
+def _all_families() -> tuple[str, ...]:
+    from adakit.judges import FAMILIES
+
+    return tuple(FAMILIES)
+
+
+# --------------------------------------------------------------------------- notebooks
+
+
+def execute_notebook(src: Path, dest: Path, params: Path | None, extra: dict[str, Any] | None = None) -> float:
+    """Run one notebook with papermill into ``dest`` (never over the source); seconds taken."""
+    import papermill as pm
+
+    if dest.resolve() == src.resolve():
+        raise ValueError("papermill must not overwrite its source notebook")
+    parameters: dict[str, Any] = {}
+    if params is not None and params.exists():
+        parameters.update(yaml.safe_load(params.read_text(encoding="utf-8")) or {})
+    parameters.update(extra or {})
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    pm.execute_notebook(
+        str(src), str(dest), parameters=parameters, cwd=str(config.NOTEBOOKS), progress_bar=False,
+        kernel_name="python3",
+    )
+    return time.time() - t0
+
+
+# --------------------------------------------------------------------------- index page
+
+
+def _title(nb: dict[str, Any], fallback: str) -> str:
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            text = "".join(cell.get("source", ""))
+            m = re.search(r"^#\s+(.+)$", text, re.M)
+            if m:
+                return m.group(1).strip()
+    return fallback
+
+
+@dataclass
+class IndexPage:
+    path: Path
+    pages: list[Path] = field(default_factory=list)
+    images: int = 0
+
+
+def build_index(out: Path, figures: Path | None = None) -> IndexPage:
+    """Convert executed notebooks to HTML and write ``index.html`` linking them and every figure."""
+    from nbconvert import HTMLExporter
+
+    out = Path(out)
+    executed = sorted((out / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    html_dir = out / "html"
+    html_dir.mkdir(parents=True, exist_ok=True)
+    exporter = HTMLExporter()
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    rows = []
+    pages = []
+    for nb_path in executed:
+        body, _ = exporter.from_filename(str(nb_path))
+        page = html_dir / (nb_path.stem + ".html")
+        page.write_text(body, encoding="utf-8")
+        pages.append(page)
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        rows.append(
+            f'<li><a href="html/{page.name}">{html.escape(nb_path.stem)}</a> — '
+            f"{html.escape(_title(nb, nb_path.stem))}</li>"
+        )
+    figures = Path(figures) if figures is not None else config.figures_dir()
+    pngs = sorted(figures.rglob("*.png")) if figures.exists() else []
+    gallery = []
+    for png in pngs:
+        rel = Path(os.path.relpath(png.resolve(), out.resolve())).as_posix()
+        name = html.escape(str(png.relative_to(figures)))
+        gallery.append(
+            f'<figure><a href="{rel}"><img src="{rel}" alt="{name}"></a>'
+            f"<figcaption>{name}</figcaption></figure>"
+        )
+    index = out / "index.html"
+    index.write_text(
+        _PAGE.format(
+            title=html.escape(f"adakit study: {out.name}"),
+            when=time.strftime("%Y-%m-%d %H:%M"),
+            notebooks="\n".join(rows) or "<li>(no executed notebooks)</li>",
+            n_fig=len(pngs),
+            gallery="\n".join(gallery),
+        ),
+        encoding="utf-8",
+    )
+    return IndexPage(index, pages, len(pngs))
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; padding: 0 1rem; }}
+.gallery {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 1rem; }}
+figure {{ margin: 0; border: 1px solid #ddd; padding: .5rem; background: #fafafa; }}
+img {{ width: 100%; height: auto; }}
+figcaption {{ font-size: .8rem; color: #444; word-break: break-all; }}
+</style></head>
+<body>
+<h1>{title}</h1>
+<p>Built {when}. Each notebook below was executed with papermill on this study's corpus.</p>
+<h2>Notebooks</h2>
+<ol>
+{notebooks}
+</ol>
+<h2>Figures ({n_fig})</h2>
+<div class="gallery">
+{gallery}
+</div>
+<p id="image-check">Checking figures...</p>
+<script>
+// Reports, on the page itself, how many figures failed to load (also read by the tests).
+window.addEventListener("load", function () {{
+  var imgs = Array.prototype.slice.call(document.images);
+  var broken = imgs.filter(function (i) {{ return !i.complete || i.naturalWidth === 0; }});
+  var p = document.getElementById("image-check");
+  p.dataset.images = imgs.length;
+  p.dataset.broken = broken.length;
+  p.textContent = broken.length ? broken.length + " of " + imgs.length + " figures failed to load: " +
+    broken.map(function (i) {{ return i.getAttribute("src"); }}).join(", ")
+    : "All " + imgs.length + " figures loaded.";
+}});
+</script>
+</body></html>
+"""
+
+
+# --------------------------------------------------------------------------- summary + CLI
+
+
+def summary(profile: str) -> str:
+    """What ran, what was replayed, where the outputs are."""
+    from adakit.study import load_study
+
+    study = load_study(study_file(profile))
+    lines = [f"study {study.name}"]
+    if not study.output.exists():
+        return "\n".join(lines + [f"  no runs yet in {study.output}"])
+    corpus = load_corpus(study.output, cache=False)
+    runs, turns = corpus.runs, corpus.turns
+    if not runs.empty:
+        reasons = runs["reason"].fillna("unfinished").value_counts()
+        lines.append(f"  runs: {len(runs)} ({', '.join(f'{k} {v}' for k, v in reasons.items())})")
+        model_turns = turns.merge(runs[["run_id", "model_kind"]], on="run_id")
+        llm = model_turns[model_turns["model_kind"] != "baseline"]
+        if len(llm):
+            lines.append(
+                f"  model turns: {len(llm)}, replayed from the response cache: {int(llm['cached'].sum())}"
+            )
+    jdir = config.JUDGMENTS / study.output.name
+    jl = jdir / "judgments.jsonl"
+    if jl.exists():
+        rows = [json.loads(x) for x in jl.read_text().splitlines() if x.strip()]
+        cached = sum(1 for r in rows if r.get("cached"))
+        lines.append(f"  verdicts: {len(rows)} ({cached} replayed from the cache) -> {jdir}")
+    out = output_dir(profile)
+    lines.append(f"  corpus: {study.output}")
+    lines.append(f"  executed notebooks: {out / 'notebooks'}")
+    lines.append(f"  figures: {config.figures_dir()}")
+    lines.append(f"  index page: {out / 'index.html'}")
+    return "\n".join(lines)
+
+
+def _cmd_study(args: argparse.Namespace) -> int:
+    profile = args.profile
+    out = output_dir(profile)
+    stages = args.stages or ["worlds", "launch", "judge", "notebooks", "index"]
+    from adakit.study import launch, load_study
+
+    study = load_study(study_file(profile))
+    t0 = time.time()
+    if "worlds" in stages:
+        from adakit.world import fetch_world
+
+        for name in dict.fromkeys(s.world for s in study.specs):
+            fetch_world(name)
+    if "launch" in stages:
+        launch(study)
+    if "judge" in stages:
+        run_judge_stage(profile)
+    if "notebooks" in stages:
+        for nb in notebooks():
+            secs = execute_notebook(nb, out / "notebooks" / nb.name, params_file(profile))
+            print(f"notebook {nb.name}: {secs:.1f}s")
+    if "index" in stages:
+        page = build_index(out)
+        print(f"index: {page.path} ({len(page.pages)} notebooks, {page.images} figures)")
+    if "launch" in stages:
+        print(summary(profile))
+    print(f"total {time.time() - t0:.1f}s")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    if args.what == "index":
+        page = build_index(output_dir(args.profile))
+        print(f"index: {page.path} ({len(page.pages)} notebooks, {page.images} figures)")
+    elif args.what == "judge":
+        run_judge_stage(args.profile)
+    elif args.what == "notebook":
+        if not args.notebook:
+            print("report notebook needs --notebook NAME", file=sys.stderr)
+            return 2
+        src = config.NOTEBOOKS / args.notebook
+        secs = execute_notebook(src, output_dir(args.profile) / "notebooks" / src.name, params_file(args.profile))
+        print(f"notebook {src.name}: {secs:.1f}s")
+    else:
+        print(summary(args.profile))
+    return 0
+
+
+def register_cli(sub: Any) -> None:
+    """``adakit study PROFILE`` and ``adakit stage``."""
+    p = sub.add_parser("study", help="run the whole study for a profile (worlds, launch, judge, notebooks, index)")
+    p.add_argument("profile", nargs="?", default="quick", help="quick (default), paper, ci, or a study file")
+    p.add_argument("--stages", nargs="+", choices=["worlds", "launch", "judge", "notebooks", "index"])
+    p.set_defaults(func=_cmd_study)
+    r = sub.add_parser("stage", help="one stage of the study pipeline (used by the Makefile)")
+    r.add_argument("what", choices=["judge", "notebook", "index", "summary"])
+    r.add_argument("profile", nargs="?", default="quick")
+    r.add_argument("--notebook", help="notebook file name, for 'notebook'")
+    r.set_defaults(func=_cmd_report)
+
