@@ -698,10 +698,16 @@ class Toolbox:
             prev = start.prev_named_sibling
             while prev is not None and prev.type in ("attribute_item", "decorator"):
                 prev = prev.prev_named_sibling
-            if prev is not None and prev.type in ("comment", "line_comment", "block_comment") and (
-                prev.end_point.row >= start.start_point.row - 1
+            # the comment block just above (consecutive // or /// lines, or one /** */)
+            first = None
+            below = start
+            while prev is not None and prev.type in ("comment", "line_comment", "block_comment") and (
+                prev.end_point.row >= below.start_point.row - 1
             ):
-                raw = (prev.text or b"").decode("utf-8", "replace")
+                first, below = prev, prev
+                prev = prev.prev_named_sibling
+            if first is not None:
+                raw = (first.text or b"").decode("utf-8", "replace")
                 text = re.sub(r"^\s*(/\*\*?|\*/|\*|///?|//!)", "", raw, flags=re.M)
         if not text:
             return None

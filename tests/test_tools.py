@@ -667,3 +667,16 @@ def test_go_to_definition_prefers_the_enclosing_class(box: Toolbox) -> None:
                       current_file_path="pkg/shapes.py", current_line_number=22, symbol_name="area")
     assert inside_shape.text.splitlines()[1] == "1. method Shape.area in pkg/shapes.py, lines 18-19"
     assert "2. method Circle.area in pkg/shapes.py, lines 34-35" in inside_shape.text
+
+
+def test_block_doc_comments_rust_and_typescript(world: World, box: Toolbox) -> None:
+    (world.root / "core" / "src" / "doc.rs").write_text(
+        "/// Makes points.\n/// Second line.\n#[inline]\npub fn make() -> u8 {\n    helper(1)\n}\n")
+    (world.root / "web" / "doc.ts").write_text(
+        "/**\n * Adds things.\n */\nexport function add(a: number) {\n  return a;\n}\n")
+    r = ok(box, "get_structural_overview", file_path="core/src/doc.rs", logical_block_name="make")
+    assert r.text.splitlines()[:4] == [
+        "[Block: function make | core/src/doc.rs lines 3-6 (4 lines of 6) | rust]",
+        "Signature: pub fn make() -> u8", "Doc: Makes points.", "Calls (by name): helper"]
+    r = ok(box, "get_structural_overview", file_path="web/doc.ts", logical_block_name="add")
+    assert "Doc: Adds things." in r.text and "lines 4-6" in r.text
