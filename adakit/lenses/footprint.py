@@ -715,7 +715,8 @@ def plot_route(
         for f in set(r["file"]):
             if f in pos.index:
                 x, y, rad = pos.loc[f]
-                ax.add_patch(Circle((x, y), rad, facecolor="none", edgecolor=color,
+                ring = rad * max(0.4, 1 - 0.07 * k)  # nested rings when runs share a file
+                ax.add_patch(Circle((x, y), ring, facecolor="none", edgecolor=color,
                                     linewidth=1.2, zorder=4))
         for i in range(1, len(pts)):
             ax.add_patch(FancyArrowPatch(pts[i - 1], pts[i], arrowstyle="-|>", mutation_scale=8,
@@ -733,7 +734,7 @@ def plot_route(
         ax.text(row.x, row.y - row.r * 0.6, _short(row.name), ha="center", va="top",
                 fontsize=6.5, path_effects=halo, zorder=6)
     _frame(ax, lay)
-    ax.legend(loc="upper left", bbox_to_anchor=(0.0, 1.0), frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.02), frameon=False)
     if title:
         ax.set_title(title)
     return fig
