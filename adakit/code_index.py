@@ -38,7 +38,7 @@ from adakit import config
 from adakit.world import MAX_FILE_BYTES, SandboxError, World
 
 #: Bumped whenever the symbol extraction changes, so stale on-disk indexes are ignored.
-INDEX_FORMAT = 3
+INDEX_FORMAT = 4
 
 #: File extension -> grammar key.
 GRAMMAR_OF_EXT: dict[str, str] = {
