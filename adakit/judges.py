@@ -69,9 +69,9 @@ JUDGMENT_COLUMNS = [
 ]  # fmt: skip
 
 UNCLEAR = "unclear"
-RATIONALE_MAX = 400
+RATIONALE_MAX = 300
 EVIDENCE_ITEMS = 3
-EVIDENCE_MAX = 160
+EVIDENCE_MAX = 120
 
 
 # ============================================================================== families
@@ -331,10 +331,12 @@ class Anonymiser:
             else None
         )
 
-    def __call__(self, text: str | None) -> str:
+    def __call__(self, text: str | None, redact: bool = True) -> str:
+        """``text`` with identifying terms replaced and (``redact``) condition-revealing
+        sentences removed; tool results pass ``redact=False`` (repository text is evidence)."""
         if not text:
             return ""
-        if self._redact is not None and self._redact.search(text):
+        if redact and self._redact is not None and self._redact.search(text):
             text = _SENTENCE_RE.sub(self._redact_sentence, text)
         if self._terms is not None:
             text = self._terms.sub(REDACTED, text)
@@ -401,6 +403,9 @@ def anonymiser_for(rf: RunFile, redactions: Sequence[str] = DEFAULT_REDACTIONS) 
         terms.append(h.model.model_id.rsplit("/", 1)[-1])
     if h.model.base_url:
         terms.append(h.model.base_url)
+    if h.model.kind == "baseline":  # scripted baselines name themselves in their notes
+        core = re.sub(r"^baseline[-_ ]?", "", h.model.name)
+        terms += [*_variants(core), "scripted baseline", "baseline"]
     terms += _condition_variants(h.condition.name)
     for cond in _condition_terms():
         terms += _condition_variants(cond)
@@ -530,7 +535,7 @@ def turn_detail(turn: Turn, anon: Anonymiser, caps: ContextCaps) -> str:
         lines.append("reasoning: " + clip(anon(turn.thinking), caps.thinking))
     obs = _strip_injected(turn)
     if obs:
-        lines.append("result: " + clip(anon(obs), caps.observation))
+        lines.append("result: " + clip(anon(obs, redact=False), caps.observation))
     return "\n".join(lines)
 
 
@@ -577,7 +582,8 @@ def snippet_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps) -> str:
         if not obs_lines:
             continue
         body = "\n".join(obs_lines[: caps.snippet_lines + 1])
-        blocks.append(anon(f"t{t.turn} {m.tool} {m.file}:{_ranges(t) or 'outline'}\n{body}"))
+        head_line = f"t{t.turn} {m.tool} {m.file}:{_ranges(t) or 'outline'}"
+        blocks.append(anon(f"{head_line}\n{body}", redact=False))
     rest = caps.snippets - len(head) - 2
     body = clip_lines(blocks, max(rest, 40)) if blocks else "(no text recorded)"
     return head + "\n\n" + body
@@ -991,6 +997,26 @@ def _fit(
     return messages
 
 
+_CELL_FIELDS = {
+    "model": lambda h: h.model.name,
+    "world": lambda h: h.world.name,
+    "task": lambda h: h.task.family,
+    "condition": lambda h: h.condition.name,
+    "repeat": lambda h: h.repeat,
+}
+
+
+def sample_runs(runs: Sequence[RunFile], per_cell: int, by: Sequence[str]) -> list[RunFile]:
+    """At most ``per_cell`` runs of every combination of ``by`` (spread over sorted run ids)."""
+    unknown = [b for b in by if b not in _CELL_FIELDS]
+    if unknown:
+        raise ValueError(f"cannot group runs by {unknown}; use {', '.join(_CELL_FIELDS)}")
+    cells: dict[tuple[Any, ...], list[RunFile]] = {}
+    for rf in sorted(runs, key=lambda r: r.header.run_id):
+        cells.setdefault(tuple(_CELL_FIELDS[b](rf.header) for b in by), []).append(rf)
+    return [rf for key in sorted(cells, key=str) for rf in sample_evenly(cells[key], per_cell)]
+
+
 # ============================================================================== judging
 
 
@@ -1295,6 +1321,8 @@ def run_judgments(
     turn_judge: str | None = None,
     *,
     max_turn_items: int | None = None,
+    runs_per_cell: int | None = None,
+    cell_by: Sequence[str] = ("model", "condition"),
     cache_mode: str = "use",
     out_dir: str | Path | None = None,
     caps: ContextCaps | None = None,
@@ -1312,6 +1340,11 @@ def run_judgments(
     Conclusion-level families go to every seat of ``judges`` (default: the local model thrice),
     turn-level families to ``turn_judge`` (default: the first judge). Verdicts already in
     ``judgments.jsonl`` are skipped (invalid ones too, unless ``retry_invalid``).
+
+    To bound the work with a slow judge: ``max_turn_items`` caps the steps judged per run and
+    turn-level family (spread over the run); ``runs_per_cell`` keeps that many runs (spread
+    over the run ids) of every ``cell_by`` combination (header fields model, world, task,
+    condition, repeat).
     """
     fams = [get_family(f).name for f in families]
     panel = list(judges) if judges else list(DEFAULT_PANEL)
@@ -1328,17 +1361,20 @@ def run_judgments(
         if row.get("valid") or not retry_invalid:
             done.add((row["item_id"], row["judge"]))
 
-    items: list[JudgeItem] = []
-    world_cache: dict[str, Any] = {}
-    n_runs = 0
+    runs: list[RunFile] = []
     bad: list[str] = []
-    for p in tqdm(paths, desc="building items", unit="run", disable=not progress, leave=False):
+    for p in tqdm(paths, desc="reading runs", unit="run", disable=not progress, leave=False):
         try:
-            rf = read_run(p)
+            runs.append(read_run(p))
         except ValueError as exc:
             bad.append(f"skipped {p}: {exc}")
-            continue
-        n_runs += 1
+    if runs_per_cell is not None:
+        runs = sample_runs(runs, runs_per_cell, cell_by)
+
+    items: list[JudgeItem] = []
+    world_cache: dict[str, Any] = {}
+    n_runs = len(runs)
+    for rf in runs:
         wname = rf.header.world.name
         if worlds is not None and wname not in world_cache:
             world_cache[wname] = worlds(wname)
@@ -1480,6 +1516,7 @@ def _cmd_judge(args: argparse.Namespace) -> int:
             _parse_judges(args.judges),
             args.turn_judge,
             max_turn_items=args.max_turn_items,
+            runs_per_cell=args.runs_per_cell,
             cache_mode=args.cache_mode,
             out_dir=args.out,
             caps=caps,
@@ -1528,6 +1565,10 @@ def register_cli(sub: Any) -> None:
     p.add_argument(
         "--max-turn-items", type=int, metavar="N",
         help="at most N steps per run and turn-level family, spread over the run",
+    )  # fmt: skip
+    p.add_argument(
+        "--runs-per-cell", type=int, metavar="N",
+        help="judge at most N runs of every model x condition cell (default: every run)",
     )  # fmt: skip
     p.add_argument(
         "--cache-mode", default="use", choices=["use", "replay", "refresh", "off"],

@@ -58,12 +58,17 @@ def _turn(n: int, tool: str | None, params: dict[str, Any], **kw: Any) -> Turn:
     )
 
 
-def write_hand_run(path: Path, run_id: str = SECRET_RUN, conclusion: bool = True) -> Path:
+def write_hand_run(
+    path: Path,
+    run_id: str = SECRET_RUN,
+    conclusion: bool = True,
+    model: ModelInfo | None = None,
+) -> Path:
     """A small run of a hosted model under budget pressure whose text leaks its identity."""
     header = Header(
         run_id=run_id,
         study=SECRET_STUDY,
-        model=ModelInfo(name="gpt-4.1", kind="llm", model_id="gpt-4.1-2025-04-14"),
+        model=model or ModelInfo(name="gpt-4.1", kind="llm", model_id="gpt-4.1-2025-04-14"),
         world=WorldInfo(name="flask", version="3.1.3"),
         task=TaskInfo(
             family="feature_tracing",
@@ -90,7 +95,7 @@ def write_hand_run(path: Path, run_id: str = SECRET_RUN, conclusion: bool = True
             {"file_path": "src/flask/app.py", "start_line": 865, "end_line": 890},
             thinking="The outline shows dispatch_request at 865; read it.",
             observation="865 def dispatch_request(self, ctx):\n866     req = ctx.request\n"
-            + REMINDER,
+            "867     # budget of retries per request\n" + REMINDER,
             injected=[Injection(source="reminder", text=REMINDER)],
             metrics={
                 "tool": "PKR",
@@ -376,6 +381,8 @@ def test_no_conclusion_no_conclusion_items(tmp_path: Path) -> None:
 def test_anonymised_prompts(corpus: Path) -> None:
     for item in J.build_items(read_run(corpus / "a.jsonl")):
         text = item.prompt_text.lower()
+        # the only "budget" left is repository code the run read (evidence, not a condition)
+        assert text.count("budget") == text.count("# budget of retries per request")
         for leak in (
             "gpt-4.1",
             "gpt 4.1",
@@ -383,7 +390,7 @@ def test_anonymised_prompts(corpus: Path) -> None:
             SECRET_STUDY,
             "budget_pressure",
             "budget pressure",
-            "budget",
+            "budget:",
             "coach",
             "narrow down",
             "blueprint registry",
@@ -397,6 +404,21 @@ def test_anonymised_prompts(corpus: Path) -> None:
     )
     assert "dispatch_request" in trace.prompt_text and "src/flask/app.py" in trace.prompt_text
     assert "Requests are matched against url_map" in trace.prompt_text
+
+
+def test_baselines_are_anonymised_too(tmp_path: Path) -> None:
+    model = ModelInfo(name="baseline-close_reader", kind="baseline")
+    path = write_hand_run(tmp_path / "base.jsonl", model=model)
+    lines = path.read_text().splitlines()
+    turn = json.loads(lines[1])
+    turn["thinking"] = "[close_reader baseline] Keep reading src/flask/app.py from line 1."
+    lines[1] = json.dumps(turn)
+    path.write_text("\n".join(lines) + "\n")
+    for item in J.build_items(read_run(path)):
+        text = item.prompt_text.lower()
+        assert "close_reader" not in text and "baseline" not in text, item.family
+    nav = next(i for i in J.build_items(read_run(path)) if i.family == "navigation_prior")
+    assert "Keep reading src/flask/app.py from line 1." in nav.prompt_text
 
 
 def test_anonymiser_leaves_ordinary_words() -> None:
@@ -481,11 +503,13 @@ def test_run_judgments_sends_anonymous_constrained_requests(
         "run-other-7",
         SECRET_STUDY,
         "budget_pressure",
-        "budget",
+        "budget pressure",
+        "budget:",
         "coach",
         "narrow down",
     ):
         assert leak.lower() not in sent, leak
+    assert sent.count("budget") == sent.count("# budget of retries per request")
     # 2 runs x (3 conclusion + 3 navigation + 2 reasoning) items, one judge each
     assert report.n_items == 16 and n_requests == 16 and report.n_new == 16
     assert report.n_invalid == 0 and not report.errors
@@ -786,3 +810,22 @@ def test_local_model_judges_end_to_end(tmp_path: Path, corpus: Path) -> None:
     assert set(t["label"]) <= set(J.FAMILIES["termination_calibration"].allowed) | set(
         J.FAMILIES["reasoning_prior"].allowed
     )
+
+
+def test_sample_runs_per_cell() -> None:
+    runs = [
+        synthetic_run(rid, model=m, condition=c, tools=["PKR", {"tool": "CON", "finalize": True}])
+        for rid, m, c in [
+            ("r3", "synth-A", "natural"),
+            ("r1", "synth-A", "natural"),
+            ("r2", "synth-A", "natural"),
+            ("r4", "synth-B", "natural"),
+            ("r5", "synth-A", "budget_pressure"),
+        ]
+    ]
+    picked = J.sample_runs(runs, 1, ("model", "condition"))
+    assert sorted(r.header.run_id for r in picked) == ["r1", "r4", "r5"]
+    three = J.sample_runs(runs, 3, ("model",))  # synth-A: r1 r2 r3 r5 -> positions 0, 2, 3
+    assert sorted(r.header.run_id for r in three) == ["r1", "r3", "r4", "r5"]
+    with pytest.raises(ValueError, match="cannot group runs by"):
+        J.sample_runs(runs, 1, ("colour",))
