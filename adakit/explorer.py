@@ -24,6 +24,7 @@ Jupyter kernel with ipywidgets installed; ``interactive=False`` or the environme
 
 from __future__ import annotations
 
+import base64
 import html
 import io
 import os
@@ -561,8 +562,9 @@ class RunView:
                  run_file: RunFile | None = None) -> None:
         hit = corpus.runs[corpus.runs["run_id"] == run_id]
         if hit.empty:
-            raise ValueError(f"no run {run_id!r} in the corpus "
-                             f"({len(corpus.runs)} runs, e.g. {corpus.runs['run_id'].head(3).tolist()})")
+            some = corpus.runs["run_id"].head(3).tolist()
+            raise ValueError(f"no run {run_id!r} in the corpus ({len(corpus.runs)} runs, "
+                             f"e.g. {some})")
         self.corpus = corpus
         self.run_id = run_id
         self.run = hit.iloc[0]
@@ -638,11 +640,12 @@ def _map_files(world: str, reads: pd.DataFrame, fetch: bool) -> tuple[pd.DataFra
         return pd.DataFrame(columns=["file", "loc"]), str(exc)
 
 
-def figure_png(fig: Figure, dpi: int = 90) -> bytes:
-    """A figure as PNG bytes; the figure is closed."""
+def figure_png(fig: Figure, dpi: int = 90, close: bool = True) -> bytes:
+    """A figure as PNG bytes (the figure is closed unless ``close=False``)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
+    if close:
+        plt.close(fig)
     return buf.getvalue()
 
 
@@ -661,11 +664,11 @@ class StaticRendering:
     figures: dict[str, Figure] = field(default_factory=dict)
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
+        from IPython.display import Image, display
 
         print(self.text)
-        for fig in self.figures.values():
-            display(fig)
+        for fig in self.figures.values():  # as PNG, whatever the kernel's matplotlib backend
+            display(Image(data=figure_png(fig, close=False)))
 
 
 def landmark_turns(rf: RunFile, turn: int, limit: int = 5) -> list[int]:
@@ -882,10 +885,27 @@ class ExplorerWidgets:
             self.map_image.value = figure_png(view.map_figure(t)) if not files.empty else b""
             self.map_note.value = f"<small>{html.escape(note)}</small>"
 
+    def snapshot_html(self) -> str:
+        """The current turn as static HTML (summary, turn text, arc and map images)."""
+        parts = [self.summary.value, "<div style='display:flex;gap:12px'>",
+                 f"<div style='width:52%'>{self.turn_view.value}</div><div style='width:48%'>"]
+        for image in (self.arc_image, self.map_image):
+            if image.value:
+                data = base64.b64encode(image.value).decode("ascii")
+                parts.append(f"<img style='max-width:100%' src='data:image/png;base64,{data}'/>")
+        parts.append(f"{self.map_note.value}</div></div>")
+        return "".join(parts)
+
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
-        display(self.ui)
+        # the widget for a live front end; a static HTML snapshot of the current turn for any
+        # viewer that cannot render widgets (an exported page, a notebook without widget state)
+        bundle = dict(self.ui._repr_mimebundle_() or {})
+        bundle["text/html"] = self.snapshot_html()
+        run = self.view.run_id if self.view else ""
+        bundle["text/plain"] = f"run explorer at turn {self.turn}: {run}"
+        display(bundle, raw=True)
 
 
 def build_explorer(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
