@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -299,7 +300,12 @@ def test_parallel_build_matches_serial(world: World, tmp_path: Path) -> None:
     parallel.parallel_min_files = 2
     parallel.parallel_min_bytes = 0
     stats = parallel.build()
-    assert stats.workers == 2 and stats.parsed == 14
+    others = [t for t in threading.enumerate()
+              if t is not threading.current_thread() and t.name != "tqdm_monitor"]
+    # forked workers are used unless other threads run (then the build stays in-process)
+    assert stats.workers == (1 if others else 2) and stats.parsed == 14
+    if not others:
+        assert stats.worker_cpu_seconds > 0 and parallel.parse_count == 0
     for name in ("C3_7", "m", "Shape", "greet"):
         assert parallel.definitions(name) == serial.definitions(name)
 

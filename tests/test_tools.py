@@ -646,6 +646,16 @@ def test_flask_scaffold_outline(flask_world: World, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_cli_opens_a_manifest_world(flask_world: World, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "cli-cache"))
+    code = cli_main(["tool", "-q", "flask", "OVW", "--file_path", "src/flask/sansio/scaffold.py",
+                     "--logical_block_name", "Scaffold.add_url_rule"])
+    out = capsys.readouterr().out
+    assert code == 0 and "[Block: method Scaffold.add_url_rule | src/flask/sansio/scaffold.py lines 367-433" in out
+
+
+@pytest.mark.slow
 def test_requests_session_definition(requests_world: World, tmp_path: Path) -> None:
     box = Toolbox(requests_world, index=CodeIndex(requests_world, cache_dir=tmp_path / "c"))
     r = ok(box, "explore_code", action_type="go_to_definition",
