@@ -21,7 +21,7 @@ SMOLLM_VERSION := 0.1.2
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup local-model worlds study study-clean test lint bench lab clean
+.PHONY: help setup local-model worlds study study-clean test chromium lint bench lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -53,10 +53,11 @@ STUDY_OUT := data/study/$(PROFILE)
 PARAMS := studies/$(PROFILE).params.yaml
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXECUTED := $(patsubst notebooks/%,$(STUDY_OUT)/notebooks/%,$(NOTEBOOKS))
+# figures: figures/ for the default profile, figures/<profile>/ for the others
 ifeq ($(PROFILE),quick)
-export ADAKIT_FIGURES ?= $(CURDIR)/figures
+export ADAKIT_FIGURES := $(CURDIR)/figures
 else
-export ADAKIT_FIGURES ?= $(CURDIR)/figures/$(PROFILE)
+export ADAKIT_FIGURES := $(CURDIR)/figures/$(PROFILE)
 endif
 ADAKIT := $(PY) -m adakit
 
@@ -89,9 +90,15 @@ study: $(STUDY_OUT)/index.html ## the main job: worlds -> launch -> judge -> eve
 study-clean: ## forget a profile's runs, verdicts and executed notebooks (the response cache is kept, so the next `make study` replays)
 	rm -rf $(STUDY_OUT) data/runs/$(PROFILE) data/judgments/$(PROFILE)
 
-test: $(STAMP) $(LOCAL_STAMP) ## ruff, unit tests, notebook tests (nbval)
+test: $(STAMP) $(LOCAL_STAMP) chromium ## ruff, unit tests, the CI profile end to end, notebooks under nbval, the index page in headless Chromium
 	$(PY) -m ruff check adakit tests benchmarks
+	$(MAKE) --no-print-directory study PROFILE=ci
 	$(PY) -m pytest -q
+	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax data/study/ci/notebooks
+
+chromium: ## install Debian's headless Chromium (for the index-page test) if it is missing
+	@command -v chromium >/dev/null || { echo "installing chromium (Debian)"; \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) >/dev/null; }
 
 lint: $(STAMP) ## ruff only
 	$(PY) -m ruff check adakit tests benchmarks
@@ -105,4 +112,5 @@ lab: $(STAMP) ## open JupyterLab on the notebooks
 	$(VENV)/bin/jupyter lab notebooks
 
 clean: ## remove generated data, figures and the venv (downloaded worlds are kept)
-	rm -rf $(VENV) figures/*.png figures/*.svg data/runs data/judgments data/processed data/study
+	rm -rf $(VENV) data/runs data/judgments data/processed data/study
+	find figures -mindepth 1 ! -name README.md -exec rm -rf {} +

@@ -255,7 +255,14 @@ def _same_run(a: Header, b: Header) -> bool:
 class Run:
     """One launch of Ada; ``execute()`` runs (or resumes) it and returns the finished file."""
 
-    def __init__(self, ctx: LaunchContext, cfg: RunConfig, path: str | Path) -> None:
+    def __init__(
+        self,
+        ctx: LaunchContext,
+        cfg: RunConfig,
+        path: str | Path,
+        on_turn: Callable[[Turn], None] | None = None,
+    ) -> None:
+        self.on_turn = on_turn
         self.ctx = ctx
         self.cfg = cfg
         self.path = Path(path)
@@ -352,6 +359,8 @@ class Run:
                 if turn is not None:
                     writer.write(turn)
                     self._after_turn_bookkeeping(turn)
+                    if self.on_turn is not None:
+                        self.on_turn(turn)
                 if end is None:
                     if turn is not None and turn.metrics.finalize and not self._rejected(turn):
                         end = self._end("finalize")

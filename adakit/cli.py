@@ -11,12 +11,13 @@ import importlib
 import sys
 
 COMMAND_MODULES = [
+    "adakit.record",  # adakit schema
     "adakit.world",  # adakit worlds list|fetch|stats
     "adakit.tools",  # adakit tool WORLD TOOL --param value
     "adakit.study",  # adakit launch STUDY.yaml
     "adakit.judges",  # adakit judge CORPUS
     "adakit.models",  # adakit models list
-    "adakit.pipeline",  # adakit study PROFILE (the whole pipeline)
+    "adakit.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
 ]
 
 

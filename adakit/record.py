@@ -533,3 +533,25 @@ def content_digest(run: RunFile) -> str:
         records.append(end)
     blob = json.dumps(_strip_clock(records), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+SCHEMA_DOC = Path(__file__).resolve().parent.parent / "docs" / "trajectory.schema.json"
+
+
+def _cmd_schema(args: Any) -> int:
+    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    if args.write:
+        target = Path(args.write)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        print(f"wrote {target}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def register_cli(sub: Any) -> None:
+    """``adakit schema``: print (or write) the JSON Schema of the trajectory records."""
+    p = sub.add_parser("schema", help="the JSON Schema of trajectory records (header, turn, end)")
+    p.add_argument("--write", metavar="PATH", nargs="?", const=str(SCHEMA_DOC), help="write it to a file (default docs/trajectory.schema.json)")
+    p.set_defaults(func=_cmd_schema)

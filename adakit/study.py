@@ -176,8 +176,13 @@ def _backend(model: str, world: Any, index: Any, seed: int, cache_mode: str) -> 
     return backend_for(get_model(model), cache=ResponseCache(), cache_mode=cache_mode)
 
 
-def run_one(study: Study, spec: RunSpec, worlds: _Worlds | None = None) -> tuple[str, str]:
-    """Launch (or resume) one run; returns (run_id, outcome)."""
+def run_one(
+    study: Study,
+    spec: RunSpec,
+    worlds: _Worlds | None = None,
+    on_turn: Any = None,
+) -> tuple[str, str]:
+    """Launch (or resume) one run; returns (run_id, outcome). ``on_turn(spec, turn)`` reports progress."""
     worlds = worlds or _Worlds()
     path = study.output / f"{spec.run_id}.jsonl"
     if path.exists():
@@ -221,7 +226,8 @@ def run_one(study: Study, spec: RunSpec, worlds: _Worlds | None = None) -> tuple
     local = getattr(backend.spec, "kind", "") == "local"
     lock = _LOCAL_LOCK if local else _NullLock()
     with lock:
-        rf = Run(ctx, cfg, path).execute()
+        callback = (lambda turn: on_turn(spec, turn)) if on_turn else None
+        rf = Run(ctx, cfg, path, on_turn=callback).execute()
     outcome = rf.end.reason if rf.end else "unfinished"
     return spec.run_id, ("resumed:" if resumed else "") + outcome
 
@@ -247,8 +253,13 @@ def launch(study: Study, max_runs: int | None = None, progress: bool = True) -> 
     failures: dict[str, str] = {}
     t0 = time.time()
     bar = tqdm(total=len(specs), desc=f"launch {study.name}", unit="run", disable=not progress)
+
+    def on_turn(spec: RunSpec, turn: Any) -> None:
+        bound = spec.setting("turn_bound", 50)
+        bar.set_postfix_str(f"{spec.run_id[:48]}: turn {turn.turn}/{bound}", refresh=True)
+
     with ThreadPoolExecutor(max_workers=study.concurrency) as pool:
-        futures = {pool.submit(run_one, study, s, worlds): s for s in specs}
+        futures = {pool.submit(run_one, study, s, worlds, on_turn): s for s in specs}
         for fut in as_completed(futures):
             spec = futures[fut]
             try:

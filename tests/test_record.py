@@ -1,0 +1,131 @@
+"""The recording scheme R: writing, reading back, torn lines, validation, the tidy tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from adakit.record import (
+    SCHEMA_DOC,
+    ConditionInfo,
+    End,
+    Header,
+    ModelInfo,
+    RunWriter,
+    TaskInfo,
+    ToolCall,
+    ToolMetrics,
+    Turn,
+    WorldInfo,
+    content_digest,
+    json_schema,
+    load_corpus,
+    read_run,
+    truncate_torn,
+)
+
+
+def header(run_id: str = "r1", model: str = "m", condition: str = "natural") -> Header:
+    return Header(
+        run_id=run_id, model=ModelInfo(name=model, api_key_env="SOME_KEY"), world=WorldInfo(name="w"),
+        task=TaskInfo(family="risk_review"), condition=ConditionInfo(name=condition), turn_bound=10,
+        started_at=100.0,
+    )
+
+
+def turn(n: int, tool: str = "PKR", file: str = "a.py", ranges=((1, 10),), t0: float = 100.0, **kw) -> Turn:
+    return Turn(
+        turn=n, started_at=t0 + n - 1, ended_at=t0 + n, thinking="x" * n, raw_text="y" * (2 * n),
+        call=ToolCall(tool="peek_code_region", params={"file_path": file, "start_line": ranges[0][0] if ranges else 1}),
+        metrics=ToolMetrics(tool=tool, file=file, ranges=list(ranges), lines_viewed=sum(b - a + 1 for a, b in ranges)),
+        **kw,
+    )
+
+
+def write(path: Path, records) -> Path:
+    with RunWriter(path) as w:
+        for r in records:
+            w.write(r)
+    return path
+
+
+def test_round_trip_and_tables(tmp_path):
+    write(tmp_path / "r1.jsonl", [header(), turn(1), turn(2, ranges=((5, 20), (30, 31))),
+                                  End(reason="finalize", ended_at=104.0, conclusion="done", totals={"cost_usd": 0.5})])
+    write(tmp_path / "r2.jsonl", [header("r2", model="n"), turn(1, tool="OVW", ranges=())])
+    rf = read_run(tmp_path / "r1.jsonl")
+    assert rf.finished and [t.turn for t in rf.turns] == [1, 2] and rf.end.conclusion == "done"
+    c = load_corpus(tmp_path, cache=False)
+    runs = c.runs.set_index("run_id")
+    assert runs.loc["r1", "elapsed_s"] == 4.0 and runs.loc["r1", "n_turns"] == 2
+    assert runs.loc["r1", "conclusion_chars"] == 4 and runs.loc["r1", "cost_usd"] == 0.5
+    assert not runs.loc["r2", "finished"] and pd.isna(runs.loc["r2", "reason"])
+    # reads: one row per shown range, only for turns with a file and no error
+    assert sorted(map(tuple, c.reads[["run_id", "start_line", "end_line", "n_lines"]].values.tolist())) == [
+        ("r1", 1, 10, 10), ("r1", 5, 20, 16), ("r1", 30, 31, 2)
+    ]
+    t = c.turns.set_index(["run_id", "turn"])
+    assert t.loc[("r1", 2), "thinking_chars"] == 2 and t.loc[("r1", 2), "output_chars"] == 4
+    assert t.loc[("r1", 2), "t_rel_start"] == pytest.approx(0.25) and t.loc[("r1", 1), "model"] == "m"
+    assert set(c.where(model="n").runs["run_id"]) == {"r2"}
+
+
+def test_parquet_cache_is_used_and_invalidated(tmp_path):
+    write(tmp_path / "r1.jsonl", [header(), turn(1)])
+    first = load_corpus(tmp_path)
+    assert (tmp_path / ".adakit-cache").exists() and len(first.turns) == 1
+    with open(tmp_path / "r1.jsonl", "a") as fh:  # the file changes: the cache must not be reused
+        fh.write(turn(2).model_dump_json() + "\n")
+    assert len(load_corpus(tmp_path).turns) == 2
+
+
+def test_torn_last_line_is_ignored_and_can_be_cut(tmp_path):
+    p = write(tmp_path / "r.jsonl", [header(), turn(1)])
+    with open(p, "a") as fh:
+        fh.write('{"kind": "turn", "turn": 2, "sta')
+    rf = read_run(p)
+    assert len(rf.turns) == 1 and rf.torn_bytes > 0
+    assert truncate_torn(p) == rf.torn_bytes
+    assert p.read_text().endswith("\n") and truncate_torn(p) == 0
+
+
+def test_validation_errors_are_clear(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"kind": "turn", "turn": 1, "started_at": 0, "ended_at": 1}) + "\n")
+    with pytest.raises(ValueError, match="no header"):
+        read_run(bad)
+    bad.write_text("not json\n")
+    with pytest.raises(ValueError, match="not JSON"):
+        read_run(bad)
+    h = header().model_dump()
+    h["schema_version"] = "9.0"
+    bad.write_text(json.dumps(h) + "\n")
+    with pytest.raises(ValueError, match="schema 9.0"):
+        read_run(bad)
+    with pytest.raises(ValidationError):
+        Turn.model_validate({"kind": "turn", "turn": 1, "started_at": 0, "ended_at": 1, "surprise": 1})
+    with pytest.raises(FileNotFoundError):
+        load_corpus(tmp_path / "nowhere")
+
+
+def test_digest_ignores_clock_and_cache_flag_only():
+    from adakit.record import RunFile
+
+    a = RunFile(Path("a"), header(), [turn(1)], End(reason="finalize", totals={"cache_hits": 0}))
+    b = RunFile(Path("b"), header().model_copy(update={"started_at": 5.0}),
+                [turn(1, t0=900.0).model_copy(update={"cached": True})], End(reason="finalize", totals={"cache_hits": 1}))
+    assert content_digest(a) == content_digest(b)
+    c = RunFile(Path("c"), header(), [turn(1, file="b.py")], a.end)
+    assert content_digest(c) != content_digest(a)
+
+
+def test_key_names_only_and_schema_doc_is_current():
+    assert "SOME_KEY" in header().model_dump_json()  # the variable's name, never a value field
+    assert "api_key" not in {k for k in ModelInfo.model_fields if k != "api_key_env"}
+    assert json.loads(SCHEMA_DOC.read_text()) == json.loads(json.dumps(json_schema())), (
+        "docs/trajectory.schema.json is stale: run `adakit schema --write`"
+    )
