@@ -176,7 +176,7 @@ class BaselinePolicy:
                 )
             )
             frontier.extend((ref.file, s) for s in self._symbols(ref.file)[:3])
-        plan.append(("create_memory", {"memory_title": "Call paths", "memory_content": "", "confidence_level": "high"}, "Record the paths."))
+        # the tracer concludes straight from navigation (a close-out transition)
         return plan
 
     def _plan_close_reader(self, files: list[str]) -> list[tuple[str, dict[str, Any], str]]:
