@@ -1,0 +1,414 @@
+"""The run explorer (adakit.explorer): per-turn pure functions on hand-built runs, the widget
+builder without a browser, the static rendering, and notebooks 30 (explorer) and 00 (tour)
+executed with papermill on a small corpus of scripted-baseline runs on the flask world."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from adakit import config, explorer
+from adakit.record import (
+    ConditionInfo,
+    End,
+    Header,
+    Injection,
+    ModelInfo,
+    RunFile,
+    TaskInfo,
+    ToolCall,
+    ToolMetrics,
+    Turn,
+    WorldInfo,
+    corpus_from_runs,
+    load_corpus,
+)
+from adakit.synthetic import synthetic_run, write_run
+
+FILES = {"pkg/a.py": 100, "pkg/b.py": 50, "pkg/sub/c.py": 80}
+T0 = 1_800_000_000.0
+
+
+# --------------------------------------------------------------------------- hand-built runs
+
+
+def _turn(n: int, tool: str, metrics: dict, params: dict | None = None,
+          changes: list[dict] | None = None, **extra) -> Turn:
+    return Turn(turn=n, started_at=T0 + n, ended_at=T0 + n + 0.5,
+                call=ToolCall(tool=tool, params=params or {}),
+                metrics=ToolMetrics(**metrics), state_changes=changes or [],
+                observation=f"observation of turn {n}", thinking=f"thinking {n}", **extra)
+
+
+def recorded_run() -> RunFile:
+    """Six turns whose state changes are recorded, as the agent records them."""
+    header = Header(run_id="rec", model=ModelInfo(name="m-llm", kind="llm"),
+                    world=WorldInfo(name="toyworld"), task=TaskInfo(family="feature_tracing"),
+                    condition=ConditionInfo(name="natural"), turn_bound=10, started_at=T0)
+    mem = {"channel": "memory", "op": "add", "id": 1, "title": "flow", "content": "first idea",
+           "confidence": "low"}
+    turns = [
+        _turn(1, "create_memory", {"tool": "MEM", "confidence": "low"},
+              {"memory_title": "flow", "memory_content": "first idea"}, [mem]),
+        _turn(2, "peek_code_region", {"tool": "PKR", "file": "pkg/a.py", "ranges": [(1, 10)],
+                                      "lines_viewed": 10}),
+        _turn(3, "create_memory", {"tool": "MEM", "confidence": "high"},
+              {"memory_title": "flow", "memory_content": "better idea"},
+              [{**mem, "op": "update", "content": "better idea", "confidence": "high"}]),
+        _turn(4, "bookmark", {"tool": "BKM", "file": "pkg/a.py", "ranges": [(7, 7)],
+                              "lines_viewed": 1},
+              {"file_path": "pkg/a.py", "line_number": 7, "note": "odd"},
+              [{"channel": "bookmark", "op": "add", "id": 1, "file": "pkg/a.py", "line": 7,
+                "note": "odd"}],
+              injected=[Injection(source="reminder", text="half the budget is used")]),
+        _turn(5, "stash_conclusion", {"tool": "CON", "finalize": False},
+              {"content": "interim", "proceed_to_finalize": False},
+              [{"channel": "conclusion", "op": "add", "id": 1, "title": "Conclusion 1",
+                "content": "interim", "scope": None, "finalize": False}],
+              coach={"decision": "HINT", "message": "check the caller"}),
+        _turn(6, "stash_conclusion", {"tool": "CON", "finalize": True},
+              {"content": "final", "proceed_to_finalize": True},
+              [{"channel": "conclusion", "op": "add", "id": 2, "title": "Conclusion 2",
+                "content": "final", "scope": "pkg", "finalize": True}]),
+    ]
+    end = End(reason="finalize", ended_at=T0 + 7, conclusion="final")
+    return RunFile(path=config.ROOT / "rec.jsonl", header=header, turns=turns, end=end)
+
+
+def scripted_run(run_id: str = "syn", model: str = "synth-A", condition: str = "natural",
+                 world: str = "toyworld") -> RunFile:
+    """A synthetic run (no recorded state changes) with reads, errors and cognitive calls."""
+    tools = [
+        {"tool": "OVW", "file": "pkg/a.py"},
+        {"tool": "PKR", "file": "pkg/a.py", "ranges": [(1, 10)]},
+        {"tool": "PKR", "file": "pkg/a.py", "ranges": [(5, 20)]},
+        "MEM",
+        {"tool": "PKR", "file": "pkg/b.py", "ranges": [(3, 3)]},
+        {"tool": "PKR", "file": "pkg/b.py", "ranges": [(9, 12)], "error": "tool_error"},
+        "MEM",
+        {"tool": "BKM", "file": "pkg/b.py"},
+        "malformed",
+        {"tool": "PKR", "file": "pkg/sub/c.py", "ranges": [(40, 49)]},
+        {"tool": "CON", "finalize": True},
+    ]
+    return synthetic_run(run_id, model=model, world=world, condition=condition, tools=tools,
+                         files=FILES, seed=1)
+
+
+# --------------------------------------------------------------------------- state at turn t
+
+
+def test_state_at_replays_recorded_changes_in_order():
+    rf = recorded_run()
+    empty = explorer.state_at(rf, 0)
+    assert not empty.memories and not empty.bookmarks and not empty.conclusions
+    s1 = explorer.state_at(rf, 1)
+    assert [(m.id, m.content, m.confidence) for m in s1.memories] == [(1, "first idea", "low")]
+    s3 = explorer.state_at(rf, 3)  # the update replaces, it does not add
+    assert [(m.id, m.content, m.confidence) for m in s3.memories] == [(1, "better idea", "high")]
+    assert not s3.bookmarks
+    s4 = explorer.state_at(rf, 4)
+    assert [(b.file, b.line, b.note) for b in s4.bookmarks] == [("pkg/a.py", 7, "odd")]
+    s6 = explorer.state_at(rf, 6)
+    assert [(c.id, c.content, c.finalize) for c in s6.conclusions] == [
+        (1, "interim", False), (2, "final", True)]
+    assert "better idea" in s6.render() and "pkg/a.py:7" in s6.render()
+
+
+def test_state_at_rebuilds_unrecorded_changes_through_the_tools_logic():
+    rf = scripted_run()
+    assert not any(t.state_changes for t in rf.turns)  # synthetic records carry none
+    s = explorer.state_at(rf, 6)
+    # one MEM so far, titled as the synthetic policy titles it
+    assert [(m.id, m.title) for m in s.memories] == [(1, "data flow")]
+    s = explorer.state_at(rf, 7)  # the same title again: the tool updates, it does not add
+    assert len(s.memories) == 1
+    s = explorer.state_at(rf, 8)
+    assert [(b.id, b.file) for b in s.bookmarks] == [(1, "pkg/b.py")]
+    final = explorer.state_at(rf, 11)
+    assert [c.finalize for c in final.conclusions] == [True]
+    changes = explorer.turn_changes(rf.turns[3])
+    assert changes[0]["channel"] == "memory" and changes[0]["op"] == "add"
+
+
+def test_failed_state_calls_change_nothing():
+    rf = recorded_run()
+    bad = rf.turns[0].model_copy(update={
+        "state_changes": [], "metrics": ToolMetrics(tool="MEM", error_type="tool_error")})
+    assert explorer.turn_changes(bad) == []
+    assert explorer.apply_change(explorer.state_at(rf, 0), {"channel": "todo", "id": 1}) is False
+
+
+# --------------------------------------------------------------------------- reads up to turn t
+
+
+def test_reads_until_and_merged_ranges():
+    rf = scripted_run()
+    c = corpus_from_runs([rf])
+    assert explorer.reads_until(c.reads, "syn", 1).empty  # an overview shows no lines
+    upto3 = explorer.reads_until(c.reads, "syn", 3)
+    assert upto3["turn"].tolist() == [2, 3]
+    table = explorer.read_ranges(upto3)
+    assert table.to_dict("records") == [{"file": "pkg/a.py", "ranges": "1-20",
+                                         "distinct_lines": 20, "lines_shown": 26, "reads": 2,
+                                         "last_turn": 3}]
+    whole = explorer.read_ranges(explorer.reads_until(c.reads, "syn", 99))
+    # the failed read of turn 6 is not a read; b.py's single line prints as one number
+    assert whole["file"].tolist() == ["pkg/a.py", "pkg/b.py", "pkg/sub/c.py"]
+    assert whole["ranges"].tolist() == ["1-20", "3", "40-49"]
+    assert int(whole["distinct_lines"].sum()) == 20 + 1 + 10
+    values = explorer.map_values(c.reads, "syn", 5)
+    assert values.to_dict() == {"pkg/a.py": 26.0, "pkg/b.py": 1.0}
+    assert explorer.map_values(c.reads, "syn", 1).empty
+
+
+# --------------------------------------------------------------------------- jumps and filters
+
+
+def test_jump_targets_matching_turns_and_steps():
+    rf = scripted_run()
+    jumps = explorer.jump_targets(rf)
+    assert jumps["tool:PKR"] == [2, 3, 5, 6, 10]
+    assert jumps["error"] == [6, 9]
+    assert jumps["error:tool_error"] == [6] and jumps["error:malformed"] == [9]
+    assert jumps["conclusion"] == [11] and jumps["finalize"] == [11]
+    assert jumps["state"] == [4, 7, 8, 11]
+    assert "coach" not in jumps
+    assert explorer.matching_turns(rf, "MEM") == [4, 7]
+    assert explorer.matching_turns(rf, "tool_error") == [6]
+    assert explorer.matching_turns(rf, "HNT") == []  # a tool the run never used
+    with pytest.raises(ValueError, match="unknown jump kind"):
+        explorer.matching_turns(rf, "teleport")
+    assert explorer.step_match([2, 3, 5, 6, 10], 5, 1) == 6
+    assert explorer.step_match([2, 3, 5, 6, 10], 5, -1) == 3
+    assert explorer.step_match([2, 3], 3, 1) is None
+    rec = explorer.jump_targets(recorded_run())
+    assert rec["coach"] == [5] and rec["injected"] == [4] and rec["conclusion"] == [5, 6]
+    assert rec["error"] == []
+
+
+def test_run_selection_filters_each_axis_by_the_others():
+    runs = pd.DataFrame({
+        "run_id": ["r1", "r2", "r3", "r4"],
+        "model": ["baseline-tracer", "baseline-tracer", "GPT-4.1", "GPT-4.1"],
+        "model_kind": ["baseline", "baseline", "llm", "llm"],
+        "world": ["flask", "requests", "flask", "flask"],
+        "task": ["feature_tracing"] * 4,
+        "condition": ["natural", "natural", "budget_pressure", "natural"],
+    })
+    opts = explorer.axis_options(runs, {"model": "GPT-4.1"})
+    assert opts["world"] == ["flask"]  # GPT-4.1 has no requests run
+    assert opts["model"] == ["GPT-4.1", "baseline-tracer"]  # itself ignored; paper models first
+    assert opts["condition"] == ["natural", "budget_pressure"]  # the paper's order
+    picked = explorer.select_runs(runs, model="GPT-4.1", condition="natural", world=explorer.ANY)
+    assert picked["run_id"].tolist() == ["r4"]
+    assert explorer.default_run(runs) == "r3"  # the first run that is not a baseline
+    assert explorer.default_run(runs[runs["model_kind"] == "baseline"]) == "r1"
+    with pytest.raises(ValueError, match="unknown run axis"):
+        explorer.select_runs(runs, colour="red")
+    with pytest.raises(ValueError, match="no runs"):
+        explorer.default_run(runs.iloc[:0])
+
+
+# --------------------------------------------------------------------------- text and pictures
+
+
+def test_turn_text_sections():
+    rf = recorded_run()
+    c = corpus_from_runs([rf])
+    text = explorer.turn_text(rf, 4, c.reads)
+    assert "turn 4 of 6" in text and "BKM  bookmark(" in text
+    assert "[reminder] half the budget is used" in text
+    assert "*   [1] pkg/a.py:7 odd" in text  # the bookmark made by this turn is starred
+    assert "    [1] flow (high)" in text  # the memory made earlier is not
+    assert "> pkg/a.py: 1-10 (10 lines)" in text  # the bookmarked line lies inside 1-10
+    sections = explorer.turn_sections(rf, 5)
+    assert sections["coach"] == "HINT: check the caller" and "reads" not in sections
+    html = explorer.turn_html(rf, 5, c.reads)
+    assert "check the caller" in html and "<pre" in html
+    with pytest.raises(ValueError, match="turns 1-6, not 9"):
+        explorer.turn_record(rf, 9)
+    syn = scripted_run()
+    broken = explorer.turn_text(syn, 9)
+    assert "no tool call: parse error" in broken
+
+
+def test_arc_data_and_plots():
+    rf = scripted_run()
+    c = corpus_from_runs([rf])
+    arc = explorer.arc_data(c, "syn", 4, axis="turn")
+    assert arc["x"].tolist() == list(range(1, 12))
+    assert arc["current"].tolist() == [t == 4 for t in range(1, 12)]
+    assert arc["seen"].sum() == 4
+    timed = explorer.arc_data(c, "syn", 4)
+    assert timed["x"].between(0, 100).all() and timed["x"].is_monotonic_increasing
+    fig = explorer.plot_arc(arc, c.runs, axis="turn")
+    assert isinstance(fig, Figure) and "turn 4 of 11" in fig.axes[0].get_title(loc="left")
+    with pytest.raises(ValueError, match="axis"):
+        explorer.arc_data(c, "syn", 4, axis="space")
+    with pytest.raises(ValueError, match="no run"):
+        explorer.arc_data(c, "nope", 1)
+    files = pd.DataFrame({"file": list(FILES), "loc": list(FILES.values())})
+    fig = explorer.plot_turn_map(files, explorer.map_values(c.reads, "syn", 5), "pkg/b.py")
+    assert isinstance(fig, Figure)
+    rings = [p for p in fig.axes[0].patches if not p.get_fill()]
+    assert len(rings) == 1  # the current file is outlined
+    empty = explorer.plot_turn_map(files, explorer.map_values(c.reads, "syn", 1), "pkg/a.py")
+    assert isinstance(empty, Figure)  # nothing read yet still draws
+
+
+# --------------------------------------------------------------------------- widgets and static
+
+
+@pytest.fixture
+def small_corpus(tmp_path):
+    folder = tmp_path / "runs"
+    write_run(scripted_run("syn-a"), folder / "syn-a.jsonl")
+    write_run(scripted_run("syn-b", model="synth-B", condition="budget_pressure"),
+              folder / "syn-b.jsonl")
+    write_run(recorded_run(), folder / "rec.jsonl")
+    return load_corpus(folder, cache=False)
+
+
+def test_widget_builder_steps_and_jumps(small_corpus):
+    w = explorer.build_explorer(small_corpus, run_id="syn-a", turn=2)
+    assert w.view.run_id == "syn-a" and w.turn == 2
+    assert (w.slider.min, w.slider.max) == (1, 11)
+    first = w.turn_view.value
+    assert "turn 2 of 11" in first
+    assert bytes(w.arc_image.value).startswith(b"\x89PNG")
+    assert bytes(w.map_image.value).startswith(b"\x89PNG")
+    w.next_button.click()
+    assert w.turn == 3 and "turn 3 of 11" in w.turn_view.value and w.turn_view.value != first
+    w.prev_button.click()
+    w.prev_button.click()
+    assert w.turn == 1
+    w.prev_button.click()  # clamped at the first turn
+    assert w.turn == 1
+    w.jump_select.value = "error"
+    w.jump_next.click()
+    assert w.turn == 6
+    w.jump_next.click()
+    assert w.turn == 9 and "parse error" in w.turn_view.value
+    w.jump_prev.click()
+    assert w.turn == 6
+    # the model menu filters the run menu and opens a run of that model
+    w.selectors["model"].value = "synth-B"
+    assert [v for _, v in w.run_select.options] == ["syn-b"]
+    assert w.view.run_id == "syn-b"
+    assert w.selectors["condition"].options == (explorer.ANY, "budget_pressure")
+    w.selectors["model"].value = explorer.ANY
+    assert len(w.run_select.options) == 3
+    w.run_select.value = "rec"
+    assert w.view.run_id == "rec" and w.slider.max == 6
+    assert "<img" in w.snapshot_html() and "turn" in w.snapshot_html()
+
+
+def test_static_rendering_and_mode_choice(small_corpus, monkeypatch):
+    r = explorer.render_static(small_corpus, "syn-a", turn=4)
+    assert r.turns == [1, 4, 6, 11]  # first, chosen, first error, conclusion (= the last)
+    assert "turn 4 of 11" in r.text and "jump targets:" in r.text
+    assert set(r.figures) == {"arc", "map"} and all(isinstance(f, Figure)
+                                                     for f in r.figures.values())
+    assert "not on disk" in r.text or "read" in r.text  # the map says where its files came from
+    # outside a Jupyter kernel there are no widgets to show: explore degrades to static
+    assert not explorer.widgets_available()
+    assert isinstance(explorer.explore(small_corpus, "rec", interactive=True),
+                      explorer.StaticRendering)
+    assert explorer.use_widgets(False) is False
+    monkeypatch.setenv(explorer.ENV_VAR, "static")
+    assert explorer.use_widgets(True) is False
+    late = explorer.render_static(small_corpus, "rec", turn=50, show_map=False)
+    assert late.turn == 6 and set(late.figures) == {"arc"}
+    with pytest.raises(ValueError, match="no run"):
+        explorer.render_static(small_corpus, "missing")
+
+
+# --------------------------------------------------------------------------- notebooks
+
+NOTEBOOKS = {
+    "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "arc_axis", "fetch_world"},
+    "00_tour.ipynb": {"corpus", "world", "baseline", "task", "condition", "turn_bound",
+                      "output"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_notebooks_are_stripped_and_document_their_parameters(name):
+    path = config.NOTEBOOKS / name
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert "parameters" in code[1]["metadata"].get("tags", [])
+    assert all(c["execution_count"] is None and not c["outputs"] for c in code)
+    pm = pytest.importorskip("papermill")
+    params = pm.inspect_notebook(str(path))
+    assert set(params) == NOTEBOOKS[name]
+    assert all(p["help"] for p in params.values())
+    assert params["corpus"]["default"] == '"data/runs/quick"'
+
+
+@pytest.fixture(scope="module")
+def baseline_corpus(tmp_path_factory, flask_world):
+    """Scripted baselines on flask (2 policies x 2 conditions, N = 12), written by the study
+    launcher; plus synthetic judgments so the tour's lens 3 cell has verdicts to show."""
+    from adakit import agreement as ag
+    from adakit.study import RunSpec, Study, launch
+
+    home = tmp_path_factory.mktemp("home")
+    out = home / "data" / "runs" / "mini"
+    specs = [RunSpec("mini", m, "flask", "feature_tracing", c, 0, 0, (("turn_bound", 12),))
+             for m in ("baseline-tracer", "baseline-close_reader")
+             for c in ("natural", "budget_pressure")]
+    launch(Study(name="mini", output=out, specs=specs), progress=False)
+    c = load_corpus(out, cache=False)
+    assert len(c.runs) == 4 and c.runs["finished"].all()
+    judged = home / "data" / "judgments" / "mini"
+    judged.mkdir(parents=True)
+    ag.synthetic_judgments(c.runs, c.turns, seed=1).to_parquet(judged / "judgments.parquet")
+    return home, out
+
+
+def _outputs(path) -> str:
+    nb = json.loads(path.read_text())
+    chunks = []
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []):
+            chunks.append("".join(o.get("text", "")))
+            chunks.append("".join(o.get("data", {}).get("text/plain", "")))
+    return "\n".join(chunks)
+
+
+@pytest.mark.timeout(240)
+def test_notebooks_run_on_a_baseline_corpus(baseline_corpus, tmp_path, monkeypatch):
+    pm = pytest.importorskip("papermill")
+    home, corpus = baseline_corpus
+    # the kernel inherits the environment: data under `home`, the fetched worlds where they are
+    monkeypatch.setenv("ADAKIT_WORLDS", str(config.worlds_dir()))
+    monkeypatch.setenv("ADAKIT_HOME", str(home))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    t0 = time.perf_counter()
+    out30 = tmp_path / "30.ipynb"
+    pm.execute_notebook(str(config.NOTEBOOKS / "30_explorer.ipynb"), str(out30),
+                        cwd=str(tmp_path), progress_bar=False, kernel_name="python3",
+                        parameters={"corpus": str(corpus), "turn": 3, "interactive": False})
+    text = _outputs(out30)
+    assert "a scripted baseline (not an LLM)" in text
+    assert "turn 3 of" in text and "STATE CHANNELS AFTER THIS TURN" in text
+    assert "whole run:" in text and "never stashed a conclusion" in text
+    out00 = tmp_path / "00.ipynb"
+    tour_out = tmp_path / "tour"
+    pm.execute_notebook(str(config.NOTEBOOKS / "00_tour.ipynb"), str(out00),
+                        cwd=str(tmp_path), progress_bar=False, kernel_name="python3",
+                        parameters={"corpus": str(corpus), "output": str(tour_out),
+                                    "turn_bound": 12})
+    text = _outputs(out00)
+    assert "✓ right:" in text and "✓ 5 of 5 right" in text and "✗" not in text
+    assert "verdicts on 4 runs of mini" in text  # lens 3 shows the corpus's judgments
+    assert "kind: baseline" in text
+    runs = load_corpus(tour_out, cache=False).runs
+    assert runs["model"].tolist() == ["baseline-tracer"] and runs["finished"].all()
+    assert time.perf_counter() - t0 < 200
