@@ -1316,8 +1316,8 @@ def _open_world(name: str) -> Any:
 
 def run_judgments(
     corpus: str | Path,
-    families: Sequence[str] = tuple(FAMILIES),
-    judges: Sequence[str] | None = None,
+    families: str | Sequence[str] = tuple(FAMILIES),
+    judges: str | Sequence[str] | None = None,
     turn_judge: str | None = None,
     *,
     max_turn_items: int | None = None,
@@ -1337,8 +1337,8 @@ def run_judgments(
 ) -> JudgeReport:
     """Judge a corpus (folder or run files) and store the verdicts beside it.
 
-    Conclusion-level families go to every seat of ``judges`` (default: the local model thrice),
-    turn-level families to ``turn_judge`` (default: the first judge). Verdicts already in
+    Conclusion-level families go to every seat of ``judges`` (registry names, or "paper" for
+    the paper's panel; default: the local model thrice), turn-level families to ``turn_judge`` (default: the first judge). Verdicts already in
     ``judgments.jsonl`` are skipped (invalid ones too, unless ``retry_invalid``).
 
     To bound the work with a slow judge: ``max_turn_items`` caps the steps judged per run and
@@ -1346,8 +1346,8 @@ def run_judgments(
     over the run ids) of every ``cell_by`` combination (header fields model, world, task,
     condition, repeat).
     """
-    fams = [get_family(f).name for f in families]
-    panel = list(judges) if judges else list(DEFAULT_PANEL)
+    fams = parse_families(families)
+    panel = parse_judges(judges) or list(DEFAULT_PANEL)
     turn_model = turn_judge or panel[0]
     paths = list(iter_run_files(corpus))
     if not paths:
@@ -1470,9 +1470,13 @@ def run_judgments(
 # ============================================================================== CLI
 
 
-def _parse_families(values: Sequence[str] | None) -> list[str]:
+def parse_families(values: str | Sequence[str] | None) -> list[str]:
+    """Family names from CLI-style values: names, comma lists, "all", "conclusion", "turn"
+    (all five when nothing is given)."""
     if not values:
         return list(FAMILIES)
+    if isinstance(values, str):
+        values = [values]
     out: list[str] = []
     for v in values:
         for name in v.split(","):
@@ -1488,9 +1492,13 @@ def _parse_families(values: Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _parse_judges(values: Sequence[str] | None) -> list[str] | None:
+def parse_judges(values: str | Sequence[str] | None) -> list[str] | None:
+    """Judge model names from CLI-style values: names, comma lists, "paper" for the paper's
+    panel; None when nothing is given."""
     if not values:
         return None
+    if isinstance(values, str):
+        values = [values]
     out: list[str] = []
     for v in values:
         for name in v.split(","):
@@ -1504,7 +1512,7 @@ def _parse_judges(values: Sequence[str] | None) -> list[str] | None:
 
 def _cmd_judge(args: argparse.Namespace) -> int:
     try:
-        families = _parse_families(args.families)
+        families = parse_families(args.families)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -1513,7 +1521,7 @@ def _cmd_judge(args: argparse.Namespace) -> int:
         report = run_judgments(
             args.corpus,
             families,
-            _parse_judges(args.judges),
+            parse_judges(args.judges),
             args.turn_judge,
             max_turn_items=args.max_turn_items,
             runs_per_cell=args.runs_per_cell,

@@ -829,3 +829,13 @@ def test_sample_runs_per_cell() -> None:
     assert sorted(r.header.run_id for r in three) == ["r1", "r3", "r4", "r5"]
     with pytest.raises(ValueError, match="cannot group runs by"):
         J.sample_runs(runs, 1, ("colour",))
+
+
+def test_judge_lists_accept_the_paper_alias_and_commas() -> None:
+    assert J.parse_judges(["paper"]) == list(J.PAPER_PANEL)
+    assert J.parse_judges(["a,b", "c"]) == ["a", "b", "c"]
+    assert J.parse_judges(None) is None
+    assert J.PAPER_PANEL == ("glm-5", "kimi-k2.5", "minimax-m2.7")
+    from adakit.models import load_registry
+
+    assert set(J.PAPER_PANEL) | {J.LOCAL_JUDGE} <= set(load_registry())
