@@ -299,16 +299,12 @@ _TRUE = {"true", "yes", "y", "1"}
 _FALSE = {"false", "no", "n", "0"}
 
 
-def _q(value: Any) -> str:
-    """A parameter value as written in a suggested call."""
-    if isinstance(value, str):
-        return "'" + value.replace("'", "\\'") + "'"
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def call_text(tool: str, **params: Any) -> str:
-    """A concrete call to suggest in an observation, e.g. ``peek_code_region(file_path='a', ...)``."""
-    return f"{tool}(" + ", ".join(f"{k}={_q(v)}" for k, v in params.items()) + ")"
+    """A concrete call to suggest in an observation, in the agent's own XML protocol (one line)."""
+    inner = "".join(
+        f"<{k}>{str(v).lower() if isinstance(v, bool) else v}</{k}>" for k, v in params.items()
+    )
+    return f"<{tool}>{inner}</{tool}>"
 
 
 def _fmt_line(n: int, width: int, text: str) -> str:

@@ -242,7 +242,10 @@ class World:
         if b"\x00" in data[:8192]:
             raise SandboxError(f"'{rel}' is a binary file; only text can be read.", "binary")
         text = data.decode("utf-8", errors="replace")
-        lines = text.splitlines()
+        # split on "\n" only (as tree-sitter counts lines), dropping a "\r" of CRLF endings
+        lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+        if lines and lines[-1] == "" and text.endswith("\n"):
+            lines.pop()
         self._cache[rel] = _Cached(st.st_mtime_ns, st.st_size, lines)
         return lines
 

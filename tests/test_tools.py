@@ -115,7 +115,7 @@ def test_overview_of_blocks(box: Toolbox) -> None:
         "[Block: class Shape | pkg/shapes.py lines 15-22 (8 lines of 51) | python]")
     assert "Doc: Base class of every shape." in r.text
     assert "Members (2):" in r.text and "def area(self) -> float  L18-19" in r.text
-    assert "peek_code_region(file_path='pkg/shapes.py', start_line=15, end_line=22)" in r.text
+    assert "<peek_code_region><file_path>pkg/shapes.py</file_path><start_line>15</start_line><end_line>22</end_line></peek_code_region>" in r.text
     assert r.metrics.block == "Shape" and r.metrics.structural
 
     r = ok(box, "get_structural_overview", file_path="pkg/shapes.py", logical_block_name="area_of")
@@ -133,7 +133,7 @@ def test_overview_errors(box: Toolbox) -> None:
     r = err(box, "get_structural_overview", file_path="pkg/shapes.py", logical_block_name="area")
     assert "'area' is ambiguous" in r.text
     assert "Shape.area (method) L18-19" in r.text and "Circle.area (method) L34-35" in r.text
-    assert "logical_block_name='Shape.area'" in r.text
+    assert "<logical_block_name>Shape.area</logical_block_name>" in r.text
 
     r = err(box, "get_structural_overview", file_path="pkg/shapes.py", logical_block_name="Circel")
     assert "No block named 'Circel'" in r.text and "Circle" in r.text
@@ -152,7 +152,7 @@ def test_overview_of_other_files(box: Toolbox) -> None:
     assert "class AfterError  L9-11" in r.text
     r = ok(box, "get_structural_overview", file_path="pkg/__init__.py")
     assert "No classes or functions in this file." in r.text
-    assert "peek_code_region(file_path='pkg/__init__.py', start_line=1, end_line=6)" in r.text
+    assert "<peek_code_region><file_path>pkg/__init__.py</file_path><start_line>1</start_line><end_line>6</end_line></peek_code_region>" in r.text
 
 
 def test_overview_of_cython_by_line_pattern(world: World, box: Toolbox) -> None:
@@ -181,7 +181,7 @@ def test_overview_folds_large_files(world: World, box: Toolbox) -> None:
     assert "Outline (160 symbols" in r.text
     assert "class K0  L1-7  (+3 nested)" in r.text
     assert "def m0" not in r.text
-    assert "logical_block_name='K0'" in r.text
+    assert "<logical_block_name>K0</logical_block_name>" in r.text
     assert len(r.text.splitlines()) < 50
 
 
@@ -222,14 +222,14 @@ def test_peek_defaults_clamps_and_caps(world: World, box: Toolbox) -> None:
     r = ok(box, "peek_code_region", file_path="pkg/long.py", start_line=11, end_line=290)
     assert r.metrics.ranges == [(11, 110)] and r.metrics.lines_viewed == PEEK_MAX_LINES
     assert "110: x110 = 110" in r.text
-    assert "peek_code_region(file_path='pkg/long.py', start_line=111, end_line=210)" in r.text
+    assert "<peek_code_region><file_path>pkg/long.py</file_path><start_line>111</start_line><end_line>210</end_line></peek_code_region>" in r.text
     assert "(190 more lines below)" in r.text
 
 
 def test_peek_errors_and_odd_files(world: World, box: Toolbox) -> None:
     r = err(box, "peek_code_region", file_path="pkg/shapes.py", start_line=52)
     assert "past the end of pkg/shapes.py, which has 51 lines" in r.text
-    assert "start_line=2, end_line=51" in r.text
+    assert "<start_line>2</start_line><end_line>51</end_line>" in r.text
     (world.root / "empty.py").write_text("")
     r = ok(box, "peek_code_region", file_path="empty.py", start_line=1)
     assert "The file is empty." in r.text and r.metrics.lines_viewed == 0
@@ -273,7 +273,7 @@ def test_go_to_definition_long_block_points_onwards(world: World, box: Toolbox) 
            current_line_number=1, symbol_name="long_one")
     assert r.metrics.ranges == [(1, 25)]
     assert "continues to line 61" in r.text
-    assert "peek_code_region(file_path='pkg/long_fn.py', start_line=26, end_line=61)" in r.text
+    assert "<peek_code_region><file_path>pkg/long_fn.py</file_path><start_line>26</start_line><end_line>61</end_line></peek_code_region>" in r.text
 
 
 def test_go_to_definition_not_found_says_where_it_looked(box: Toolbox) -> None:
@@ -342,8 +342,9 @@ def test_find_all_references_is_capped(world: World, box: Toolbox) -> None:
     assert r.text.count("\n  L") == 50
     assert r.text.splitlines()[2] == "pkg/user1.py (31):"  # the current file first
     assert "(45 more not shown; 14 more in pkg/user0.py; also in: pkg/user2.py (31))" in r.text
-    assert ("explore_code(action_type='find_all_references', current_file_path='pkg/user2.py', "
-            "current_line_number=1, symbol_name='UNIT')") in r.text
+    assert ("<explore_code><action_type>find_all_references</action_type><current_file_path>"
+            "pkg/user2.py</current_file_path><current_line_number>1</current_line_number>"
+            "<symbol_name>UNIT</symbol_name></explore_code>") in r.text
 
 
 def test_go_to_next_block(box: Toolbox) -> None:
@@ -355,13 +356,13 @@ def test_go_to_next_block(box: Toolbox) -> None:
     r = ok(box, "explore_code", action_type="go_to_next_block", current_file_path="pkg/shapes.py",
            current_line_number=48)
     assert "No block starts after line 48" in r.text and r.metrics.result_count == 0
-    assert "peek_code_region(file_path='pkg/shapes.py', start_line=49, end_line=51)" in r.text
+    assert "<peek_code_region><file_path>pkg/shapes.py</file_path><start_line>49</start_line><end_line>51</end_line></peek_code_region>" in r.text
     r = ok(box, "explore_code", action_type="go_to_next_block", current_file_path="web/util.js",
            current_line_number=999)
     assert "current_line_number 999 is outside 1-20; using 20" in r.text
     r = err(box, "explore_code", action_type="go_to_next_block", current_file_path="README.md",
             current_line_number=1)
-    assert "not parsed" in r.text and "peek_code_region(file_path='README.md'" in r.text
+    assert "not parsed" in r.text and "<peek_code_region><file_path>README.md</file_path>" in r.text
 
 
 def test_next_block_long_block_is_capped(world: World, box: Toolbox) -> None:
@@ -371,7 +372,7 @@ def test_next_block_long_block_is_capped(world: World, box: Toolbox) -> None:
            current_line_number=1)
     assert r.metrics.ranges == [(3, 62)]
     assert "the block continues to line 83" in r.text
-    assert "start_line=63, end_line=83" in r.text
+    assert "<start_line>63</start_line><end_line>83</end_line>" in r.text
 
 
 # --------------------------------------------------------------------------- MEM, BKM
