@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, error
+from fake_openai import FakeOpenAI, error, stall, tool_call
 
 from adakit.agent import LaunchContext, Run, RunConfig, fit_window
 from adakit.conditions import get_condition
@@ -235,3 +235,28 @@ def test_resume_continues_after_the_last_recorded_turn(world, tmp_path):
     msgs = fake.requests[0]["messages"]
     assert len(msgs) == 2 + 2 * 3 and "serve() calls helper()" in msgs[-1]["content"]
     assert sum(1 for line in path.read_text().splitlines() if json.loads(line)["kind"] == "header") == 1
+
+
+def test_a_timed_out_call_is_retried(world, tmp_path):
+    with FakeOpenAI([stall(2.0, then=peek()), peek(), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "to.jsonl", spec=spec_for(fake, timeout_s=0.5))
+    assert rf.end.reason == "finalize" and len(rf.turns) == 2
+    assert len(fake.requests) == 3  # the stalled request, its retry, and the conclusion
+
+
+def test_native_function_calling_mode_produces_the_same_record(world, tmp_path):
+    script = [
+        tool_call("peek_code_region", {"file_path": "pkg/app.py", "start_line": 1, "end_line": 5}, text="read app"),
+        tool_call("read_file", {"path": "x"}),
+        tool_call("stash_conclusion", {"content": "serve calls helper", "proceed_to_finalize": True}),
+    ]
+    with FakeOpenAI(script) as fake:
+        rf = launch(world, fake, tmp_path / "fn.jsonl", spec=spec_for(fake, mode="function"))
+    assert rf.header.model.mode == "function"
+    assert [t.metrics.tool for t in rf.turns] == ["PKR", None, "CON"]
+    assert rf.turns[0].thinking == "read app" and rf.turns[0].metrics.ranges == [(1, 5)]
+    assert "<peek_code_region>" in rf.turns[0].raw_text  # history keeps the uniform XML form
+    assert rf.turns[1].parse_error.kind == "unknown_tool"
+    assert rf.end.reason == "finalize" and rf.end.conclusion == "serve calls helper"
+    sent = fake.requests[0]["tools"]
+    assert {t["function"]["name"] for t in sent} >= {"peek_code_region", "stash_conclusion"}
