@@ -1315,7 +1315,7 @@ def _open_world(name: str) -> Any:
 
 
 def run_judgments(
-    corpus: str | Path,
+    corpus: str | Path | Iterable[str | Path],
     families: str | Sequence[str] = tuple(FAMILIES),
     judges: str | Sequence[str] | None = None,
     turn_judge: str | None = None,
@@ -1352,7 +1352,12 @@ def run_judgments(
     paths = list(iter_run_files(corpus))
     if not paths:
         raise FileNotFoundError(f"no run files in {corpus}")
-    folder = Path(out_dir) if out_dir else judgments_dir(corpus)
+    if out_dir:
+        folder = Path(out_dir)
+    elif isinstance(corpus, str | Path):
+        folder = judgments_dir(corpus)
+    else:  # a list of run files: name the store after the folder that holds them all
+        folder = judgments_dir(Path(os.path.commonpath([p.resolve().parent for p in paths])))
     folder.mkdir(parents=True, exist_ok=True)
     jsonl = folder / "judgments.jsonl"
 

@@ -839,3 +839,21 @@ def test_judge_lists_accept_the_paper_alias_and_commas() -> None:
     from adakit.models import load_registry
 
     assert set(J.PAPER_PANEL) | {J.LOCAL_JUDGE} <= set(load_registry())
+
+
+def test_a_list_of_run_files_is_stored_under_their_folder(
+    key: None, corpus: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from adakit import config
+
+    monkeypatch.setattr(config, "JUDGMENTS", tmp_path / "judgments")
+    with FakeOpenAI(first_label) as fake:
+        report = J.run_judgments(
+            [corpus / "a.jsonl"],
+            ["task_relevance"],
+            ["judge-a"],
+            backends=backends_for(fake, tmp_path),
+            progress=False,
+        )
+    assert report.out_dir == tmp_path / "judgments" / "corpus"
+    assert (report.out_dir / "judgments.parquet").exists() and len(report.table) == 1
