@@ -896,16 +896,20 @@ class ExplorerWidgets:
         parts.append(f"{self.map_note.value}</div></div>")
         return "".join(parts)
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        # the widget for a live front end; a static HTML snapshot of the current turn for any
-        # viewer that cannot render widgets (an exported page, a notebook without widget state)
+    def mimebundle(self) -> dict[str, Any]:
+        """What a notebook shows: the widget for a live front end, plus a static HTML snapshot
+        of the current turn for viewers that cannot render widgets (an untrusted or exported
+        notebook without widget state)."""
         bundle = dict(self.ui._repr_mimebundle_() or {})
         bundle["text/html"] = self.snapshot_html()
         run = self.view.run_id if self.view else ""
         bundle["text/plain"] = f"run explorer at turn {self.turn}: {run}"
-        display(bundle, raw=True)
+        return bundle
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.mimebundle(), raw=True)
 
 
 def build_explorer(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,

@@ -305,7 +305,9 @@ def test_widget_builder_steps_and_jumps(small_corpus):
     assert len(w.run_select.options) == 3
     w.run_select.value = "rec"
     assert w.view.run_id == "rec" and w.slider.max == 6
-    assert "<img" in w.snapshot_html() and "turn" in w.snapshot_html()
+    bundle = w.mimebundle()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == w.ui.model_id
+    assert bundle["text/html"].count("<img") == 2 and "turn 1 of 6" in bundle["text/html"]
 
 
 def test_static_rendering_and_mode_choice(small_corpus, monkeypatch):
