@@ -588,8 +588,11 @@ class RunView:
         """The run in two lines: its axes and how it ended."""
         h, end = self.rf.header, self.rf.end
         ending = f"ended by {end.reason}" if end else "unfinished (no end record)"
-        first = f"{self.run_id}: {h.model.name} ({h.model.kind}) on {h.world.name} " \
-                f"{h.world.version}, task {h.task.family}, condition {h.condition.name}"
+        if end and end.error:
+            ending += f" ({_clip(end.error, 200)})"
+        world = f"{h.world.name} {h.world.version}".strip()
+        first = f"{self.run_id}: {h.model.name} ({h.model.kind}) on {world}, " \
+                f"task {h.task.family}, condition {h.condition.name}"
         second = f"{self.n_turns} turns (bound {h.turn_bound}), {ending}"
         if end and end.conclusion:
             second += f"; conclusion: {_clip(end.conclusion, 300)}"

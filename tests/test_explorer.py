@@ -324,10 +324,27 @@ def test_static_rendering_and_mode_choice(small_corpus, monkeypatch):
     assert explorer.use_widgets(False) is False
     monkeypatch.setenv(explorer.ENV_VAR, "static")
     assert explorer.use_widgets(True) is False
+    assert "turn 3 of 11" in explorer.explore(small_corpus, "syn-a", turn=3, interactive=True).text
     late = explorer.render_static(small_corpus, "rec", turn=50, show_map=False)
     assert late.turn == 6 and set(late.figures) == {"arc"}
     with pytest.raises(ValueError, match="no run"):
         explorer.render_static(small_corpus, "missing")
+
+
+def test_a_run_without_turns_still_opens(tmp_path):
+    rf = recorded_run()
+    empty = RunFile(path=tmp_path / "zero.jsonl",
+                    header=rf.header.model_copy(update={"run_id": "zero"}), turns=[],
+                    end=End(reason="model_error", error="endpoint down"))
+    write_run(empty, tmp_path / "zero.jsonl")
+    write_run(rf, tmp_path / "rec.jsonl")
+    c = load_corpus(tmp_path, cache=False)
+    static = explorer.render_static(c, "zero")
+    assert static.turns == [] and "ended by model_error (endpoint down)" in static.text
+    w = explorer.build_explorer(c, run_id="zero", show_map=False)
+    assert w.slider.disabled and "no turns" in w.turn_view.value
+    w.run_select.value = "rec"
+    assert not w.slider.disabled and w.turn == 1
 
 
 # --------------------------------------------------------------------------- notebooks
