@@ -578,10 +578,12 @@ class RunView:
 
     @property
     def n_turns(self) -> int:
+        """Turn records in the run."""
         return len(self.rf.turns)
 
     @property
     def turn_numbers(self) -> list[int]:
+        """The recorded turn numbers, in order."""
         return [t.turn for t in self.rf.turns]
 
     def summary(self) -> str:
@@ -599,15 +601,19 @@ class RunView:
         return f"{first}\n{second}"
 
     def state(self, turn: int) -> WorkingState:
+        """The working state after ``turn`` (:func:`state_at`)."""
         return state_at(self.rf, turn)
 
     def text(self, turn: int) -> str:
+        """The turn as plain text, with the code read so far (:func:`turn_text`)."""
         return turn_text(self.rf, turn, self.reads)
 
     def html(self, turn: int) -> str:
+        """The turn as HTML (:func:`turn_html`)."""
         return turn_html(self.rf, turn, self.reads)
 
     def arc_figure(self, turn: int) -> Figure:
+        """The run's journey arc with ``turn`` ringed (:func:`plot_arc`)."""
         return plot_arc(arc_data(self.corpus, self.run_id, turn, self.axis), self.corpus.runs,
                         axis=self.axis)
 
@@ -628,6 +634,7 @@ class RunView:
         return self._layout
 
     def map_figure(self, turn: int) -> Figure:
+        """The footprint map of the lines read up to ``turn`` (:func:`plot_turn_map`)."""
         files, _ = self.files()
         values = map_values(self.reads, self.run_id, turn)
         current = turn_record(self.rf, turn).metrics.file
@@ -847,6 +854,7 @@ class ExplorerWidgets:
 
     @property
     def turn(self) -> int:
+        """The turn shown now."""
         return int(self.slider.value)
 
     def _on_turn(self, change: dict[str, Any]) -> None:
@@ -858,6 +866,7 @@ class ExplorerWidgets:
         self.slider.value = min(max(int(turn), self.slider.min), self.slider.max)
 
     def step(self, direction: int) -> None:
+        """One turn forward (``direction`` > 0) or back."""
         self.go(self.turn + (1 if direction > 0 else -1))
 
     def jump(self, direction: int) -> None:
