@@ -29,8 +29,9 @@ After each completed turn the flow is::
 
 :meth:`CoachJudge.review` returns a JSON-serialisable dict that the agent loop stores in
 ``Turn.coach``: the decision and message, the coach's own proposal and the guard's notes, the
-turn summary, every judge's report (valid or not) and every model call's latency, tokens and
-cache flag. A :class:`adakit.models.CacheMiss` (a replay that diverged from its recording) is
+turn summary, every judge's report (valid or not), every model call's latency, tokens and
+cache flag, and the review's wall-clock ``started_at``/``ended_at`` (which content digests leave
+out, so a replay from the response cache reproduces a coach run exactly). A :class:`adakit.models.CacheMiss` (a replay that diverged from its recording) is
 re-raised; every other failure degrades to no signal or PASS.
 """
 
@@ -761,7 +762,7 @@ class CoachJudge:
 
     def review(self, turn: Turn, context: dict[str, Any]) -> dict[str, Any]:
         """Judge a completed turn and decide PASS / HINT / REJECT (module docstring)."""
-        started = time.perf_counter()
+        started = time.time()
         history: list[Turn] = list(context.get("history") or [])
         if "history" in context and (
             len(self.memory) != len(history)
@@ -855,7 +856,8 @@ class CoachJudge:
             "latency_s": round(sum(c["latency_s"] for c in calls), 6),
             "tokens_in": sum(c["tokens_in"] for c in calls),
             "tokens_out": sum(c["tokens_out"] for c in calls),
-            "elapsed_s": round(time.perf_counter() - started, 6),
+            "started_at": started,
+            "ended_at": time.time(),
         }
 
     # -- model calls -------------------------------------------------------------------------

@@ -14,8 +14,16 @@ from fake_openai import FakeOpenAI
 from adakit import coach as cj
 from adakit.agent import LaunchContext, Run, RunConfig
 from adakit.conditions import get_condition
-from adakit.models import ModelSpec, OpenAIBackend, RetryPolicy
-from adakit.record import ParseError, ToolCall, ToolMetrics, Turn, load_corpus, read_run
+from adakit.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
+from adakit.record import (
+    ParseError,
+    ToolCall,
+    ToolMetrics,
+    Turn,
+    content_digest,
+    load_corpus,
+    read_run,
+)
 from adakit.tasks import make_task
 from adakit.world import World
 
@@ -72,11 +80,13 @@ def api_key(monkeypatch):
     monkeypatch.setenv(KEY_VAR, "sk-coach-test")
 
 
-def backend(fake: FakeOpenAI, name: str, constrain: str = "none") -> OpenAIBackend:
-    spec = ModelSpec(name=name, kind="llm", base_url=fake.url, model_id=f"{name}-id",
+def backend(fake: FakeOpenAI | str, name: str, constrain: str = "none",
+            cache: ResponseCache | None = None) -> OpenAIBackend:
+    url = fake if isinstance(fake, str) else fake.url
+    spec = ModelSpec(name=name, kind="llm", base_url=url, model_id=f"{name}-id",
                      api_key_env=KEY_VAR, temperature=0.2, max_tokens=256,
                      context_window=32000, constrain=constrain)  # type: ignore[arg-type]
-    return OpenAIBackend(spec, cache=None, retry=RetryPolicy(attempts=1))
+    return OpenAIBackend(spec, cache=cache, retry=RetryPolicy(attempts=1))
 
 
 def who(request: dict[str, Any]) -> tuple[str, int, bool]:
@@ -112,10 +122,11 @@ class Panel:
                            **CALM[role], **step.get(role, {})})
 
 
-def launch(world, agent_fake, coach: cj.CoachJudge, path: Path, turn_bound: int = 10):
+def launch(world, agent_fake, coach: cj.CoachJudge, path: Path, turn_bound: int = 10,
+           cache: ResponseCache | None = None):
     ctx = LaunchContext(world=world, task=make_task("feature_tracing", "toy"),
                         condition=get_condition("coach_judge"),
-                        backend=backend(agent_fake, "agent"), coach=coach)
+                        backend=backend(agent_fake, "agent", cache=cache), coach=coach)
     return Run(ctx, RunConfig(run_id=path.stem, turn_bound=turn_bound), path).execute()
 
 
@@ -264,6 +275,26 @@ def test_resume_rebuilds_the_memory(world, tmp_path):
     assert "last 2 of 2 earlier turns" in text and "t1 PKR" in text and "t2 MEM" in text
     # the replayed HINT of turn 2 is still in the recorded history the coach sees
     assert rf.turns[1].coach["decision"] == "HINT"
+
+
+def test_a_coach_run_replays_from_the_cache(world, tmp_path):
+    cache = ResponseCache(tmp_path / "cache")
+    plan = {2: {"navigation": {"yield_rating": "useless"}, "overall": "garbage",
+                "coach": {"rationale": "r", "decision": "HINT", "message": "Read util."}},
+            3: {"conclusion": {"grounding": "unsupported"},
+                "coach": {"rationale": "r", "decision": "REJECT", "message": "Not yet."}}}
+    with FakeOpenAI([peek(), peek("pkg/util.py", 1, 2), FINAL, FINAL]) as agent, \
+            FakeOpenAI(Panel(plan)) as judges:
+        live = launch(world, agent, cj.CoachJudge(backend(judges, "j", cache=cache)),
+                      tmp_path / "live" / "x.jsonl", cache=cache)
+        urls = agent.url, judges.url
+    # both servers are gone: the replay must come entirely from the cache
+    replay_cache = cache.with_mode("replay")
+    coach = cj.CoachJudge(backend(urls[1], "j", cache=replay_cache))
+    replay = launch(world, urls[0], coach, tmp_path / "replay" / "x.jsonl", cache=replay_cache)
+    assert [t.coach["decision"] for t in live.turns] == ["PASS", "HINT", "REJECT", "PASS"]
+    assert all(c["cached"] for t in replay.turns for c in t.coach["calls"])
+    assert content_digest(replay) == content_digest(live)
 
 
 # ------------------------------------------------------------------------------ pieces
