@@ -238,8 +238,9 @@ def region_density(
         x = r.iloc[idx].reset_index(drop=True)
         x["region_start"] = k * b + 1
         x["region_end"] = (k + 1) * b
-        x["region"] = [f"L{s}-{e}" for s, e in zip(x["region_start"], x["region_end"],
-                                                    strict=True)]
+        bins, distinct = pd.factorize(k)  # one label per distinct bin, not per row
+        labels = np.array([f"L{j * b + 1}-{(j + 1) * b}" for j in distinct], dtype=object)
+        x["region"] = labels[bins]
     else:
         _require(regions, ["file", "region", "start_line", "end_line"], "the regions table")
         reg = regions.rename(columns={"start_line": "region_start", "end_line": "region_end"})
@@ -608,7 +609,7 @@ def plot_repo_map(
                             linewidth=0.3, zorder=3))
     halo = [pe.withStroke(linewidth=2.2, foreground="white")]
     _label_folders(ax, lay, label_depth, min_label_radius)
-    strongest = leaf[seen].assign(m=leaf["value"].abs()).nlargest(label_top, "m")
+    strongest = leaf[seen].assign(m=lambda d: d["value"].abs()).nlargest(label_top, "m")
     for row in strongest.itertuples():
         ax.text(row.x, row.y, _short(row.name), ha="center", va="center", fontsize=7,
                 path_effects=halo, zorder=7)
@@ -797,14 +798,14 @@ def file_corridors(
     keys = list(_as_tuple(by))
     t = _with_groups(_file_turns(turns, keys), runs, keys, "the turns table")
     cols = [*keys, "source", "target", "moves", "trajectories", "rank"]
-    same_run = t["run_id"].to_numpy()[1:] == t["run_id"].to_numpy()[:-1]
-    f = t["file"].to_numpy()
-    move = same_run & (f[1:] != f[:-1])
+    run = pd.factorize(t["run_id"])[0]  # integer codes: comparing strings row by row is slow
+    f = pd.factorize(t["file"])[0]
+    move = (run[1:] == run[:-1]) & (f[1:] != f[:-1])
     if not move.any():
         return pd.DataFrame(columns=cols)
     idx = np.flatnonzero(move)
-    m = pd.DataFrame({"run_id": t["run_id"].to_numpy()[idx + 1], "source": f[idx],
-                      "target": f[idx + 1]})
+    files = t["file"].to_numpy()
+    m = pd.DataFrame({"run_id": run[idx + 1], "source": files[idx], "target": files[idx + 1]})
     for k in keys:
         m[k] = t[k].to_numpy()[idx + 1]
     out = m.groupby([*keys, "source", "target"], dropna=False).agg(
