@@ -795,21 +795,20 @@ def test_local_model_judges_end_to_end(tmp_path: Path, corpus: Path) -> None:
         pytest.skip(why)
     report = J.run_judgments(
         corpus / "a.jsonl",
-        ["termination_calibration", "reasoning_prior"],
+        ["task_relevance"],
         [J.LOCAL_JUDGE],
-        max_turn_items=1,
         cache_mode="off",
         out_dir=tmp_path / "out",
         progress=False,
+        retries=0,
         max_tokens=256,
     )
     t = report.table
-    assert len(t) == 2 and not report.errors
-    # the 135M model's choices are not meaningful; the plumbing is: constrained JSON parses
+    assert len(t) == 1 and not report.errors and not t["cached"].any()
+    # the 135M model's choice means nothing; the plumbing does: constrained JSON that parses
     assert t["valid"].all(), t[["family", "label", "rationale"]]
-    assert set(t["label"]) <= set(J.FAMILIES["termination_calibration"].allowed) | set(
-        J.FAMILIES["reasoning_prior"].allowed
-    )
+    assert t["label"].iloc[0] in J.FAMILIES["task_relevance"].allowed
+    assert len(t["rationale"].iloc[0]) <= J.RATIONALE_MAX
 
 
 def test_sample_runs_per_cell() -> None:
