@@ -1063,6 +1063,9 @@ class Attempted:
     attempts: int
     cached: bool
     latency_s: float
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = None
 
 
 def ask_judge(
@@ -1074,10 +1077,16 @@ def ask_judge(
     schema = reply_schema(item.family)
     messages = list(item.messages)
     latency, cached, text, error = 0.0, True, "", None
+    tokens_in = tokens_out = 0
+    cost: float | None = None
     for attempt in range(1, retries + 2):
         comp = backend.complete(messages, json_schema=schema, max_tokens=max_tokens)
         latency += float(comp.latency_s or 0.0)
         cached = cached and bool(comp.cached)
+        tokens_in += int(comp.tokens_in or 0)
+        tokens_out += int(comp.tokens_out or 0)
+        if comp.cost_usd is not None:
+            cost = (cost or 0.0) + float(comp.cost_usd)
         text = comp.text or ""
         try:
             verdict = parse_reply(text, item.family)
@@ -1094,8 +1103,12 @@ def ask_judge(
                 {"role": "user", "content": correction},
             ]
             continue
-        return Attempted(verdict, text, None, attempt, cached, round(latency, 6))
-    return Attempted(None, text, error, retries + 1, cached, round(latency, 6))
+        return Attempted(
+            verdict, text, None, attempt, cached, round(latency, 6), tokens_in, tokens_out, cost
+        )
+    return Attempted(
+        None, text, error, retries + 1, cached, round(latency, 6), tokens_in, tokens_out, cost
+    )
 
 
 def _row(item: JudgeItem, seat: Seat, res: Attempted) -> dict[str, Any]:
@@ -1117,6 +1130,9 @@ def _row(item: JudgeItem, seat: Seat, res: Attempted) -> dict[str, Any]:
         # beyond the table: kept in the jsonl for audits
         "model": seat.model,
         "attempts": res.attempts,
+        "tokens_in": res.tokens_in,
+        "tokens_out": res.tokens_out,
+        "cost_usd": res.cost_usd,
         "error": res.error,
         "raw": None if v else res.text[:2000],
         "judged_at": time.time(),
@@ -1252,6 +1268,10 @@ class JudgeReport:
     n_new: int = 0
     n_invalid: int = 0
     n_cache_hits: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -1263,6 +1283,8 @@ class JudgeReport:
             f"({self.n_skipped} already on file)",
             f"new verdicts {self.n_new}: invalid {self.n_invalid}, cache hits "
             f"{self.n_cache_hits}; model errors {len(self.errors)}",
+            f"model calls: {self.tokens_in} tokens in, {self.tokens_out} out, "
+            f"${self.cost_usd:.4f} priced; {self.seconds:.1f} s wall clock",
         ]
         if not t.empty:
             lines.append(f"table: {len(t)} verdicts, {int((~t['valid']).sum())} invalid (NaN)")
@@ -1422,6 +1444,7 @@ def run_judgments(
     streak: Counter[str] = Counter()
     given_up: set[str] = set()
     bar = tqdm(total=len(tasks), desc="judging", unit="item", disable=not progress)
+    started = time.perf_counter()
 
     def work(task: tuple[JudgeItem, str, list[Seat]]) -> None:
         it, model, seats = task
@@ -1455,6 +1478,10 @@ def run_judgments(
             report.n_new += len(seats)
             report.n_invalid += 0 if res.verdict else len(seats)
             report.n_cache_hits += sum(1 for k in range(len(seats)) if res.cached or k)
+            if not res.cached:
+                report.tokens_in += res.tokens_in
+                report.tokens_out += res.tokens_out
+                report.cost_usd += res.cost_usd or 0.0
         bar.update(1)
 
     try:
@@ -1467,6 +1494,7 @@ def run_judgments(
     finally:
         bar.close()
         sink.close()
+        report.seconds = round(time.perf_counter() - started, 3)
         report.table = judgments_table(read_jsonl(jsonl))
         write_parquet(report.table, folder / "judgments.parquet")
     return report

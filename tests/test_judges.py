@@ -34,7 +34,7 @@ from adakit.record import (
     read_run,
 )
 from adakit.synthetic import synthetic_run, write_run
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import FakeOpenAI, reply
 
 KEY_ENV = "ADAKIT_TEST_JUDGE_KEY"
 SECRET_RUN = "run-zq81-secret"
@@ -203,6 +203,7 @@ def backends_for(
     tmp_path: Path,
     names: tuple[str, ...] = ("judge-a",),
     mode: str = "use",
+    **spec: Any,
 ) -> J.BackendFactory:
     """Backends of scripted judges at the fake server (or at a URL where nothing listens)."""
     url = fake if isinstance(fake, str) else fake.url
@@ -216,6 +217,7 @@ def backends_for(
                 api_key_env=KEY_ENV,
                 constrain="json",
                 temperature=0.2,
+                **spec,
             ),
             cache,
             retry=RetryPolicy(attempts=1),
@@ -856,3 +858,24 @@ def test_a_list_of_run_files_is_stored_under_their_folder(
         )
     assert report.out_dir == tmp_path / "judgments" / "corpus"
     assert (report.out_dir / "judgments.parquet").exists() and len(report.table) == 1
+
+
+def test_tokens_and_cost_are_counted(key: None, corpus: Path, tmp_path: Path) -> None:
+    def priced(req: dict[str, Any]) -> Any:
+        return reply(first_label(req), tokens_in=100, tokens_out=10)
+
+    with FakeOpenAI(priced) as fake:
+        backends = backends_for(fake, tmp_path, price_in=1.0, price_out=2.0)
+        report = J.run_judgments(
+            corpus,
+            ["task_relevance"],
+            ["judge-a"],
+            backends=backends,
+            out_dir=tmp_path / "out",
+            progress=False,
+        )
+    assert (report.tokens_in, report.tokens_out) == (200, 20)
+    assert report.cost_usd == pytest.approx(2 * (100 * 1.0 + 10 * 2.0) / 1e6)
+    row = json.loads((tmp_path / "out" / "judgments.jsonl").read_text().splitlines()[0])
+    assert (row["tokens_in"], row["tokens_out"]) == (100, 10)
+    assert "200 tokens in, 20 out" in report.summary()
