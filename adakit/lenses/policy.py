@@ -249,10 +249,11 @@ def tool_turns(
         keep &= ~err.isin(NO_CALL_ERRORS)
         if drop_errors:
             keep &= err.isna()
-    t = turns.loc[keep]
-    run_code, _ = pd.factorize(t["run_id"], sort=True)
-    order = np.lexsort((pd.to_numeric(t["turn"]).to_numpy(), run_code))
-    return t.iloc[order].reset_index(drop=True)
+    rows = np.flatnonzero(keep.to_numpy())
+    run_code, _ = pd.factorize(turns["run_id"], sort=True)
+    turn = pd.to_numeric(turns["turn"]).to_numpy()
+    order = np.lexsort((turn[rows], run_code[rows]))
+    return turns.take(rows[order]).reset_index(drop=True)  # one copy: filter and order at once
 
 
 def _column(frame: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
@@ -263,8 +264,12 @@ def _column(frame: pd.DataFrame, name: str, default: Any = None) -> pd.Series:
 
 def _related(a: Sequence[str], b: Sequence[str]) -> np.ndarray:
     """Same place: equal paths, or one a folder containing the other."""
+    names = set(a) | set(b)
+    parents = {p[:i] for p in names for i, ch in enumerate(p) if ch == "/"}
+    folders = {x for x in names if x.rstrip("/") in parents}  # only these can contain a path
     return np.array(
-        [x == y or x.startswith(y.rstrip("/") + "/") or y.startswith(x.rstrip("/") + "/")
+        [x == y or (y in folders and x.startswith(y.rstrip("/") + "/"))
+         or (x in folders and y.startswith(x.rstrip("/") + "/"))
          for x, y in zip(a, b, strict=True)],
         dtype=bool,
     )
@@ -277,6 +282,20 @@ def _pattern_codes(pattern: str, names: Sequence[str]) -> np.ndarray:
     if pattern in CLASSES:
         return np.array([n in CLASSES[pattern] for n in names], dtype=bool)
     return np.array([n == pattern for n in names], dtype=bool)
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of an integer array, by sorting: the hash-based ``np.unique``
+    of numpy 2.4 is tens of times slower on arrays of a few 100k integers."""
+    s = np.sort(values)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+
+
+def _first_rows(codes: np.ndarray, n_codes: int) -> np.ndarray:
+    """For each code 0..n_codes-1 present in ``codes``, the index of its first row."""
+    first = np.empty(n_codes, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the earliest write lands last
+    return first
 
 
 def _run_starts(run_code: np.ndarray) -> np.ndarray:
@@ -326,7 +345,7 @@ def tag_transitions(
     if star.any():  # folder targets: containment is "the same place"
         width = len(file_names) + 1
         key = ta.astype(np.int64) * width + tb
-        pairs = np.unique(key[star])
+        pairs = _distinct(key[star])
         apart = ~_related([file_names[i] for i in pairs // width],
                           [file_names[j] for j in pairs % width])
         star &= np.isin(key, pairs[apart])
@@ -383,39 +402,46 @@ def _as_tuple(by: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(by)
 
 
-def _key_values(
-    frame: pd.DataFrame, runs: pd.DataFrame | None, keys: Sequence[str], what: str
-) -> dict[str, np.ndarray]:
-    """Per-row values of each grouping column: from ``frame``, else looked up in ``runs``."""
-    missing = [k for k in keys if k not in frame.columns]
-    if missing and runs is None:
-        raise ValueError(f"{what} lacks {missing}; pass the runs table to take them from")
-    out = {k: frame[k].to_numpy() for k in keys if k in frame.columns}
-    if missing:
-        _require(runs, ["run_id", *missing], "the runs table")
-        cat = pd.Categorical(frame["run_id"])
-        info = runs.drop_duplicates("run_id").set_index("run_id").reindex(cat.categories)
-        for k in missing:
-            looked_up = np.append(info[k].to_numpy(dtype=object), None)  # code -1 -> None
-            out[k] = looked_up[cat.codes]
-    return out
-
-
 def _group_codes(
     frame: pd.DataFrame, runs: pd.DataFrame | None, keys: Sequence[str], what: str
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """A group code per row (0..G-1) and the table of groups (one row per code)."""
-    values = _key_values(frame, runs, keys, what)
     n = len(frame)
     if not keys:
         return np.zeros(n, dtype=np.int64), pd.DataFrame(index=range(1 if n else 0))
+    codes, values = _key_codes(frame, runs, keys, what)
     g = np.zeros(n, dtype=np.int64)
     for k in keys:  # refactorize after each column so the codes stay small
-        code, uniq = pd.factorize(values[k], use_na_sentinel=False)
-        g = pd.factorize(g * (len(uniq) + 1) + code)[0].astype(np.int64)
-    first = np.unique(g, return_index=True)[1]
-    groups = pd.DataFrame({k: values[k][first] for k in keys})
+        g = pd.factorize(g * (len(values[k]) + 1) + codes[k])[0].astype(np.int64)
+    first = _first_rows(g, int(g.max()) + 1) if n else np.zeros(0, dtype=np.int64)
+    groups = pd.DataFrame({k: values[k][codes[k][first]] for k in keys})
     return g, groups
+
+
+def _key_codes(
+    frame: pd.DataFrame, runs: pd.DataFrame | None, keys: Sequence[str], what: str
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per grouping column, a code per row and the distinct values the codes point to (a
+    missing value is a value of its own). Columns missing from ``frame`` are looked up in
+    ``runs`` by run id (a run absent from ``runs`` gets None)."""
+    missing = [k for k in keys if k not in frame.columns]
+    if missing and runs is None:
+        raise ValueError(f"{what} lacks {missing}; pass the runs table to take them from")
+    codes: dict[str, np.ndarray] = {}
+    values: dict[str, np.ndarray] = {}
+    for k in keys:
+        if k in frame.columns:
+            code, uniq = pd.factorize(frame[k], use_na_sentinel=False)
+            codes[k], values[k] = code, np.asarray(uniq)
+    if missing:
+        _require(runs, ["run_id", *missing], "the runs table")
+        run_code, run_ids = pd.factorize(frame["run_id"])
+        info = runs.drop_duplicates("run_id").set_index("run_id").reindex(run_ids)
+        for k in missing:
+            looked_up = np.append(info[k].to_numpy(dtype=object), None)  # code -1 -> None
+            code, uniq = pd.factorize(looked_up, use_na_sentinel=False)
+            codes[k], values[k] = code[run_code], np.asarray(uniq, dtype=object)
+    return codes, values
 
 
 def _tag_order(tags: Iterable[str]) -> list[str]:
@@ -462,12 +488,14 @@ def tag_shares(
         return pd.DataFrame(columns=cols)
     g, groups = _group_codes(df, runs, keys, "the tags table")
     order = _tag_order(df["tag"])
-    tag_code = pd.Categorical(df["tag"].astype(str), categories=order).codes.astype(np.int64)
+    raw_code, raw_tags = pd.factorize(df["tag"])  # codes of a categorical come for free
+    position = {tag: i for i, tag in enumerate(order)}
+    tag_code = np.array([position.get(str(t), -1) for t in raw_tags], dtype=np.int64)[raw_code]
     T, G = len(order), len(groups)
     counts = np.bincount(g * T + tag_code, minlength=G * T).reshape(G, T)
     totals = counts.sum(axis=1)
     # a unit is one run inside one group (a run split into regimes gives two units)
-    run_code = pd.Categorical(df["run_id"]).codes.astype(np.int64)
+    run_code = pd.factorize(df["run_id"])[0].astype(np.int64)
     unit, _ = pd.factorize(g * (run_code.max() + 1) + run_code)
     U = unit.max() + 1
     unit_group = np.zeros(U, dtype=np.int64)
@@ -595,10 +623,10 @@ def tool_ngrams(
     for k in range(n):
         gram = gram * base + tool_code[start + k]
     g = g_row[start]
-    cell, cell_first = np.unique(g * base**n + gram, return_index=True)
-    cell_code = np.searchsorted(cell, g * base**n + gram)
+    cell_code, cell = pd.factorize(g * base**n + gram, sort=True)
+    cell_first = _first_rows(cell_code, cell.size)
     count = np.bincount(cell_code, minlength=cell.size)
-    run_cells = np.unique(cell_code * (run_code.max() + 1) + run_code[start])
+    run_cells = _distinct(cell_code * (run_code.max() + 1) + run_code[start])
     n_runs = np.bincount(run_cells // (run_code.max() + 1), minlength=cell.size)
     cell_group = g[cell_first]
     cell_gram = gram[cell_first]

@@ -130,7 +130,8 @@ def run_surface(corpus: Corpus) -> pd.DataFrame:
     err = turns["error_type"].notna().to_numpy()
     ok = (tfile >= 0) & ~err
     width = int(file_codes.max()) + 1 if len(file_codes) else 1
-    pairs = np.unique(tpos[ok].astype(np.int64) * width + tfile[ok])
+    pairs = np.sort(tpos[ok].astype(np.int64) * width + tfile[ok])
+    pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if len(pairs) else pairs  # distinct
     out["files_visited"] = np.bincount(pairs // width, minlength=R).astype(np.int64)
     think = np.bincount(tpos, weights=turns["thinking_chars"].to_numpy(dtype=float),
                         minlength=R)
@@ -223,7 +224,7 @@ def tool_concentration(
     turns = data.turns if isinstance(data, Corpus) else data
     by_cols = _as_list(by)
     _require(turns, [*by_cols, "tool"], "turns table")
-    calls = turns.loc[turns["tool"].notna()]
+    calls = turns.loc[turns["tool"].notna(), [*by_cols, "tool"]]  # only the needed columns
     counts = calls.groupby([*by_cols, "tool"], sort=False).size().rename("calls").reset_index()
     if counts.empty:
         return pd.DataFrame(columns=[*by_cols, "tool", "calls", "share", "cum_share", "rank"])
