@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from string import Template
 from typing import Any, Protocol
@@ -85,6 +86,7 @@ class RunConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@lru_cache(maxsize=32)
 def _template(name: str) -> Template:
     return Template(
         (config.PROMPTS / name)
