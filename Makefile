@@ -53,13 +53,14 @@ STUDY_OUT := data/study/$(PROFILE)
 PARAMS := studies/$(PROFILE).params.yaml
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXECUTED := $(patsubst notebooks/%,$(STUDY_OUT)/notebooks/%,$(NOTEBOOKS))
-# figures: figures/ for the default profile, figures/<profile>/ for the others
+# figures: figures/ for the default profile, figures/<profile>/ for the others (set for the
+# study's stages only, so tests keep their own folders)
 ifeq ($(PROFILE),quick)
-export ADAKIT_FIGURES := $(CURDIR)/figures
+FIGURES_DIR := $(CURDIR)/figures
 else
-export ADAKIT_FIGURES := $(CURDIR)/figures/$(PROFILE)
+FIGURES_DIR := $(CURDIR)/figures/$(PROFILE)
 endif
-ADAKIT := $(PY) -m adakit
+ADAKIT := ADAKIT_FIGURES=$(FIGURES_DIR) $(PY) -m adakit
 
 worlds: $(STAMP) ## download the repository worlds (PyPI sdists, pinned by sha256) and print Table 3
 	$(ADAKIT) worlds fetch --all
@@ -104,7 +105,8 @@ lint: $(STAMP) ## ruff only
 	$(PY) -m ruff check adakit tests benchmarks
 
 bench: $(STAMP) ## benchmarks that print side-by-side ratios
-	@command -v rg >/dev/null || { echo "installing ripgrep (Debian) for the comparison"; apt-get install -y -q ripgrep >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q ripgrep >/dev/null); }
+	@command -v rg >/dev/null && command -v ctags >/dev/null || { echo "installing ripgrep and universal-ctags (Debian) for the comparison"; \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ripgrep universal-ctags) >/dev/null; }
 	$(PY) -m adakit worlds fetch scikit-learn tensorzero
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

@@ -9,6 +9,7 @@ would overflow the model's context window, the oldest turns are left out of the 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -448,13 +449,14 @@ class Run:
             assert call is not None
             result = self.toolbox.execute(call.tool, dict(call.params))
             observation = result.text
+            metrics = result.metrics
             if len(observation) > self.cfg.max_observation_chars:
                 cut = self.cfg.max_observation_chars
+                kept = observation[:cut].rsplit("\n", 1)[0]  # whole lines only
                 observation = (
-                    observation[:cut]
-                    + f"\n[... output cut at {cut} characters; ask for a smaller range or block.]"
+                    kept + f"\n[... output cut at {cut} characters; ask for a smaller range or block.]"
                 )
-            metrics = result.metrics
+                metrics = trim_to_shown(metrics, kept)
             state_changes = list(result.state_changes)
             model_calls = list(result.model_calls)
 
@@ -493,6 +495,27 @@ class Run:
         turn.injected = injected
         turn.ended_at = time.time()
         return turn, None
+
+
+_NUMBERED = re.compile(r"^\s*(\d+): ", re.M)
+
+
+def trim_to_shown(metrics: ToolMetrics, shown: str) -> ToolMetrics:
+    """Metrics whose line ranges keep only the numbered lines that survive in ``shown``.
+
+    When an observation is cut to fit the model's budget, the lenses must not count lines
+    the model never saw.
+    """
+    if not metrics.ranges:
+        return metrics
+    numbers = {int(n) for n in _NUMBERED.findall(shown)}
+    ranges: list[tuple[int, int]] = []
+    for a, b in metrics.ranges:
+        inside = [n for n in numbers if a <= n <= b]
+        if inside:
+            ranges.append((a, max(inside)))
+    viewed = sum(b - a + 1 for a, b in ranges)
+    return metrics.model_copy(update={"ranges": ranges, "lines_viewed": viewed})
 
 
 def _sum_cost(turns: list[Turn]) -> float | None:

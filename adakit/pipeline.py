@@ -122,7 +122,7 @@ def execute_notebook(src: Path, dest: Path, params: Path | None, extra: dict[str
     dest.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     pm.execute_notebook(
-        str(src), str(dest), parameters=parameters, cwd=str(config.NOTEBOOKS), progress_bar=False,
+        str(src), str(dest), parameters=parameters, cwd=str(config.NOTEBOOKS), progress_bar=True,
         kernel_name="python3",
     )
     return time.time() - t0

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, error, stall, tool_call
 
-from adakit.agent import LaunchContext, Run, RunConfig, fit_window
-from adakit.conditions import get_condition
+from adakit.agent import LaunchContext, Run, RunConfig, first_message, fit_window, system_prompt
+from adakit.conditions import get_condition, load_conditions
 from adakit.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
 from adakit.record import content_digest
 from adakit.tasks import make_task
@@ -260,3 +261,32 @@ def test_native_function_calling_mode_produces_the_same_record(world, tmp_path):
     assert rf.end.reason == "finalize" and rf.end.conclusion == "serve calls helper"
     sent = fake.requests[0]["tools"]
     assert {t["function"]["name"] for t in sent} >= {"peek_code_region", "stash_conclusion"}
+
+
+def test_a_cut_observation_records_only_the_lines_shown(world, tmp_path):
+    big = world.root / "pkg" / "big.py"
+    big.write_text("".join(f"value_{i} = {i}  # a fairly long line to fill the budget\n" for i in range(1, 201)))
+    with FakeOpenAI([peek("pkg/big.py", 1, 80), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "cut.jsonl", max_observation_chars=1200)
+    t = rf.turns[0]
+    assert "output cut at 1200 characters" in t.observation
+    last_shown = max(int(m) for m in re.findall(r"^\s*(\d+): ", t.observation, re.M))
+    assert t.metrics.ranges == [(1, last_shown)] and 10 < last_shown < 80
+    assert t.metrics.lines_viewed == last_shown
+
+
+@pytest.mark.parametrize("name", sorted(load_conditions()))
+def test_every_condition_reaches_the_prompt(world, name):
+    cond = load_conditions()[name]
+    system = system_prompt(world, cond)
+    first = first_message(make_task("risk_review", "toy"), cond, "MEMORY: none")
+    if cond.stance:
+        assert cond.stance.strip() in system
+    else:
+        assert "Evidence first" not in system
+    if cond.budget:
+        assert f"budget of {cond.budget} exploration turns" in first
+        assert first.index("Exploration budget") < first.index("# Task")  # before the objective
+    else:
+        assert "budget" not in first.lower()
+    assert "Review this repository" in first and first.rstrip().endswith("first tool call.")
