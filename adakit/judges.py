@@ -1503,6 +1503,26 @@ def run_judgments(
 # ============================================================================== CLI
 
 
+def parse_caps(values: Sequence[str], prompt: int | None = None) -> ContextCaps | None:
+    """Context caps from ``SECTION=N`` strings (None when nothing is changed)."""
+    known = {f.name for f in fields(ContextCaps)}
+    changes: dict[str, int] = {"prompt": prompt} if prompt else {}
+    for value in values:
+        name, sep, number = value.partition("=")
+        name = name.strip()
+        if not sep or name not in known:
+            raise ValueError(
+                f"bad cap {value!r}: use SECTION=N with SECTION one of {sorted(known)}"
+            )
+        try:
+            changes[name] = int(number)
+        except ValueError:
+            raise ValueError(f"bad cap {value!r}: {number!r} is not a whole number") from None
+        if changes[name] < 0:
+            raise ValueError(f"bad cap {value!r}: must not be negative")
+    return replace(ContextCaps(), **changes) if changes else None
+
+
 def parse_families(values: str | Sequence[str] | None) -> list[str]:
     """Family names from CLI-style values: names, comma lists, "all", "conclusion", "turn"
     (all five when nothing is given)."""
@@ -1549,7 +1569,11 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    caps = ContextCaps(prompt=args.prompt_chars) if args.prompt_chars else None
+    try:
+        caps = parse_caps(args.cap or [], prompt=args.prompt_chars)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         report = run_judgments(
             args.corpus,
@@ -1620,6 +1644,11 @@ def register_cli(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=1, help="parallel judge calls")
     p.add_argument("--retry-invalid", action="store_true", help="ask again where a verdict failed")
     p.add_argument("--prompt-chars", type=int, help="cap of the judge prompt in characters")
+    p.add_argument(
+        "--cap", action="append", metavar="SECTION=N",
+        help="cap of one context section, e.g. conclusion=2000 or window_turns=2 (repeatable; "
+        f"sections: {', '.join(f.name for f in fields(ContextCaps))})",
+    )  # fmt: skip
     p.add_argument("--out", help="output folder (default: beside the corpus under data/judgments)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_judge)

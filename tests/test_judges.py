@@ -768,10 +768,14 @@ def test_cli_judge(key: None, corpus: Path, tmp_path: Path, monkeypatch, capsys)
             "--out",
             str(out),
             "--no-progress",
+            "--cap",
+            "conclusion=80",
         ]
         assert main(argv) == 0
         printed = capsys.readouterr().out
         assert len(fake.requests) == 2 * (1 + 1)
+        conclusion_prompt = fake.requests[0]["messages"][-1]["content"]
+        assert "more characters]" in conclusion_prompt  # the conclusion was cut at 80
         assert main([*argv, "--cache-mode", "replay"]) == 0
     assert "runs 2, items 4" in printed and "invalid 0" in printed
     assert "task_relevance: 2/2 valid" in printed
@@ -879,3 +883,18 @@ def test_tokens_and_cost_are_counted(key: None, corpus: Path, tmp_path: Path) ->
     row = json.loads((tmp_path / "out" / "judgments.jsonl").read_text().splitlines()[0])
     assert (row["tokens_in"], row["tokens_out"]) == (100, 10)
     assert "200 tokens in, 20 out" in report.summary()
+
+
+def test_caps_from_the_command_line() -> None:
+    caps = J.parse_caps(["conclusion=2000", "window_turns=2"], prompt=9000)
+    assert (caps.conclusion, caps.window_turns, caps.prompt) == (2000, 2, 9000)
+    assert caps.snippets == J.ContextCaps().snippets
+    assert J.parse_caps([]) is None
+    for bad, msg in [
+        ("colour=3", "SECTION one of"),
+        ("conclusion", "SECTION=N"),
+        ("conclusion=many", "not a whole number"),
+        ("window=-1", "negative"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            J.parse_caps([bad])
