@@ -305,7 +305,8 @@ DEFAULT_REDACTIONS: tuple[str, ...] = (
     r"\bprior (?:familiarity|knowledge)\b",
 )
 REDACTED = "[redacted]"
-_SENTENCE_RE = re.compile(r"[^.!?\n]*(?:[.!?]+|\n|$)")
+# a sentence ends at . ! ? followed by white space (so "app.py" does not end one) or a newline
+_SENTENCE_RE = re.compile(r"(?:[^.!?\n]|[.!?]+(?=[^\s.!?]))*(?:[.!?]+(?=\s|$)|\n|$)")
 
 
 @dataclass
@@ -345,7 +346,7 @@ class Anonymiser:
     def _redact_sentence(self, m: re.Match[str]) -> str:
         sentence = m.group(0)
         if sentence.strip() and self._redact is not None and self._redact.search(sentence):
-            return REDACTED + ("\n" if sentence.endswith("\n") else " ")
+            return REDACTED + ("\n" if sentence.endswith("\n") else "")
         return sentence
 
 

@@ -898,3 +898,15 @@ def test_caps_from_the_command_line() -> None:
     ]:
         with pytest.raises(ValueError, match=msg):
             J.parse_caps([bad])
+
+
+def test_redaction_removes_whole_sentences_only() -> None:
+    anon = J.Anonymiser(())
+    assert (
+        anon("Given the budget, I read app.py now. Then views.py.") == "[redacted] Then views.py."
+    )
+    assert anon("I have 3 turns left!\nNext: open src/a.py.") == "[redacted]\nNext: open src/a.py."
+    assert anon("Reminder received\nread cli.py") == "[redacted]\nread cli.py"
+    assert anon("Read flask/app.py first. It routes.") == "Read flask/app.py first. It routes."
+    assert anon("max_budget = 3", redact=True) == "max_budget = 3"  # not a word of its own
+    assert anon("the budget is 3", redact=False) == "the budget is 3"
