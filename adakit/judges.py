@@ -458,8 +458,9 @@ def clip(text: str, cap: int) -> str:
     text = text.strip()
     if len(text) <= cap:
         return text
-    note = f" [... {len(text) - cap} more characters]"
-    return text[: max(0, cap - len(note))].rstrip() + note
+    keep = max(0, cap - len(f" [... {len(text)} more characters]"))
+    kept = text[:keep].rstrip()
+    return f"{kept} [... {len(text) - len(kept)} more characters]"
 
 
 def clip_lines(lines: Sequence[str], cap: int, keep: Literal["head", "tail"] = "head") -> str:

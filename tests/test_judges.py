@@ -910,3 +910,17 @@ def test_redaction_removes_whole_sentences_only() -> None:
     assert anon("Read flask/app.py first. It routes.") == "Read flask/app.py first. It routes."
     assert anon("max_budget = 3", redact=True) == "max_budget = 3"  # not a word of its own
     assert anon("the budget is 3", redact=False) == "the budget is 3"
+
+
+def test_clip_says_exactly_how_much_was_cut() -> None:
+    text = "abcdefghij" * 10
+    cut = J.clip(text, 50)
+    assert len(cut) <= 50 and cut.startswith("abcdefghij")
+    kept = cut.split(" [... ")[0]
+    assert cut.endswith(f"[... {100 - len(kept)} more characters]")
+    assert J.clip("short", 50) == "short"
+    assert (
+        J.clip_lines(["a" * 10] * 5, 25)
+        == "a" * 10 + "\n" + "a" * 10 + "\n(... 3 more lines omitted)"
+    )
+    assert J.clip_lines(["1", "2", "3"], 4, keep="tail") == "(... 1 earlier lines omitted)\n2\n3"
