@@ -1270,6 +1270,7 @@ class JudgeReport:
     n_new: int = 0
     n_invalid: int = 0
     n_cache_hits: int = 0
+    n_copies: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
@@ -1284,7 +1285,8 @@ class JudgeReport:
             f"runs {self.n_runs}, items {self.n_items}, verdicts to give {self.n_tasks} "
             f"({self.n_skipped} already on file)",
             f"new verdicts {self.n_new}: invalid {self.n_invalid}, cache hits "
-            f"{self.n_cache_hits}; model errors {len(self.errors)}",
+            f"{self.n_cache_hits}, copied to repeated seats {self.n_copies}; "
+            f"model errors {len(self.errors)}",
             f"model calls: {self.tokens_in} tokens in, {self.tokens_out} out, "
             f"${self.cost_usd:.4f} priced; {self.seconds:.1f} s wall clock",
         ]
@@ -1479,7 +1481,8 @@ def run_judgments(
             streak[model] = 0
             report.n_new += len(seats)
             report.n_invalid += 0 if res.verdict else len(seats)
-            report.n_cache_hits += sum(1 for k in range(len(seats)) if res.cached or k)
+            report.n_cache_hits += len(seats) if res.cached else 0
+            report.n_copies += len(seats) - 1
             if not res.cached:
                 report.tokens_in += res.tokens_in
                 report.tokens_out += res.tokens_out

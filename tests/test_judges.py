@@ -612,6 +612,11 @@ def test_repeated_model_is_asked_once_and_said_so(key: None, corpus: Path, tmp_p
     assert sorted(report.table["judge"].unique()) == ["judge-a#1", "judge-a#2", "judge-a#3"]
     assert any("thrice" in n and "by construction" in n for n in report.notes)
     assert "thrice" in report.summary()
+    assert (report.n_new, report.n_copies, report.n_cache_hits) == (6, 4, 0)
+    t = report.table
+    assert (t.groupby("item_id")["label"].nunique() == 1).all()
+    assert t.loc[t["judge"] == "judge-a#1", "cached"].eq(False).all()
+    assert t.loc[t["judge"] != "judge-a#1", "latency_s"].eq(0.0).all()
     assert J.panel_note(["x", "y", "z"]) is None
 
 
