@@ -56,3 +56,13 @@ def figures_dir() -> Path:
     """Where figures are saved (``ADAKIT_FIGURES`` overrides, e.g. one folder per profile)."""
     env = os.environ.get("ADAKIT_FIGURES")
     return Path(env).expanduser().resolve() if env else FIGURES
+
+
+def resolve(path: str | os.PathLike[str]) -> Path:
+    """A path as given if absolute, else relative to the project root (``ROOT``).
+
+    Notebooks take paths as parameters relative to the project root, so they mean the same
+    file whatever folder the kernel runs in; ``~`` is expanded first.
+    """
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else ROOT / p

@@ -509,6 +509,71 @@ def load_corpus(
     return corpus if include_unfinished else corpus.where(finished=True)
 
 
+def _as_values(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def open_corpus(
+    corpus: str | Path,
+    models: str | Iterable[str] = (),
+    worlds: str | Iterable[str] = (),
+    tasks: str | Iterable[str] = (),
+    conditions: str | Iterable[str] = (),
+    finished_only: bool = False,
+    verbose: bool = True,
+) -> Corpus:
+    """Load a corpus the way the notebooks do: a path relative to the project root (or
+    absolute), the runs kept by the model / world / task / condition filters (empty: all),
+    optionally only finished runs, and a one-line count printed.
+
+    Raises FileNotFoundError for a missing corpus, and ValueError naming the values on hand
+    when no run is left.
+    """
+    from adakit import config
+
+    path = config.resolve(corpus)
+    try:
+        shown: Path | str = path.relative_to(config.ROOT)
+    except ValueError:
+        shown = path
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no corpus at {path}: launch one first (`make study`, or "
+            "`adakit launch studies/quick.yaml`), or point the corpus parameter at a folder of runs"
+        )
+    data = load_corpus(path, include_unfinished=not finished_only)
+    if data.runs.empty:
+        what = "finished runs" if finished_only else "run files"
+        raise ValueError(f"no {what} in the corpus {shown}")
+    filters = {
+        col: values
+        for col, values in (("model", _as_values(models)), ("world", _as_values(worlds)),
+                            ("task", _as_values(tasks)), ("condition", _as_values(conditions)))
+        if values
+    }
+    kept = data.where(**{col: list(v) for col, v in filters.items()}) if filters else data
+    if kept.runs.empty:
+        on_hand = "; ".join(
+            f"{col}s: {', '.join(sorted(map(str, data.runs[col].unique())))}" for col in filters
+        )
+        raise ValueError(
+            f"no runs of the corpus {shown} are left after the filters "
+            f"{_filter_text(filters)}; loosen them (on hand: {on_hand})"
+        )
+    if verbose:
+        note = f" (filters: {_filter_text(filters)})" if filters else ""
+        unfinished = " finished" if finished_only else ""
+        print(f"corpus {shown}: {len(kept.runs)}{unfinished} runs, {len(kept.turns)} turns, "
+              f"{len(kept.reads)} line ranges read{note}")
+    return kept
+
+
+def _filter_text(filters: dict[str, tuple[str, ...]]) -> str:
+    return ", ".join(f"{col} in [{', '.join(map(str, v))}]" for col, v in filters.items())
+
+
 _WALL_CLOCK = {"started_at", "ended_at", "cached"}
 
 
