@@ -15,15 +15,19 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
 
 from adakit import config
 from adakit.record import load_corpus
+
+if TYPE_CHECKING:
+    from adakit.judges import JudgeReport
 
 
 def study_file(profile: str) -> Path:
@@ -72,6 +76,110 @@ def judge_selection(corpus: Path, spec: dict[str, Any]) -> list[Path]:
         base = runs[runs["model_kind"] == "baseline"].groupby("model", sort=True).head(per)
         keep = pd.concat([keep, base])
     return [Path(p) for p in keep.sort_values("run_id")["path"]]
+
+
+@dataclass
+class JudgePlan:
+    """What a judging pass will do: which run files, which families, which judges, which
+    limits, and where the verdicts go (built by :func:`judge_plan`)."""
+
+    corpus: Path
+    run_files: list[Path]
+    families: list[str]
+    judges: list[str]
+    turn_judge: str
+    max_turn_items: int | None
+    max_tokens: int
+    out_dir: Path
+
+    @property
+    def whole_corpus(self) -> bool:
+        """True when the corpus is handed over as is (no per-run selection)."""
+        return self.run_files == [self.corpus]
+
+    def describe(self) -> str:
+        """The plan in a few readable lines."""
+        from adakit.judges import panel_note
+
+        which = "every run" if self.whole_corpus else f"{len(self.run_files)} runs"
+        lines = [
+            f"corpus {self.corpus}: judging {which}",
+            f"families: {', '.join(self.families)}",
+            f"panel (conclusion level): {', '.join(self.judges)}; "
+            f"turn-level judge: {self.turn_judge}",
+        ]
+        note = panel_note(self.judges)
+        if note:
+            lines.append(f"note: {note}")
+        lines.append(f"steps per run and turn family: {self.max_turn_items or 'all'}; "
+                     f"reply limit {self.max_tokens} tokens")
+        lines.append(f"verdicts go to {self.out_dir}")
+        return "\n".join(lines)
+
+    def run(self, cache_mode: str = "use", progress: bool = True) -> JudgeReport:
+        """Ask the judges (``adakit.judges.run_judgments``); returns its JudgeReport."""
+        from adakit.judges import run_judgments
+
+        return run_judgments(
+            self.run_files,
+            families=tuple(self.families),
+            judges=self.judges,
+            turn_judge=self.turn_judge,
+            max_turn_items=self.max_turn_items,
+            cache_mode=cache_mode,
+            out_dir=self.out_dir,
+            max_tokens=self.max_tokens,
+            progress=progress,
+        )
+
+
+def judge_plan(
+    study: str | Path = "",
+    corpus: str | Path = "",
+    families: str | Sequence[str] = (),
+    judges: str | Sequence[str] = (),
+    turn_judge: str = "",
+    max_turn_items: int = 0,
+    baseline_runs: int = -1,
+    max_tokens: int = 0,
+    default_max_tokens: int = 512,
+) -> JudgePlan:
+    """Resolve a judging pass from a study file's ``judge`` block and explicit overrides.
+
+    Empty / zero / -1 arguments defer to the study's block, then to the defaults: all five
+    families, the local model three times as the panel, the first judge for the turn-level
+    families, every step, ``default_max_tokens``. ``corpus`` defaults to the study's output
+    folder; relative paths are taken from the project root. With a study (or an explicit
+    ``baseline_runs``) a folder corpus is narrowed by :func:`judge_selection`; otherwise the
+    corpus (folder or run file) is judged whole. Raises ValueError without a corpus.
+    """
+    from adakit.judges import DEFAULT_PANEL, judgments_dir, parse_families, parse_judges
+    from adakit.study import load_study
+
+    spec: dict[str, Any] = {}
+    corpus_path = config.resolve(corpus) if corpus else None
+    if study:
+        study_path = config.resolve(study)
+        plan = load_study(study_path if study_path.exists() else study)
+        spec = dict(plan.raw.get("judge") or {})
+        corpus_path = corpus_path or Path(plan.output)
+    if corpus_path is None:
+        raise ValueError("set `corpus` (or `study`) to the corpus to judge")
+    panel = parse_judges(judges or spec.get("judges")) or list(DEFAULT_PANEL)
+    per_baseline = baseline_runs if baseline_runs >= 0 else int(spec.get("baseline_runs", 0))
+    select = corpus_path.is_dir() and (bool(study) or baseline_runs >= 0)
+    files = (judge_selection(corpus_path, {"baseline_runs": per_baseline}) if select
+             else [corpus_path])
+    return JudgePlan(
+        corpus=corpus_path,
+        run_files=files,
+        families=parse_families(families or spec.get("families")),
+        judges=panel,
+        turn_judge=turn_judge or spec.get("turn_judge") or panel[0],
+        max_turn_items=max_turn_items or spec.get("max_turn_items"),
+        max_tokens=max_tokens or int(spec.get("max_tokens", default_max_tokens)),
+        out_dir=judgments_dir(corpus_path),
+    )
 
 
 def run_judge_stage(profile: str, progress: bool = True) -> dict[str, Any]:
