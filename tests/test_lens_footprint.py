@@ -116,6 +116,76 @@ def test_density_difference_by_hand(reads, runs):
         fp.density_difference(reads, runs, {"model": "m9"}, {"model": "m1"})
 
 
+def test_compare_pairs_by_hand(reads, runs):
+    out = fp.compare_pairs(reads, runs.iloc[::-1], {"model": [], "condition": ["natural",
+                                                                     "budget_pressure"]})
+    assert list(out) == ["model", "condition"]
+    models = out["model"]
+    assert (models.a, models.b, models.skipped) == ("m1", "m2", "")  # display order, not row order
+    assert models.difference.set_index("file")["diff"].to_dict() == {
+        "a.py": 15.0, "b.py": 2.5, "c.py": -5.0}
+    assert models.summary() == "m1 (2 runs) minus m2 (2 runs), 3 files"
+    cond = out["condition"]
+    # natural r1 + r3: a.py 20, b.py 5, c.py 10 over 2 runs; budget r2 + r4: a.py 10 over 2
+    assert cond.difference.set_index("file")["diff"].to_dict() == {
+        "a.py": 5.0, "b.py": 2.5, "c.py": 5.0}
+    assert cond.labels == ("Natural", "Budget Pres.")
+    assert cond.summary() == "Natural (2 runs) minus Budget Pres. (2 runs), 3 files"
+    inside = fp.compare_pairs(reads, runs, {"condition": []}, within={"model": "m1"})["condition"]
+    # within m1: natural is r1 (a.py 20, b.py 5), budget r2 (a.py 10); one run each
+    assert (inside.a, inside.b) == ("natural", "budget_pressure")
+    assert inside.difference.set_index("file")["diff"].to_dict() == {"a.py": 10.0, "b.py": 5.0}
+    assert inside.difference["n_runs_a"].tolist() == [1, 1]
+
+
+def test_compare_pairs_skips_what_cannot_be_compared(reads, runs):
+    out = fp.compare_pairs(reads, runs, {"model": ["m1", "m9"], "condition": ["natural"]},
+                           within={"model": "m1"})
+    assert out["model"].difference is None
+    assert "['m9'] not among the runs within {'model': 'm1'}" in out["model"].skipped
+    assert out["model"].summary().startswith("skipped (")
+    assert "give two values of condition as [A, B]" in out["condition"].skipped
+    alone = fp.compare_pairs(reads, runs, {"model": []}, within={"condition": "natural",
+                                                                  "model": "m2"})["model"]
+    assert alone.skipped == ("need two values of model, have ['m2'] within "
+                             "{'condition': 'natural', 'model': 'm2'}")
+    same = fp.compare_pairs(reads, runs, {"model": ["m2", "m2"]})["model"]
+    assert same.difference is None and same.skipped == "A and B are both 'm2'"
+    with pytest.raises(ValueError, match="task"):
+        fp.compare_pairs(reads, runs, {"task": []})
+
+
+@pytest.fixture
+def route_runs():
+    rows = [("r1", "m1", "t1", "natural", "w"), ("r2", "m1", "t1", "budget_pressure", "w"),
+            ("r3", "m1", "t1", "natural", "w"), ("r4", "m2", "t2", "natural", "w"),
+            ("r5", "m1", "t1", "prior_suppression", "w"), ("r6", "m1", "t1", "combined", "w"),
+            ("r7", "m2", "t1", "natural", "v")]
+    return pd.DataFrame(rows, columns=["run_id", "model", "task", "condition", "world"])
+
+
+def test_choose_route_runs(route_runs):
+    # m1 on t1 has most runs in w: one run (first by id) per condition, in paper order
+    assert fp.choose_route_runs(route_runs, world="w")["run_id"].tolist() == ["r1", "r5", "r2"]
+    assert fp.choose_route_runs(route_runs, max_runs=4)["run_id"].tolist() == [
+        "r1", "r5", "r2", "r6"]
+    assert fp.choose_route_runs(route_runs, world="v")["run_id"].tolist() == ["r7"]
+    assert fp.choose_route_runs(route_runs, ["r4", "r2"])["run_id"].tolist() == ["r2", "r4"]
+    with pytest.raises(ValueError, match=r"not in the corpus: \['r9'\]"):
+        fp.choose_route_runs(route_runs, ["r1", "r9"])
+    with pytest.raises(ValueError, match="no runs in world 'nowhere'"):
+        fp.choose_route_runs(route_runs, world="nowhere")
+
+
+def test_labelled_routes(turns):
+    chosen = pd.DataFrame({"run_id": ["r1", "r2"], "model": ["m1", "m1"],
+                           "condition": ["natural", "natural"]})
+    routes = fp.labelled_routes(turns, chosen)
+    assert list(routes) == ["Natural · m1", "r2"]  # a repeated label falls back to the run id
+    assert routes["Natural · m1"].equals(fp.run_route(turns, "r1"))
+    assert routes["r2"]["file"].tolist() == ["a.py", "b.py", "a.py", "b.py"]
+
+
 def test_anchor_files_by_hand(reads, runs):
     a = fp.anchor_files(reads, runs, top=None)
     # natural: a 10/run, c 5, b 2.5 -> ranks 1, 2, 3; budget: only a (rank 1), b and c rank 2

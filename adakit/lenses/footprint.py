@@ -302,6 +302,72 @@ def density_difference(
         drop=True)
 
 
+@dataclass(frozen=True)
+class PairComparison:
+    """One signed A - B density comparison along a runs column (Fig. 10b-d), or the reason
+    it was skipped (``difference`` is then None)."""
+
+    column: str
+    a: Any = None
+    b: Any = None
+    difference: pd.DataFrame | None = None
+    skipped: str = ""
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        """Display labels of A and B (e.g. "Budget pressure" for budget_pressure)."""
+        return figures.label_for(self.column, self.a), figures.label_for(self.column, self.b)
+
+    def summary(self) -> str:
+        """One line: what was compared with how many runs and files, or why not."""
+        if self.difference is None:
+            return f"skipped ({self.skipped})"
+        d = self.difference
+        n_a = int(d["n_runs_a"].iloc[0]) if len(d) else 0
+        n_b = int(d["n_runs_b"].iloc[0]) if len(d) else 0
+        la, lb = self.labels
+        return f"{la} ({n_a} runs) minus {lb} ({n_b} runs), {len(d)} files"
+
+
+def compare_pairs(
+    reads: pd.DataFrame,
+    runs: pd.DataFrame,
+    pairs: Mapping[str, Sequence[Any]],
+    within: Mapping[str, Any] | None = None,
+) -> dict[str, PairComparison]:
+    """Signed difference tables for several A - B comparisons, one per runs column.
+
+    ``pairs`` maps a runs column to the two values to compare, ``[A, B]``; an empty list takes
+    the first two values present in display order (e.g. the paper's model order). ``within``
+    restricts both groups, e.g. ``{"world": "flask"}``. A comparison that cannot be made (fewer
+    than two values, a value without runs, A equal to B) is returned with its reason in
+    ``skipped`` instead of failing the others. Results keep the order of ``pairs``.
+    """
+    _require(runs, ["run_id", *pairs, *(within or {})], "the runs table")
+    scope = runs[_select(runs, within or {})]
+    out: dict[str, PairComparison] = {}
+    for column, wanted in pairs.items():
+        present = figures.order_for(column, scope[column].dropna().unique())
+        chosen = list(wanted) or present[:2]
+        where = f" within {dict(within)}" if within else ""
+        if len(chosen) != 2:
+            why = (f"need two values of {column}, have {present}{where}" if not wanted else
+                   f"give two values of {column} as [A, B], not {chosen}")
+            out[column] = PairComparison(column, skipped=why)
+            continue
+        a, b = chosen
+        missing = [v for v in chosen if v not in present]
+        if missing or a == b:
+            why = (f"{missing} not among the runs{where} ({present})" if missing else
+                   f"A and B are both {a!r}")
+            out[column] = PairComparison(column, a, b, skipped=why)
+            continue
+        base = dict(within or {})
+        diff = density_difference(reads, runs, {**base, column: a}, {**base, column: b})
+        out[column] = PairComparison(column, a, b, difference=diff)
+    return out
+
+
 # --------------------------------------------------------------------------- world files
 
 
@@ -739,6 +805,46 @@ def plot_route(
     if title:
         ax.set_title(title)
     return fig
+
+
+def choose_route_runs(
+    runs: pd.DataFrame,
+    run_ids: Sequence[str] = (),
+    world: str | None = None,
+    max_runs: int = 3,
+) -> pd.DataFrame:
+    """The runs whose routes to draw (Fig. 11): the given ``run_ids``, else one run for each
+    of the first ``max_runs`` conditions (paper order) of the model and task with the most runs
+    in ``world`` (default: every world), so the routes differ only by condition.
+
+    Raises ValueError for run ids not in ``runs`` or a world without runs.
+    """
+    _require(runs, ["run_id", "model", "task", "condition", "world"], "the runs table")
+    if run_ids:
+        chosen = runs[runs["run_id"].isin(list(run_ids))]
+        unknown = sorted(set(run_ids) - set(chosen["run_id"]))
+        if unknown:
+            raise ValueError(f"route runs not in the corpus: {unknown}")
+        return chosen.reset_index(drop=True)
+    pool = runs if world is None else runs[runs["world"] == world]
+    if pool.empty:
+        raise ValueError(f"no runs in world {world!r} to draw routes for")
+    model, task = pool.groupby(["model", "task"]).size().idxmax()
+    pool = pool[(pool["model"] == model) & (pool["task"] == task)].sort_values("run_id")
+    conditions = figures.condition_order(pool["condition"].unique())[:max_runs]
+    return pd.concat([pool[pool["condition"] == c].head(1) for c in conditions],
+                     ignore_index=True)
+
+
+def labelled_routes(turns: pd.DataFrame, chosen: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """:func:`run_route` for each chosen run, keyed by "<condition label> · <model>" (the run
+    id when two runs would share a label)."""
+    _require(chosen, ["run_id", "model", "condition"], "the chosen runs")
+    routes: dict[str, pd.DataFrame] = {}
+    for r in chosen.itertuples():
+        label = f"{figures.label_for('condition', r.condition)} · {r.model}"
+        routes[label if label not in routes else str(r.run_id)] = run_route(turns, r.run_id)
+    return routes
 
 
 # --------------------------------------------------------------------------- tables
