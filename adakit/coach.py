@@ -23,7 +23,8 @@ After each completed turn the flow is::
   (:func:`apply_guard`) that keeps a small model honest: a failed or invalid coach reply is
   PASS; REJECT is possible only for a finalizing conclusion with a conclusion-judge concern
   (premature or unsupported), otherwise it becomes HINT; HINT needs at least
-  ``min_concerns_for_hint`` concerns, otherwise it becomes PASS. When the report holds no
+  ``min_concerns_for_hint`` concerns (default 2: the paper intervenes when several signals
+  agree), otherwise it becomes PASS. When the report holds no
   concern at all the guard could only answer PASS, so the coach model is not consulted
   (``consult_always=True`` asks it anyway).
 
@@ -733,7 +734,7 @@ class CoachJudge:
         judges: Any | None = None,
         *,
         consult_always: bool = False,
-        min_concerns_for_hint: int = 1,
+        min_concerns_for_hint: int = 2,
         max_rejections: int | None = None,
         judge_max_tokens: int | None = None,
         coach_max_tokens: int | None = None,

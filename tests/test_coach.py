@@ -209,7 +209,7 @@ def test_reject_of_a_non_conclusion_turn_is_downgraded(world, tmp_path):
     plan = {1: {"overall": {"flow_state": "stalled"},
                 "coach": {"rationale": "stop", "decision": "REJECT", "message": "Try EXP."}}}
     with FakeOpenAI([peek(), FINAL]) as agent, FakeOpenAI(Panel(plan)) as judges:
-        rf = launch(world, agent, cj.CoachJudge(backend(judges, "j")), tmp_path / "d.jsonl")
+        rf = launch(world, agent, cj.CoachJudge(backend(judges, "j"), min_concerns_for_hint=1), tmp_path / "d.jsonl")
         nxt = agent.requests[1]["messages"][-1]["content"]
     rec = rf.turns[0].coach
     assert rec["decision"] == "HINT" and rec["proposed"]["decision"] == "REJECT"
@@ -259,13 +259,13 @@ def test_resume_rebuilds_the_memory(world, tmp_path):
     plan = {2: {"overall": {"flow_state": "looping"},
                 "coach": {"rationale": "r", "decision": "HINT", "message": "Read util."}}}
     with FakeOpenAI([peek(), MEMORY, 400]) as agent, FakeOpenAI(Panel(plan)) as judges:
-        first = launch(world, agent, cj.CoachJudge(backend(judges, "j")), path)
+        first = launch(world, agent, cj.CoachJudge(backend(judges, "j"), min_concerns_for_hint=1), path)
     assert first.end.reason == "model_error" and len(first.turns) == 2
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:-1]))  # a crash: no end record
     panel = Panel({})
     with FakeOpenAI([FINAL]) as agent, FakeOpenAI(panel) as judges:
-        fresh = cj.CoachJudge(backend(judges, "j"))
+        fresh = cj.CoachJudge(backend(judges, "j"), min_concerns_for_hint=1)
         rf = launch(world, agent, fresh, path)
         overall = next(r for r in judges.requests if who(r)[:2] == ("overall", 3))
     assert rf.end.reason == "finalize" and [t.turn for t in rf.turns] == [1, 2, 3]
@@ -285,12 +285,12 @@ def test_a_coach_run_replays_from_the_cache(world, tmp_path):
                 "coach": {"rationale": "r", "decision": "REJECT", "message": "Not yet."}}}
     with FakeOpenAI([peek(), peek("pkg/util.py", 1, 2), FINAL, FINAL]) as agent, \
             FakeOpenAI(Panel(plan)) as judges:
-        live = launch(world, agent, cj.CoachJudge(backend(judges, "j", cache=cache)),
+        live = launch(world, agent, cj.CoachJudge(backend(judges, "j", cache=cache), min_concerns_for_hint=1),
                       tmp_path / "live" / "x.jsonl", cache=cache)
         urls = agent.url, judges.url
     # both servers are gone: the replay must come entirely from the cache
     replay_cache = cache.with_mode("replay")
-    coach = cj.CoachJudge(backend(urls[1], "j", cache=replay_cache))
+    coach = cj.CoachJudge(backend(urls[1], "j", cache=replay_cache), min_concerns_for_hint=1)
     replay = launch(world, urls[0], coach, tmp_path / "replay" / "x.jsonl", cache=replay_cache)
     assert [t.coach["decision"] for t in live.turns] == ["PASS", "HINT", "REJECT", "PASS"]
     assert all(c["cached"] for t in replay.turns for c in t.coach["calls"])
