@@ -11,6 +11,10 @@ file's length, 1-based numbered lines, "(N more lines above/below)", caps that n
 follow-up call, never an empty reply, and mistakes answered as observations, never raised.
 :meth:`Toolbox.execute` returns the text with :class:`~adakit.record.ToolMetrics` for the
 trajectory record.
+
+One deliberate deviation from Table A1: ``scope_description`` of ``stash_conclusion`` is
+optional here (the issue that specified the tools marks it so); a conclusion without it is
+recorded with no scope.
 """
 
 from __future__ import annotations
