@@ -39,7 +39,6 @@ re-raised; every other failure degrades to no signal or PASS.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -50,6 +49,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from adakit import config
+from adakit.judges import ReplyError, json_object
 from adakit.record import NAV, TOOL_ABBR, Turn
 
 COACH_PROMPTS = config.PROMPTS / "coach"
@@ -171,10 +171,6 @@ KIND_ROLE: dict[str, str] = {
     "error": "error",
 }
 ALWAYS_ROLES: tuple[str, ...] = ("overall", "bias")
-
-
-class ReplyError(ValueError):
-    """A judge or coach reply that cannot be used; the message is shown on the retry."""
 
 
 def _clip(text: str, cap: int) -> str:
@@ -311,27 +307,6 @@ def reply_format(role: str | None) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in a reply (bare, fenced, or embedded in prose)."""
-    candidates = [text.strip(), *(m.group(1).strip() for m in _FENCE.finditer(text))]
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
-    for cand in candidates:
-        if not cand:
-            continue
-        try:
-            data = json.loads(cand, strict=False)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return data
-    if not text.strip():
-        raise ReplyError("the reply was empty.")
-    raise ReplyError("the reply is not a JSON object.")
 
 
 def _problems(exc: ValidationError, data: dict[str, Any], allowed: dict[str, Sequence[str]]) -> str:
@@ -351,7 +326,7 @@ def _problems(exc: ValidationError, data: dict[str, Any], allowed: dict[str, Seq
 def parse_judge_reply(text: str, role: str) -> dict[str, Any]:
     """Validate a judge's reply; returns ``{"reasoning": ..., <dimension>: ...}`` or raises
     :class:`ReplyError` with a message the judge can act on."""
-    data = {str(k).strip().lower(): v for k, v in _json_object(text).items()}
+    data = {str(k).strip().lower(): v for k, v in json_object(text).items()}
     allowed = {d.name: d.values for d in ROLES[role].dims if d.categorical}
     try:
         reply = reply_model(role).model_validate(data)
@@ -362,7 +337,7 @@ def parse_judge_reply(text: str, role: str) -> dict[str, Any]:
 
 def parse_coach_reply(text: str) -> dict[str, Any]:
     """Validate the coach's reply; returns ``{"rationale", "decision", "message"}``."""
-    data = {str(k).strip().lower(): v for k, v in _json_object(text).items()}
+    data = {str(k).strip().lower(): v for k, v in json_object(text).items()}
     try:
         reply = CoachReply.model_validate(data)
     except ValidationError as exc:

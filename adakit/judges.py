@@ -216,7 +216,8 @@ class Verdict:
 _FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in a model reply (bare, fenced, or embedded in prose)."""
     candidates = [text.strip()]
     candidates += [m.group(1).strip() for m in _FENCE_RE.finditer(text)]
     start, end = text.find("{"), text.rfind("}")
@@ -252,7 +253,7 @@ def parse_reply(text: str, family: str) -> Verdict:
     """Validate a judge reply for ``family``; raises :class:`ReplyError` with a message the
     judge can act on. Over-long rationale and evidence are cut to the schema's caps."""
     fam = get_family(family)
-    data = _json_object(text)
+    data = json_object(text)
     data = {str(k).lower(): v for k, v in data.items()}
     if "label" in data:
         data["label"] = _normalise_label(data["label"], fam)
