@@ -80,7 +80,7 @@ def coerce(spec: Any, raw: Mapping[str, Any]) -> tuple[dict[str, Any] | None, Pa
         if isinstance(text, str) and text == "" and not p.required:
             continue
         try:
-            out[name] = _convert(p, text)
+            out[name] = convert_value(p, text)
         except ValueError as exc:
             return None, ParseError(
                 kind="bad_value",
@@ -89,13 +89,16 @@ def coerce(spec: Any, raw: Mapping[str, Any]) -> tuple[dict[str, Any] | None, Pa
     return out, None
 
 
-def _convert(p: Any, value: Any) -> Any:
+def convert_value(p: Any, value: Any) -> Any:
+    """One parameter value converted to its declared type; ValueError says what was wrong."""
     if p.type == "integer":
         if isinstance(value, bool):
             raise ValueError(f"must be a whole number, got {value!r}")
         if isinstance(value, int):
             return value
-        s = str(value).strip().replace(",", "")
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        s = str(value).strip().lstrip("Ll").replace(",", "")  # "L120" as line labels show it
         if not re.fullmatch(r"[+-]?\d+", s):
             raise ValueError(f"must be a whole number, got {str(value)[:40]!r}")
         return int(s)
@@ -109,11 +112,11 @@ def _convert(p: Any, value: Any) -> Any:
             return False
         raise ValueError(f"must be true or false, got {str(value)[:40]!r}")
     if p.type == "enum":
-        s = str(value).strip()
+        s = re.sub(r"[\s-]+", "_", str(value).strip().lower())
         for choice in p.choices:
-            if s.lower() == choice.lower():
+            if s == choice.lower():
                 return choice
-        raise ValueError(f"must be one of {', '.join(p.choices)}, got {s[:40]!r}")
+        raise ValueError(f"must be one of {', '.join(p.choices)}, got {str(value)[:40]!r}")
     return value if isinstance(value, str) else str(value)
 
 

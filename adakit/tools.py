@@ -32,6 +32,7 @@ import tree_sitter as ts
 
 from adakit import config
 from adakit.code_index import VALUE_KINDS, CodeIndex, Symbol, grammar_of
+from adakit.protocol import convert_value
 from adakit.record import TOOL_ABBR, ModelCall, ToolMetrics
 from adakit.world import SandboxError, World
 
@@ -299,8 +300,6 @@ class ToolError(Exception):
 
 HintModel = Any  # Callable[[list[dict]], tuple[str, ModelCall]]
 
-_TRUE = {"true", "yes", "y", "1"}
-_FALSE = {"false", "no", "n", "0"}
 
 
 def call_text(tool: str, **params: Any) -> str:
@@ -400,35 +399,10 @@ class Toolbox:
 
     @staticmethod
     def _coerce(spec: ToolSpec, p: ParamSpec, value: Any) -> Any:
-        if p.type == "integer":
-            if isinstance(value, bool):
-                raise ToolError(f"{spec.name}: {p.name} must be a whole number, not {value}.")
-            if isinstance(value, int):
-                return value
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            text = str(value).strip().lstrip("Ll").replace(",", "")
-            if re.fullmatch(r"[+-]?\d+", text):
-                return int(text)
-            raise ToolError(f"{spec.name}: {p.name} must be a whole number, got {str(value)[:40]!r}.")
-        if p.type == "boolean":
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in _TRUE:
-                return True
-            if text in _FALSE:
-                return False
-            raise ToolError(f"{spec.name}: {p.name} must be true or false, got {str(value)[:40]!r}.")
-        if p.type == "enum":
-            text = re.sub(r"[\s-]+", "_", str(value).strip().lower())
-            for choice in p.choices:
-                if text == choice:
-                    return choice
-            raise ToolError(
-                f"{spec.name}: {p.name} must be one of {', '.join(p.choices)}; got {str(value)[:40]!r}."
-            )
-        return value if isinstance(value, str) else str(value)
+        try:
+            return convert_value(p, value)
+        except ValueError as exc:
+            raise ToolError(f"{spec.name}: {p.name} {exc}.") from None
 
     # ------------------------------------------------------------------ helpers
 
