@@ -4,6 +4,8 @@ executed with papermill on a small corpus of scripted-baseline runs on the flask
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import time
 
@@ -11,7 +13,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from adakit import config, explorer
+from adakit import config, exercises, explorer
 from adakit.record import (
     ConditionInfo,
     End,
@@ -347,12 +349,95 @@ def test_a_run_without_turns_still_opens(tmp_path):
     assert not w.slider.disabled and w.turn == 1
 
 
+# --------------------------------------------------------------------------- tour exercises
+
+
+def _census(loc_viewed: int, lines_shown: int) -> pd.DataFrame:
+    return pd.DataFrame({"run_id": ["r"], "loc_viewed": [loc_viewed], "lines_shown": [lines_shown]})
+
+
+def test_exercise_1_reference_answer_counts_each_line_once():
+    from adakit.lenses import surface
+
+    reads = pd.DataFrame({"run_id": "r", "file": ["a.py", "a.py", "b.py", "a.py"],
+                          "start_line": [1, 21, 1, 5], "end_line": [30, 40, 5, 5]})
+    # a.py: 1-30 and 21-40 overlap in 21-30, 5-5 lies inside -> 40 lines; b.py: 5
+    assert exercises.answer_distinct_lines(reads) == 45
+    assert surface.distinct_lines(reads).to_dict() == {"r": 45}  # lens 0 agrees
+
+
+def test_exercise_1_check_messages():
+    census = _census(45, 56)
+    assert exercises.check_distinct_lines(None, census).startswith(exercises.FILL_IN)
+    assert "45" not in exercises.check_distinct_lines(None, census)  # no answer given away
+    assert exercises.check_distinct_lines(45, census) == (
+        "✓ right: 45 distinct lines (lens 0's LOC viewed)\n"
+        "lines shown with repeats: 56 (11 shown again)")
+    over = exercises.check_distinct_lines(56, census)
+    assert over.startswith("✗ not quite: you said 56, lens 0 counts 45.") and "twice" in over
+    assert "Did you miss a range" in exercises.check_distinct_lines(44, census)
+    assert "you said 44.5" in exercises.check_distinct_lines(44.5, census)
+    assert exercises.check_distinct_lines("45", census).startswith("✗ my_distinct_lines should")
+    assert exercises.check_distinct_lines(True, census).startswith("✗ my_distinct_lines should")
+    with pytest.raises(ValueError, match="one run"):
+        exercises.check_distinct_lines(45, pd.concat([census, census]))
+
+
+def test_exercise_2_check_messages():
+    from adakit.lenses import policy
+
+    mini = exercises.mini_trajectory()
+    answer = exercises.answer_tags()
+    # the hand-worked answer and lens 2 agree
+    assert policy.tag_transitions(mini)["tag"].astype(str).tolist() == answer
+    assert exercises.check_tags(answer).endswith("\n✓ 5 of 5 right")
+    blank = exercises.check_tags([None] * 5, mini)
+    assert blank == f"{exercises.FILL_IN}: 5 of the 5 tags in my_tags are still None"
+    assert "zoom in" not in blank  # no answer given away
+    assert "1 of the 5 tags" in exercises.check_tags([*answer[:4], None], mini)
+    assert exercises.check_tags(answer[:4], mini) == (
+        "✗ give exactly 5 tags, one per transition (you gave 4)")
+    wrong = exercises.check_tags(["zoom in", "close read", "trace", "traverse", "dump"], mini)
+    assert wrong.endswith("\n✗ 4 of 5 right")
+    row = next(line for line in wrong.splitlines() if "traverse" in line)
+    assert "skim" in row and "NAV → PKR*" in row and row.rstrip().endswith("✗")
+
+
+def test_the_committed_tour_ships_blank_answers():
+    """The answer cells hold blanks and no answer; run as committed they ask to fill in."""
+    nb = json.loads((config.NOTEBOOKS / "00_tour.ipynb").read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    answers = [c for c in code if c.startswith("# ✎ your answer")]
+    assert len(answers) == 2
+    assert "my_distinct_lines = None" in answers[0] and "my_tags = [None] * 5" in answers[1]
+    for tag in exercises.answer_tags():
+        assert f'"{tag}"' not in "\n".join(code)
+    checks = [c for c in code if c.startswith("# NBVAL_CHECK_OUTPUT") and "exercises.check" in c]
+    assert len(checks) == 2
+    reads = pd.DataFrame({"run_id": "r", "file": ["a.py"], "start_line": [1], "end_line": [9]})
+    namespace = {"exercises": exercises, "solutions": False, "census": _census(9, 9),
+                 "tour": type("Tour", (), {"reads": reads})(),
+                 "mini": exercises.mini_trajectory()}
+    for blank_mode in (True, False):
+        namespace["solutions"] = not blank_mode
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            for cell in (answers[0], checks[0], answers[1], checks[1]):
+                exec(cell, namespace)
+        text = out.getvalue()
+        if blank_mode:
+            assert text.count(exercises.FILL_IN) == 2 and "✓" not in text and "✗" not in text
+        else:
+            assert "✓ right: 9 distinct lines" in text and "✓ 5 of 5 right" in text
+            assert exercises.FILL_IN not in text and "✗" not in text
+
+
 # --------------------------------------------------------------------------- notebooks
 
 NOTEBOOKS = {
     "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "arc_axis", "fetch_world"},
     "00_tour.ipynb": {"corpus", "world", "baseline", "task", "condition", "turn_bound",
-                      "output"},
+                      "output", "solutions"},
 }
 
 
@@ -423,9 +508,10 @@ def test_notebooks_run_on_a_baseline_corpus(baseline_corpus, tmp_path, monkeypat
     pm.execute_notebook(str(config.NOTEBOOKS / "00_tour.ipynb"), str(out00),
                         cwd=str(tmp_path), progress_bar=False, kernel_name="python3",
                         parameters={"corpus": str(corpus), "output": str(tour_out),
-                                    "turn_bound": 12})
+                                    "turn_bound": 12, "solutions": True})
     text = _outputs(out00)
     assert "✓ right:" in text and "✓ 5 of 5 right" in text and "✗" not in text
+    assert exercises.FILL_IN not in text
     assert "verdicts on 4 runs of mini" in text  # lens 3 shows the corpus's judgments
     assert "kind: baseline" in text
     runs = load_corpus(tour_out, cache=False).runs
