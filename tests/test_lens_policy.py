@@ -7,7 +7,6 @@ import matplotlib.figure
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.figure import Figure
 
 from adakit.lenses import policy as p
 
@@ -360,21 +359,89 @@ def no_saving(monkeypatch, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_plots_return_figures_and_write_nothing(small, no_saving):
+def _bar_widths(ax) -> dict[str, list[float]]:
+    """Each stacked layer's segment widths (one BarContainer per tag), by its label."""
+    return {c.get_label(): [r.get_width() for r in c.patches] for c in ax.containers}
+
+
+def test_plot_tag_shares_fig7_stacks_to_100(small, no_saving):
     import matplotlib.pyplot as plt
 
     turns, runs = small
     tags = p.tag_transitions(turns)
     shares = p.tag_shares(tags, runs, by=("model", "condition"))
     fig = p.plot_tag_shares(shares, title="Fig. 7")
-    assert isinstance(fig, Figure)
-    assert isinstance(p.plot_tag_shares(p.tag_shares(tags, by=None)), Figure)
-    dev = p.tag_deviation(p.tag_shares(tags, runs, by="model"))
-    assert isinstance(p.plot_tag_deviation(dev), Figure)
-    fig2, ax = plt.subplots()
-    assert p.plot_top_ngrams(p.tool_ngrams(turns, 2), ax=ax) is fig2
+    ax = fig.axes[0]
+    assert ax.get_title() == "Fig. 7"
+    # one layer per tag present, in the plot order, each with one segment per group (m1, m2)
+    widths = _bar_widths(ax)
+    assert list(widths) == ["close read", "zoom in", "skim", "close out"]  # TAG_PLOT_ORDER
+    assert len(ax.patches) == 4 * 2
+    assert widths == {"close read": [25.0, 100.0], "zoom in": [25.0, 0.0],
+                      "skim": [25.0, 0.0], "close out": [25.0, 0.0]}
+    bars = np.array(list(widths.values()))
+    assert bars.sum(axis=0) == pytest.approx([100.0, 100.0])  # every stacked bar is 100%
+    # segments are stacked left to right without gaps or overlaps
+    for i in range(2):
+        lefts = [c.patches[i].get_x() for c in ax.containers]
+        assert lefts == pytest.approx(np.concatenate([[0.0], np.cumsum(bars[:-1, i])]))
+    # bars inside a block are labelled by the condition; the blocks by the model
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["Natural", "Natural"]
+    assert {"m1", "m2"} <= {t.get_text() for t in ax.texts}
+    assert ax.get_xlim() == (0.0, 100.0)
+
+    pooled = p.plot_tag_shares(p.tag_shares(tags, by=None)).axes[0]
+    widths = _bar_widths(pooled)
+    # 5 transitions: close read 2, skim, zoom in, close out 1 each
+    assert widths == {"close read": [40.0], "zoom in": [20.0], "skim": [20.0],
+                      "close out": [20.0]}
     with pytest.raises(ValueError):
         p.plot_tag_shares(shares.iloc[0:0])
+    plt.close("all")
+
+
+def test_plot_tag_deviation_d7_is_centred_and_matches(small, no_saving):
+    import matplotlib.pyplot as plt
+
+    turns, runs = small
+    dev = p.tag_deviation(p.tag_shares(p.tag_transitions(turns), runs, by="model"))
+    # m1 25% of each of the four tags, m2 100% close read; averages 62.5 and 12.5
+    assert list(dev.columns) == ["close read", "zoom in", "skim", "close out"]
+    assert dev.loc["m1"].tolist() == pytest.approx([-37.5, 12.5, 12.5, 12.5])
+    fig = p.plot_tag_deviation(dev, title="D7")
+    ax = fig.axes[0]
+    image = ax.images[0]
+    assert np.asarray(image.get_array()) == pytest.approx(dev.to_numpy())
+    norm = image.norm
+    assert norm.vmin == pytest.approx(-norm.vmax) and norm.vmax == pytest.approx(37.5)
+    assert norm.vcenter == 0.0 and image.get_cmap().name == "RdBu_r"
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(dev.columns)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["m1", "m2"]
+    cells = [t.get_text() for t in ax.texts]
+    assert cells == ["-37.5", "+12.5", "+12.5", "+12.5", "+37.5", "-12.5", "-12.5", "-12.5"]
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "Deviation from average (pp)"
+    # a lopsided table still gets a symmetric scale: the largest magnitude sets both ends
+    skewed = dev.copy()
+    skewed.iloc[0, 0] = -80.0
+    norm = p.plot_tag_deviation(skewed).axes[0].images[0].norm
+    assert (norm.vmin, norm.vmax) == (-80.0, 80.0)
+    with pytest.raises(ValueError, match="no deviations"):
+        p.plot_tag_deviation(dev.iloc[0:0])
+    plt.close("all")
+
+
+def test_plot_top_ngrams_bars_by_hand(small, no_saving):
+    import matplotlib.pyplot as plt
+
+    turns, _ = small
+    fig2, ax = plt.subplots()
+    assert p.plot_top_ngrams(p.tool_ngrams(turns, 2), ax=ax) is fig2
+    # bigrams: PKR → PKR three times, OVW → PKR and PKR → CON once each (5 in all)
+    assert [r.get_width() for r in ax.patches] == pytest.approx([60.0, 20.0, 20.0])
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0] == "PKR → PKR" and set(labels[1:]) == {"OVW → PKR", "PKR → CON"}
+    top = p.plot_top_ngrams(p.tool_ngrams(turns, 2), top=1).axes[0]
+    assert [r.get_width() for r in top.patches] == pytest.approx([60.0])
     plt.close("all")
 
 
