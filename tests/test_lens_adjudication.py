@@ -8,10 +8,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from adakit import agreement as ag
-from adakit import config
+from adakit import config, figures
 from adakit.lenses import adjudication as l3
 
 NAN = float("nan")
@@ -104,7 +105,22 @@ def test_conclusion_quality_fig8(judgments, runs):
     assert cq["n"].tolist() == [2, 2]
     full = l3.conclusion_quality(l3.lens3_scores(judgments, runs))
     assert full["condition"].tolist() == ["natural", "budget_pressure"] * 2  # paper order
-    assert isinstance(l3.plot_conclusion_quality(full), Figure)
+    ax = l3.plot_conclusion_quality(full).axes[0]
+    # one error-bar point per model x condition cell, at (grounding, relevance):
+    # a/natural r1 (2/3, 1), a/budget r4 (1/3, 2/3), b/natural r3 (0, 1/3), b/budget r2 (1, 1/3)
+    points = {}
+    for c in ax.containers:
+        line = c.lines[0]
+        xy = (float(line.get_xdata()[0]), float(line.get_ydata()[0]))
+        points[tuple(np.round(xy, 6))] = (line.get_color(), line.get_marker())
+    assert set(points) == {(round(2 / 3, 6), 1.0), (round(1 / 3, 6), round(2 / 3, 6)),
+                           (0.0, round(1 / 3, 6)), (1.0, round(1 / 3, 6))}
+    a_nat, a_bud = points[(round(2 / 3, 6), 1.0)], points[(round(1 / 3, 6), round(2 / 3, 6))]
+    b_nat, b_bud = points[(0.0, round(1 / 3, 6))], points[(1.0, round(1 / 3, 6))]
+    assert a_nat[0] == a_bud[0] != b_nat[0] == b_bud[0]  # colour = model
+    assert a_nat[1] == b_nat[1] != a_bud[1] == b_bud[1]  # marker = condition
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "a", "b", "Natural", "Budget Pres."]
 
 
 def test_orientation_fig9(judgments, runs):
@@ -117,6 +133,13 @@ def test_orientation_fig9(judgments, runs):
     fig = l3.plot_orientation(long)
     assert isinstance(fig, Figure) and len(fig.axes) == 3
     assert fig.axes[1].get_title(loc="left") == "Navigational orientation (n=7)"
+    # one box per model x condition cell with runs, one point per run
+    per_dim = long.groupby("dimension").size()
+    for ax, dim in zip(fig.axes, l3.FIG9_DIMENSIONS, strict=True):
+        assert sum(len(c.get_offsets()) for c in ax.collections) == per_dim[dim]
+        cells = long[long["dimension"] == dim][["model", "condition"]].drop_duplicates()
+        assert len(ax.patches) == len(cells)
+    assert len(fig.axes[0].patches) == 3  # calibration: b under natural (r3) has no score
 
 
 def test_label_shares(judgments, runs):
@@ -126,7 +149,16 @@ def test_label_shares(judgments, runs):
     assert got == {("a", "3 defensible"): 0.5, ("a", "2 borderline"): 0.5,
                    ("b", "split"): 0.5, ("b", "unclear"): 0.5}
     assert sh[sh["model"] == "a"]["label"].tolist() == ["3 defensible", "2 borderline"]
-    assert isinstance(l3.plot_label_shares(sh, "termination_calibration", by=["model"]), Figure)
+    ax = l3.plot_label_shares(sh, "termination_calibration", by=["model"]).axes[0]
+    widths = {c.get_label(): [r.get_width() for r in c.patches] for c in ax.containers}
+    # one layer per label present (favourable first), one segment per group (a, b)
+    assert widths == {"3 defensible": [0.5, 0.0], "2 borderline": [0.5, 0.0],
+                      "split": [0.0, 0.5], "unclear": [0.0, 0.5]}
+    assert len(ax.patches) == 4 * 2
+    assert np.array(list(widths.values())).sum(axis=0) == pytest.approx([1.0, 1.0])
+    assert ax.get_xlim() == (0.0, 1.0)
+    ticks = {t.get_text(): y for t, y in zip(ax.get_yticklabels(), ax.get_yticks(), strict=True)}
+    assert ticks["a"] > ticks["b"]  # the first group on top
     nav = l3.label_shares(judgments, runs, "navigation_prior", by=["model"])
     assert nav[nav["model"] == "a"]["label"].tolist() == ["evidence-led", "mixed", "prior-led"]
 
@@ -165,7 +197,16 @@ def test_tool_prior_scores(judgments, runs):
     assert ovw["natural"] == 1.0 and ovw["budget_pressure"] == pytest.approx(0.75)
     with pytest.raises(ValueError, match="needs the runs table"):
         l3.tool_prior_scores(judgments, by=["condition"])
-    assert isinstance(l3.plot_tool_prior_scores(l3.tool_prior_scores(judgments)), Figure)
+    ax = l3.plot_tool_prior_scores(l3.tool_prior_scores(judgments)).axes[0]
+    bars = sorted(ax.patches, key=lambda r: -r.get_y())  # top to bottom
+    assert [r.get_width() for r in bars] == pytest.approx([1 / 6, 0.25, 1.0, 0.75, 0.25])
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    ticks = sorted(zip(ax.get_yticks(), names, strict=True), reverse=True)
+    assert [t for _, t in ticks] == ["OVW (navigation)", "PKR (navigation)",
+                                     "EXP (navigation)", "MEM (synthesis)", "CON (synthesis)"]
+    assert [to_hex(r.get_facecolor()) for r in bars] == [
+        to_hex(figures.TOOL_COLORS[t]) for t in ("OVW", "PKR", "EXP", "MEM", "CON")]
+    assert [t.get_text() for t in ax.texts][:2] == ["0.17 (n=3)", "0.25 (n=2)"]
     with pytest.raises(ValueError, match="one row per tool"):
         l3.plot_tool_prior_scores(split)
 
@@ -173,8 +214,14 @@ def test_tool_prior_scores(judgments, runs):
 def test_length_plot_d9(judgments, runs):
     scores = l3.lens3_scores(judgments, runs)
     fig = l3.plot_length_robustness(scores)
-    assert isinstance(fig, Figure)
-    text = fig.axes[0].texts[0].get_text()
+    ax = fig.axes[0]
+    xs = np.concatenate([c.get_offsets()[:, 0] for c in ax.collections])
+    assert sorted(xs) == [1, 2, 3, 4]  # one point per run, at its conclusion's word count
+    fit = ax.lines[0]
+    # least squares: slope -0.5 / 5 = -0.1, intercept 2.75 + 0.1 * 2.5 = 3.0
+    assert (fit.get_xdata()[0], fit.get_xdata()[-1]) == pytest.approx((1.0, 4.0))
+    assert (fit.get_ydata()[0], fit.get_ydata()[-1]) == pytest.approx((2.9, 2.6))
+    text = ax.texts[0].get_text()
     # words 2, 4, 1, 3 against task relevance 4, 2, 2, 3:
     # dx = -.5 1.5 -1.5 .5, dy = 1.25 -.75 -.75 .25 -> -.625 -1.125 1.125 .125 = -.5
     # sum dx^2 = 5, sum dy^2 = 2.75 -> r = -.5 / sqrt(13.75) = -0.13
