@@ -299,21 +299,82 @@ def no_saving(monkeypatch, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_maps_return_figures(reads, runs, turns, no_saving):
-    files = fp.files_from_reads(reads)
-    fig = fp.plot_repo_map(files, fp.trace_density(reads, runs), title="density")
-    assert isinstance(fig, Figure)
+def _file_faces(fig, files, values) -> dict[str, tuple]:
+    """The face colour drawn for each file, found by the circle the layout gives it."""
+    lay = fp.repo_layout(files, values).set_index("path")
+    circles = {(round(c.center[0], 9), round(c.center[1], 9), round(c.radius, 9)): c
+               for c in fig.axes[0].patches}
+    out = {}
+    for f in files["file"]:
+        x, y, r = lay.loc[f, ["x", "y", "r"]]
+        out[f] = circles[(round(x, 9), round(y, 9), round(r, 9))].get_facecolor()
+    return out
+
+
+def _luminance(rgba) -> float:
+    r, g, b = rgba[:3]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_repo_map_colours_files_by_density(reads, runs, no_saving):
+    from matplotlib.colors import to_rgba
+
+    files = pd.DataFrame({"file": ["a.py", "b.py", "c.py", "d.py"], "loc": [20, 10, 110, 40]})
+    density = fp.trace_density(reads, runs)
+    # lines shown per run (4 runs): a.py 30 / 4, b.py 5 / 4, c.py 10 / 4; d.py unread
+    assert density.set_index("file")["density"].to_dict() == {"a.py": 7.5, "b.py": 1.25,
+                                                              "c.py": 2.5}
+    fig = fp.plot_repo_map(files, density, title="density", clip_quantile=1.0)
+    faces = _file_faces(fig, files, density.set_index("file")["density"])
+    assert faces["d.py"] == to_rgba(fp.UNVISITED_COLOR)
+    assert all(faces[f] != to_rgba(fp.UNVISITED_COLOR) for f in ("a.py", "b.py", "c.py"))
+    # denser files are darker on the sequential scale
+    assert _luminance(faces["a.py"]) < _luminance(faces["c.py"]) < _luminance(faces["b.py"])
+    assert fig.axes[-1].get_ylim() == pytest.approx((0.0, 7.5))  # colour bar from 0 to max
+    assert fig.axes[0].get_title() == "density"
+    assert "a.py" in {t.get_text() for t in fig.axes[0].texts}
+    plt.close("all")
+
+
+def test_difference_map_is_signed_and_centred(reads, runs, no_saving):
+    from matplotlib.colors import to_rgba
+
+    files = pd.DataFrame({"file": ["a.py", "b.py", "c.py", "d.py"], "loc": [20, 10, 110, 40]})
     diff = fp.density_difference(reads, runs, {"model": "m1"}, {"model": "m2"})
-    fig2 = fp.plot_difference_map(files, diff, labels=("m1", "m2"))
-    assert isinstance(fig2, Figure)
-    cbar = fig2.axes[-1]
-    lo, hi = cbar.get_ylim()
-    assert lo == pytest.approx(-hi)  # diverging scale centred at zero
+    fig = fp.plot_difference_map(files, diff, labels=("m1", "m2"), clip_quantile=1.0)
+    cbar = fig.axes[-1]
+    assert cbar.get_ylim() == pytest.approx((-15.0, 15.0))  # |a.py diff| = 15 sets both ends
+    assert cbar.get_ylabel() == "m1 minus m2 (lines per run)"
+    assert fig.axes[0].get_title() == "m1 − m2"
+    faces = _file_faces(fig, files, diff.set_index("file")["diff"])
+    red, _, blue, _ = faces["a.py"]  # m1 read a.py more: red
+    assert red > blue
+    red, _, blue, _ = faces["c.py"]  # only m2 read c.py: blue
+    assert blue > red
+    assert faces["d.py"] == to_rgba(fp.UNVISITED_COLOR)
+    default = fp.plot_difference_map(files, diff)
+    lo, hi = default.axes[-1].get_ylim()
+    assert lo == pytest.approx(-hi)  # the default clipping keeps the scale centred at zero
+    plt.close("all")
+
+
+def test_route_map_draws_numbered_steps(reads, turns, no_saving):
+    from matplotlib.patches import FancyArrowPatch
+
+    files = fp.files_from_reads(reads)
     fig3, ax = plt.subplots()
     out = fp.plot_route({"r1": fp.run_route(turns, "r1"), "r2": fp.run_route(turns, "r2")},
                         files, ax=ax)
     assert out is fig3
-    assert isinstance(fp.plot_route(fp.run_route(turns, "r2")), Figure)
+    # r1: a.py, b.py, a.py, c.py; r2: a.py, b.py, a.py, b.py -> 3 arrows each
+    assert sum(isinstance(p, FancyArrowPatch) for p in ax.patches) == 6
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["r1 (4 steps)",
+                                                                  "r2 (4 steps)"]
+    steps = [t.get_text() for t in ax.texts]
+    assert sorted(s for s in steps if s[0].isdigit()) == ["1,3", "1,3", "2", "2,4", "4"]
+    single = fp.plot_route(fp.run_route(turns, "r2"))
+    assert [t.get_text() for t in single.axes[0].get_legend().get_texts()] == ["run (4 steps)"]
+    assert isinstance(single, Figure)
     plt.close("all")
 
 
