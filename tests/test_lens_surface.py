@@ -9,6 +9,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
 from adakit import config, figures
@@ -143,6 +144,18 @@ def no_saving(monkeypatch):
     monkeypatch.setattr(Figure, "savefig", refuse)
 
 
+def _assert_bars_show(fig, agg, metrics, x="condition", hue="model"):
+    """Each panel's bars, one container per ``hue`` value, have the aggregate's heights."""
+    xs = figures.order_for(x, agg[x])
+    hues = figures.order_for(hue, agg[hue])
+    for ax, metric in zip(fig.axes, metrics, strict=True):
+        layers = [c for c in ax.containers if isinstance(c, BarContainer)]
+        assert [c.get_label() for c in layers] == [str(h) for h in hues]
+        for h, bars in zip(hues, layers, strict=True):
+            want = agg[agg[hue] == h].set_index(x)[metric].reindex(xs).fillna(0.0)
+            assert [r.get_height() for r in bars.patches] == pytest.approx(want.tolist())
+
+
 def test_plots_return_figures_without_saving(no_saving):
     corpus = syn.synthetic_tables(48, seed=3)
     surf = s.run_surface(corpus)
@@ -155,17 +168,25 @@ def test_plots_return_figures_without_saving(no_saving):
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [
         "Natural", "Prior Suppr.", "Budget Pres.", "Combined"]
     assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == n_models
+    _assert_bars_show(fig, agg, s.ACTIVITY_METRICS)
     fig = s.plot_effort(agg)
     assert len(fig.axes) == 2
+    _assert_bars_show(fig, agg, s.EFFORT_METRICS)
     assert fig.axes[1].get_ylabel() == "Avg. Thinking Chars per Turn"
     conc = s.tool_concentration(corpus)
     fig = s.plot_tool_concentration(conc)
     assert len(fig.axes) == 2 and len(fig.axes[0].patches) == len(conc)
+    assert [r.get_height() for r in fig.axes[0].patches] == conc["calls"].tolist()
+    assert fig.axes[1].lines[0].get_ydata() == pytest.approx(100 * conc["cum_share"])
+    assert fig.axes[1].lines[0].get_ydata()[-1] == pytest.approx(100.0)
     assert any("PKR + OVW" in t.get_text() or "OVW + PKR" in t.get_text()
                for t in fig.axes[1].texts)
     comp = s.task_composition(surf)
     fig = s.plot_task_composition(comp)
     assert len(fig.axes[0].patches) == len(comp) * 7
+    for bars in fig.axes[0].containers:  # one layer per tool, one bar per task family
+        tool = bars.get_label()
+        assert [r.get_height() for r in bars.patches] == pytest.approx(comp[tool].tolist())
     matplotlib.pyplot.close("all")
 
 
@@ -188,7 +209,9 @@ def test_lens0_on_a_written_corpus(tmp_path):
     assert (surf[list(figures.TOOL_COLORS)].sum(axis=1) <= surf["turns"]).all()
     agg = s.aggregate(surf)
     assert len(agg) == 16  # 4 models x 4 conditions, one run each
-    assert isinstance(s.plot_activity(agg), Figure)
+    fig = s.plot_activity(agg)
+    assert isinstance(fig, Figure) and len(fig.axes) == 4
+    _assert_bars_show(fig, agg, s.ACTIVITY_METRICS)
     matplotlib.pyplot.close("all")
 
 
