@@ -255,7 +255,8 @@ def tool_grammar(
     rules: dict[str, str] = {}
     file_list = sorted(set(files or []))
     rules["root"] = '"<thinking>" think "</thinking>\\n" call'
-    rules["think"] = f"[^<]{{1,{thinking_chars}}}"
+    # one line of prose: small models otherwise fill the thinking block with code fences
+    rules["think"] = f"[^<\\n`]{{1,{thinking_chars}}}"
     rules["text"] = f"[^<]{{1,{text_chars}}}"
     rules["int"] = "[1-9] [0-9]{0,5}"
     rules["bool"] = '"true" | "false"'

@@ -274,6 +274,7 @@ def launch(study: Study, max_runs: int | None = None, progress: bool = True) -> 
     for run_id, err in failures.items():
         print(f"FAILED {run_id}: {err}", file=sys.stderr)
     summary = summarize(study.output)
+    summary.attrs["failures"] = failures
     counts = pd.Series(outcomes).value_counts()
     if progress:
         print(f"\n{len(specs)} runs in {time.time() - t0:.1f}s: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
@@ -331,6 +332,10 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     summary = launch(study, max_runs=args.max_runs)
     if not summary.empty:
         print(summary.to_string(index=False))
+    failures = summary.attrs.get("failures") or {}
+    if failures:
+        print(f"{len(failures)} run(s) failed (listed above); launch again to retry them", file=sys.stderr)
+        return 1
     return 0
 
 
