@@ -184,34 +184,18 @@ def judge_plan(
 
 def run_judge_stage(profile: str, progress: bool = True) -> dict[str, Any]:
     """Adjudicate a profile's corpus as its study file's ``judge`` block says."""
-    from adakit.judges import judgments_dir, run_judgments
     from adakit.study import load_study
 
-    study = load_study(study_file(profile))
-    spec = dict(study.raw.get("judge") or {})
-    files = judge_selection(study.output, spec)
-    if not files:
-        print(f"judge: no runs selected in {study.output}")
+    path = study_file(profile)
+    study = load_study(path)
+    plan = judge_plan(study=path)
+    if not plan.run_files:
+        print(f"judge: no runs selected in {plan.corpus}")
         return {"runs": 0}
-    report = run_judgments(
-        files,
-        families=tuple(spec.get("families") or _all_families()),
-        judges=spec.get("judges"),
-        turn_judge=spec.get("turn_judge"),
-        max_turn_items=spec.get("max_turn_items"),
-        cache_mode=spec.get("cache_mode", study.cache_mode),
-        out_dir=judgments_dir(study.output),
-        max_tokens=int(spec.get("max_tokens", 384)),
-        progress=progress,
-    )
-    print(f"judge: {len(files)} runs -> {judgments_dir(study.output)}")
-    return {"runs": len(files), "report": report}
-
-
-def _all_families() -> tuple[str, ...]:
-    from adakit.judges import FAMILIES
-
-    return tuple(FAMILIES)
+    cache_mode = (study.raw.get("judge") or {}).get("cache_mode") or study.cache_mode
+    report = plan.run(cache_mode=cache_mode, progress=progress)
+    print(f"judge: {len(plan.run_files)} runs -> {plan.out_dir}")
+    return {"runs": len(plan.run_files), "report": report}
 
 
 # --------------------------------------------------------------------------- notebooks
