@@ -104,6 +104,7 @@ def test_local_server_answers_a_constrained_tool_call_and_stops() -> None:
 
 @needs_local_model
 def test_shared_server_is_lazy_reused_and_stopped(tmp_path) -> None:
+    m.stop_local_servers()  # start clean: an earlier test in this process may have used one
     spec = m.get_model("smollm2-135m")
     first = m.backend_for(spec, cache=tmp_path, cache_mode="use")
     second = m.backend_for(spec, cache=tmp_path, cache_mode="off")
