@@ -19,10 +19,9 @@ from __future__ import annotations
 import random
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from adakit.models import Completion
+from adakit.models import Completion, ModelSpec
 from adakit.protocol import render_call
 from adakit.record import ToolCall
 from adakit.world import World
@@ -32,29 +31,18 @@ _DATA_KINDS = {"variable", "const", "static", "constant", "field", "type"}
 _BUDGET_RE = re.compile(r"budget of (\d+) exploration turns")
 
 
-@dataclass
-class BaselineSpec:
-    """Registry-like description of a baseline policy (kind 'baseline')."""
-
-    name: str
-    policy: str
-    kind: str = "baseline"
-    model_id: str = ""
-    base_url: str | None = None
-    api_key_env: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    context_window: int | None = None
-    mode: str = "xml"
-    constrain: str = "none"
-
-
-def baseline_spec(name: str) -> BaselineSpec:
-    """The spec of a baseline named ``baseline-<policy>`` or ``<policy>``."""
+def baseline_spec(name: str) -> ModelSpec:
+    """The registry entry of a baseline named ``baseline-<policy>`` or ``<policy>``."""
     policy = name.removeprefix("baseline-")
     if policy not in BASELINES:
         raise KeyError(f"unknown baseline {name!r}; known: {', '.join('baseline-' + b for b in BASELINES)}")
-    return BaselineSpec(name=f"baseline-{policy}", policy=policy, model_id=f"scripted:{policy}")
+    return ModelSpec(
+        name=f"baseline-{policy}",
+        kind="baseline",
+        model_id=f"scripted:{policy}",
+        temperature=None,
+        description=f"scripted {policy} baseline policy (deterministic; not an LLM)",
+    )
 
 
 def _task_words(text: str) -> set[str]:
@@ -62,20 +50,16 @@ def _task_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z]{4,}", text.lower()) if w not in stop}
 
 
-@dataclass
-class _Plan:
-    steps: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
-
-
 class BaselinePolicy:
     """A scripted backend: ``complete(messages)`` returns the next call of a fixed plan."""
 
-    def __init__(self, spec: BaselineSpec, world: World, index: Any, seed: int = 0, steps: int | None = None) -> None:
+    def __init__(self, spec: ModelSpec, world: World, index: Any, seed: int = 0, steps: int | None = None) -> None:
         self.spec = spec
+        self.policy = spec.name.removeprefix("baseline-")
         self.world = world
         self.index = index
         self.seed = seed
-        self.rng = random.Random(f"{spec.policy}:{world.name}:{seed}")
+        self.rng = random.Random(f"{self.policy}:{world.name}:{seed}")
         self.steps = max(4, steps if steps is not None else 12 + self.rng.randrange(10))
         self.queue: list[tuple[str, dict[str, Any], str]] | None = None
         self.seen: list[tuple[str, str]] = []  # (file, what) in order
@@ -108,7 +92,7 @@ class BaselinePolicy:
         return syms
 
     def _plan(self, task_text: str) -> list[tuple[str, dict[str, Any], str]]:
-        return getattr(self, f"_plan_{self.spec.policy}")(self._files(task_text))
+        return getattr(self, f"_plan_{self.policy}")(self._files(task_text))
 
     def _plan_skimmer(self, files: list[str]) -> list[tuple[str, dict[str, Any], str]]:
         plan: list[tuple[str, dict[str, Any], str]] = []
@@ -217,7 +201,7 @@ class BaselinePolicy:
             budget = _BUDGET_RE.search(task_text)
             if budget:  # a budget block in the task: plan to conclude within it
                 self.steps = min(self.steps, max(4, int(budget.group(1)) - 1))
-            self.rng.seed(f"{self.spec.policy}:{self.world.name}:{self.seed}:{task_text}")
+            self.rng.seed(f"{self.policy}:{self.world.name}:{self.seed}:{task_text}")
             self.queue = self._plan(task_text)
         if self.queue:
             tool, params, why = self.queue.pop(0)
@@ -227,17 +211,17 @@ class BaselinePolicy:
             if "file_path" in params or "current_file_path" in params:
                 self.seen.append((params.get("file_path") or params["current_file_path"], tool))
             call = ToolCall(tool=tool, params=params)
-            thinking = f"[{self.spec.policy} baseline] {why}"
+            thinking = f"[{self.policy} baseline] {why}"
         else:
             call = ToolCall(
                 tool="stash_conclusion",
                 params={
-                    "title": f"{self.spec.policy} baseline summary",
+                    "title": f"{self.policy} baseline summary",
                     "content": "Scripted baseline; evidence gathered: " + self._summary(),
                     "proceed_to_finalize": True,
                 },
             )
-            thinking = f"[{self.spec.policy} baseline] Plan done; conclude from what was read."
+            thinking = f"[{self.policy} baseline] Plan done; conclude from what was read."
         text = render_call(call, thinking)
         return Completion(
             text=text,
