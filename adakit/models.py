@@ -476,12 +476,17 @@ class OpenAIBackend:
         base_url: str | None = None,
         retry: RetryPolicy | None = None,
         seed: int | None = None,
+        cache_scope: str | None = None,
     ) -> None:
         if spec.kind == "baseline":
             raise ModelError(
                 f"model {spec.name!r} is a scripted baseline, not an endpoint", kind="config"
             )
         self.spec = spec
+        # Part of every cache key: two runs (e.g. repeats, or a coach run and its natural
+        # twin) that send the same request still get their own replies, as a live endpoint
+        # sampling at temperature > 0 would give them.
+        self.cache_scope = cache_scope
         self.cache = cache if cache is not None and cache.mode != "off" else None
         self.retry = retry or RetryPolicy()
         self._client = client
@@ -538,7 +543,10 @@ class OpenAIBackend:
         request, constrained = self.build_request(
             messages, grammar=grammar, json_schema=json_schema, tools=tools, max_tokens=max_tokens
         )
-        key = request_key({"endpoint": self.spec.endpoint, **request})
+        keyed = {"endpoint": self.spec.endpoint, **request}
+        if self.cache_scope:
+            keyed["scope"] = self.cache_scope
+        key = request_key(keyed)
         if self.cache is not None and self.cache.mode in ("use", "replay"):
             hit = self.cache.get(key)
             if hit is not None:
@@ -547,7 +555,7 @@ class OpenAIBackend:
                 raise CacheMiss(key, self.spec.name, self.cache.folder)
         completion = self._call_with_retries(request, constrained)
         if self.cache is not None:
-            self.cache.put(key, completion, {"endpoint": self.spec.endpoint, **request})
+            self.cache.put(key, completion, keyed)
         return completion
 
     # -- the network -----------------------------------------------------------------------

@@ -166,14 +166,15 @@ def _describe_source(src: Any) -> str:
     return str(src)
 
 
-def _backend(model: str, world: Any, index: Any, seed: int, cache_mode: str) -> Any:
+def _backend(model: str, world: Any, index: Any, seed: int, cache_mode: str, scope: str) -> Any:
+    """The run's backend; model replies are cached per run (``scope``), so repeats differ."""
     if model.startswith("baseline-"):
         from adakit.baselines import BaselinePolicy, baseline_spec
 
         return BaselinePolicy(baseline_spec(model), world, index, seed=seed)
     from adakit.models import ResponseCache, backend_for, get_model
 
-    return backend_for(get_model(model), cache=ResponseCache(), cache_mode=cache_mode)
+    return backend_for(get_model(model), cache=ResponseCache(), cache_mode=cache_mode, cache_scope=scope)
 
 
 def run_one(
@@ -192,12 +193,14 @@ def run_one(
         except ValueError:
             pass
     world, index, info = worlds.get(spec.world)
-    backend = _backend(spec.model, world, index, spec.seed, study.cache_mode)
+    backend = _backend(spec.model, world, index, spec.seed, study.cache_mode, spec.run_id)
     hint = None
     hint_name = study.hint_model or (None if spec.model.startswith("baseline-") else spec.model)
     if hint_name:
         hint = hint_model_from(
-            backend if hint_name == spec.model else _backend(hint_name, world, index, spec.seed, study.cache_mode)
+            backend
+            if hint_name == spec.model
+            else _backend(hint_name, world, index, spec.seed, study.cache_mode, spec.run_id)
         )
     condition = get_condition(spec.condition, budget=spec.setting("budget"))
     coach = None

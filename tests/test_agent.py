@@ -290,3 +290,23 @@ def test_every_condition_reaches_the_prompt(world, name):
     else:
         assert "budget" not in first.lower()
     assert "Review this repository" in first and first.rstrip().endswith("first tool call.")
+
+
+def test_cache_is_scoped_per_run(world, tmp_path):
+    cache = ResponseCache(tmp_path / "cache")
+
+    def go(scope, mode="use", name="x", folder="live"):
+        spec = ModelSpec(name="fake", kind="llm", base_url=fake.url, model_id="fake-model",
+                         api_key_env=KEY_VAR, temperature=0.7, max_tokens=256, context_window=32000)
+        backend = OpenAIBackend(spec, cache=cache.with_mode(mode), cache_scope=scope)
+        ctx = LaunchContext(world=world, task=make_task("feature_tracing", "toy"),
+                            condition=get_condition("natural"), backend=backend)
+        return Run(ctx, RunConfig(run_id=name, turn_bound=5), tmp_path / folder / scope / f"{name}.jsonl").execute()
+
+    with FakeOpenAI([peek(), FINAL, peek(start=2, end=3), FINAL]) as fake:
+        a, b = go("run-a"), go("run-b")  # identical prompts, two runs: both reach the endpoint
+        assert len(fake.requests) == 4
+        assert a.turns[0].metrics.ranges != b.turns[0].metrics.ranges
+        again = go("run-a", mode="replay", folder="replay")  # same scope: replayed, no new request
+        assert len(fake.requests) == 4 and all(t.cached for t in again.turns)
+        assert again.turns[0].metrics.ranges == a.turns[0].metrics.ranges
