@@ -297,22 +297,22 @@ class Run:
             if old is not None and _same_run(old.header, header):
                 self._replay(old)
                 return RunWriter(self.path)
+            # a different run under the same id (changed settings): set it aside, never delete
             stale = self.path.with_suffix(f".stale-{int(time.time())}.jsonl.bak")
             self.path.rename(stale)
         writer = RunWriter(self.path)
         writer.write(header)
-        self.messages = [
-            {"role": "system", "content": header.system_prompt},
-            {"role": "user", "content": first_message(self.ctx.task, self.ctx.condition, self.toolbox.state.render())},
-        ]
+        self.messages = self._opening(header.system_prompt)
         return writer
+
+    def _opening(self, system: str) -> list[dict[str, Any]]:
+        """The system prompt and the task message that every request starts with."""
+        task = first_message(self.ctx.task, self.ctx.condition, self.toolbox.state.render())
+        return [{"role": "system", "content": system}, {"role": "user", "content": task}]
 
     def _replay(self, old: RunFile) -> None:
         """Rebuild messages, working state and counters from the recorded turns."""
-        self.messages = [
-            {"role": "system", "content": old.header.system_prompt},
-            {"role": "user", "content": first_message(self.ctx.task, self.ctx.condition, self.toolbox.state.render())},
-        ]
+        self.messages = self._opening(old.header.system_prompt)
         for t in old.turns:
             if t.call and t.call.tool in STATE_TOOLS and t.metrics.error_type is None:
                 self.toolbox.execute(t.call.tool, dict(t.call.params))

@@ -310,3 +310,17 @@ def test_cache_is_scoped_per_run(world, tmp_path):
         again = go("run-a", mode="replay", folder="replay")  # same scope: replayed, no new request
         assert len(fake.requests) == 4 and all(t.cached for t in again.turns)
         assert again.turns[0].metrics.ranges == a.turns[0].metrics.ranges
+
+
+def test_a_changed_run_under_the_same_id_is_set_aside_not_overwritten(world, tmp_path):
+    path = tmp_path / "same.jsonl"
+    with FakeOpenAI([peek(), 400]) as fake:
+        first = launch(world, fake, path, turn_bound=5)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1]) + "\n")  # unfinished, as after a crash
+    with FakeOpenAI([FINAL]) as fake:
+        second = launch(world, fake, path, turn_bound=9)  # different settings: a new run
+    assert second.end.reason == "finalize" and len(second.turns) == 1
+    kept = list(tmp_path.glob("same.stale-*.jsonl.bak"))
+    assert len(kept) == 1 and kept[0].read_text().splitlines() == lines[:-1]
+    assert first.header.turn_bound == 5 and second.header.turn_bound == 9
