@@ -143,27 +143,18 @@ class _Worlds:
                 from adakit.world import load_manifest, open_world
 
                 world = open_world(name)
-                spec = load_manifest().get(name)
-                src = getattr(spec, "source", None) if spec else None
+                src = load_manifest()[name].source
                 info = WorldInfo(
                     name=world.name,
                     version=world.version,
                     language=world.language,
-                    source=_describe_source(src),
-                    sha256=(src or {}).get("sha256") if isinstance(src, dict) else getattr(src, "sha256", None),
+                    source=str(src),
+                    sha256=src.sha256 or None,
                 )
                 index = CodeIndex(world)
                 index.build()
                 self._cache[name] = (world, index, info)
             return self._cache[name]
-
-
-def _describe_source(src: Any) -> str:
-    if src is None:
-        return ""
-    if isinstance(src, dict):
-        return " ".join(f"{k}={v}" for k, v in src.items() if k in ("kind", "package", "version", "url", "commit"))
-    return str(src)
 
 
 def _backend(model: str, world: Any, index: Any, seed: int, cache_mode: str, scope: str) -> Any:
