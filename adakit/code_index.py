@@ -5,7 +5,10 @@
 - per-file outlines: classes, functions, methods, Rust impl/trait/enum/struct/mod/macro,
   TypeScript interfaces/enums/type aliases/namespaces, with 1-based inclusive line ranges
   that include decorators, attributes and ``export``, a one-line signature and nesting;
-- a repository-wide definitions index (name -> symbols), cached on disk;
+- a repository-wide definitions index (name -> symbols) in two tiers, both cached on disk: a
+  lexical scan of every file for the names it may define (what a cold start builds, at ctags
+  speed), and the symbols of parsed files (filled per file when a query needs it, or for all
+  files at once with ``build(parse=True)``);
 - references by name: a byte prefilter picks candidate files, which are parsed so that only
   identifiers count (never text in comments or strings). Matching is by name, not by type
   resolution, and the tools say so.
@@ -26,7 +29,7 @@ import re
 import stat
 import threading
 import time
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -38,7 +41,7 @@ from adakit import config
 from adakit.world import MAX_FILE_BYTES, SandboxError, World
 
 #: Bumped whenever the symbol extraction changes, so stale on-disk indexes are ignored.
-INDEX_FORMAT = 4
+INDEX_FORMAT = 5
 
 #: File extension -> grammar key.
 GRAMMAR_OF_EXT: dict[str, str] = {
@@ -376,12 +379,19 @@ class RefSearch:
 
 @dataclass
 class BuildStats:
+    """What one :meth:`CodeIndex.build` did. ``scanned`` files had their definition names
+    read lexically, ``parsed`` ones were parsed; ``symbols`` and ``with_errors`` count the
+    files parsed so far (all of them after ``build(parse=True)``)."""
+
     files: int = 0
+    scanned: int = 0
     parsed: int = 0
     reused: int = 0
     skipped: int = 0
+    names: int = 0
     symbols: int = 0
     with_errors: int = 0
+    complete: bool = False
     seconds: float = 0.0
     cache_path: str | None = None
     workers: int = 1
@@ -570,6 +580,77 @@ def error_lines(root: ts.Node, cap: int = 10) -> list[int]:
     return sorted(out)
 
 
+# --------------------------------------------------------------------------- lexical tier
+#
+# A cold start does not parse every file. It scans each file's bytes for the names the file
+# may define (regular expressions, ctags-fast) and keeps name -> files. A definitions query
+# then parses only the files that may define the name and reads the exact symbols from their
+# trees. The scanners over-approximate on purpose: every name the tree-sitter extraction lists
+# for a file must be among the file's scanned names (tests check this on the fixtures and the
+# real worlds); extra names (from comments, strings, calls) only cost a parse at query time.
+# Names are captured inside look-aheads so that one keyword cannot swallow the next
+# (``const fn f``, ``class`` at the end of a comment followed by ``def f``).
+
+_ID = rb"[A-Za-z_\x80-\xff][A-Za-z0-9_\x80-\xff]*"
+_JS_ID = rb"[A-Za-z_$\x80-\xff][A-Za-z0-9_$\x80-\xff]*+"
+_PY_ASSIGN = rb"[ \t]*(?::[^\n=]*)?=(?!=)"
+
+
+def _after(keyword: bytes, name: bytes = _ID, gap: bytes = rb"\s+") -> re.Pattern[bytes]:
+    # starts with the literal keyword so the regex engine can skip to it quickly; a keyword
+    # inside a longer word only adds a harmless extra name
+    return re.compile(re.escape(keyword) + gap + rb"(?=(" + name + rb"))")
+
+
+#: Per grammar family: (pattern with one group, whether the group is a header whose every
+#: identifier counts). Several simple patterns run faster than one alternation.
+_SCANNERS: dict[str, tuple[tuple[re.Pattern[bytes], bool], ...]] = {
+    "python": (
+        (_after(b"def"), False),
+        (_after(b"class"), False),
+        # module-level assignments: at the start of a line, or after ';' on one
+        (re.compile(rb"\n(?=(" + _ID + rb")" + _PY_ASSIGN + rb")"), False),
+        (re.compile(rb"\A(?=(" + _ID + rb")" + _PY_ASSIGN + rb")"), False),
+        (re.compile(rb";[ \t]*(?=(" + _ID + rb")" + _PY_ASSIGN + rb")"), False),
+    ),
+    "rust": tuple(
+        (_after(kw, rb"(?:r#)?" + _ID), False)
+        for kw in (b"fn", b"struct", b"enum", b"union", b"trait", b"type", b"mod", b"const",
+                   b"static", b"mut")
+    ) + (
+        (_after(b"macro_rules!", gap=rb"\s*"), False),
+        (re.compile(rb"impl\b(?=([^{;]*))"), True),
+    ),
+    "js": tuple(
+        (_after(kw, rb"(?:" + _JS_ID + rb"(?:\." + _JS_ID + rb")*|'[^'\n]*'|\"[^\"\n]*\")",
+                rb"[\s*]+"), False)
+        for kw in (b"function", b"class", b"interface", b"enum", b"type", b"namespace",
+                   b"module")
+    ) + (
+        # any name before '(' or '<' (methods, calls), or before '=' after an optional type
+        # (fields, declarators); quoted, [computed] and numeric method names before '('
+        (re.compile(rb"(?<![A-Za-z0-9_$\x80-\xff])(#?" + _JS_ID
+                    + rb")(?=\s*+(?:[(<]|[?!]?\s*+(?::[^;\n]*?)?=(?![=>])))"), False),
+        (re.compile(rb"('[^'\n]*+'|\"[^\"\n]*+\"|\[[^\]\n]*+\]|[0-9][A-Za-z0-9_.]*+)"
+                    rb"(?=\s*+[(<])"), False),
+    ),
+}
+_HEADER_NAMES = re.compile(rb"(?:r#)?" + _ID)
+
+
+def definition_names(data: bytes, family: str) -> frozenset[str]:
+    """Every name ``data`` may define, found lexically (a superset of what its parse lists)."""
+    found: set[bytes] = set()
+    for pattern, header in _SCANNERS.get(family, ()):
+        if header:
+            for text in pattern.findall(data):
+                found.update(_HEADER_NAMES.findall(text))
+        else:
+            found.update(pattern.findall(data))
+    found.discard(b"")
+    return frozenset(n.decode("utf-8", "replace") for n in found)
+
+
 def _read_source(path: Path) -> tuple[int, int, bytes] | None:
     """(mtime_ns, size, bytes) of a regular text file within the size limit, else None."""
     try:
@@ -588,7 +669,8 @@ def _read_source(path: Path) -> tuple[int, int, bytes] | None:
 
 
 def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> tuple[list[tuple], float]:
-    """Worker: parse files and extract their symbols; also the CPU seconds it spent."""
+    """Worker: parse files, extract their symbols and scan their definition names; also the
+    CPU seconds it spent."""
     cpu = time.process_time()
     out = []
     for rel, key in jobs:
@@ -600,8 +682,9 @@ def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> tuple[list[tuple], f
         g = grammar(key)
         tree = g.parser.parse(data)
         syms = extract_symbols(g, tree, data)
+        names = definition_names(data, g.family)
         out.append((rel, (mtime, size, key, tree.root_node.has_error,
-                          error_lines(tree.root_node), syms)))
+                          error_lines(tree.root_node), syms, names)))
     return out, time.process_time() - cpu
 
 
@@ -751,9 +834,12 @@ def classify(node: ts.Node, family: str) -> str | None:
 class CodeIndex:
     """Outlines, definitions and references over one world (see the module docstring).
 
-    The world is read-only, so the repository-wide definitions index is built once
-    (:meth:`build`, called lazily) and then reused; :meth:`outline` always re-checks its own
-    file's (mtime_ns, size). ``workers`` > 1 parses a cold index in that many processes.
+    The repository-wide definitions index has two tiers. :meth:`build` (called lazily)
+    scans every file lexically for the names it may define; :meth:`definitions` parses only
+    the files that may define the asked name (each file once) and answers from their trees.
+    ``build(parse=True)`` parses every file up front, in ``workers`` processes when there are
+    many. Both tiers are cached on disk and answer identically. :meth:`outline` always
+    re-checks its own file's (mtime_ns, size).
     """
 
     def __init__(
@@ -774,8 +860,13 @@ class CodeIndex:
         self.parallel_min_files = 48
         self.parallel_min_bytes = 1_500_000
         self._entries: dict[str, _Entry] = {}
-        self._defs: dict[str, list[Symbol]] = {}
+        #: rel -> (mtime_ns, size, names the file may define)
+        self._names: dict[str, tuple[int, int, frozenset[str]]] = {}
+        #: name -> files that may define it (the lexical tier, corrected by every parse)
+        self._files_of: dict[str, set[str]] = {}
         self._built = False
+        self._complete = False  # every file parsed by the last build
+        self._unsaved = False  # parsed entries the on-disk index does not hold yet
         self._sources: dict[str, _Source] = {}
         self._trees: OrderedDict[str, tuple[int, int, ts.Tree]] = OrderedDict()
         self._tree_bytes = 0
@@ -869,10 +960,16 @@ class CodeIndex:
         syms = [self._symbol(rel, t) for t in extract_symbols(g, tree, src.data)]
         ent = _Entry(src.mtime_ns, src.size, key, syms, tree.root_node.has_error,
                      error_lines(tree.root_node))
-        old = self._entries.get(rel)
         self._entries[rel] = ent
+        self._unsaved = True
         if self._built:
-            self._reindex_file(rel, old, ent)
+            old = self._names.get(rel)
+            if old is None or old[:2] != (src.mtime_ns, src.size):
+                names = definition_names(src.data, g.family)
+            else:
+                names = old[2]
+            # a name the scan missed still reaches the index once its file is parsed
+            self._set_names(rel, src.mtime_ns, src.size, names | {s.name for s in syms})
         return ent
 
     @staticmethod
@@ -929,68 +1026,131 @@ class CodeIndex:
         files = blob.get("files")
         return files if isinstance(files, dict) else {}
 
-    def _save_cache(self, path: Path) -> None:
-        files = {
-            rel: [e.mtime_ns, e.size, e.grammar, e.has_errors, e.error_lines,
-                  [s.as_tuple() for s in e.symbols]]
-            for rel, e in self._entries.items()
-        }
+    def save(self) -> Path | None:
+        """Write the index (names of every file, symbols of the files parsed so far) to its
+        on-disk cache if it holds anything the cache lacks; returns the cache path, or None
+        when the disk cache is off or not writable."""
+        if not self.use_disk_cache or not self._built:
+            return None
+        if not self._unsaved:
+            return self.cache_path()
+        files: dict[str, list] = {}
+        for rel, (mtime, size, names) in self._names.items():
+            ent = self._entries.get(rel)
+            parsed = None
+            if ent is not None and (ent.mtime_ns, ent.size) == (mtime, size):
+                parsed = [ent.has_errors, ent.error_lines, [s.as_tuple() for s in ent.symbols]]
+            files[rel] = [mtime, size, grammar_of(rel), sorted(names), parsed]
         blob = {"format": INDEX_FORMAT, "world": self.world.name, "version": self.world.version,
                 "root": str(self.world.root), "files": files}
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = self.cache_path()
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(blob, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(blob, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            return None  # a read-only cache folder only costs the next start a rescan
+        self._unsaved = False
+        return path
 
-    def build(self, progress: bool = False, force: bool = False) -> BuildStats:
-        """Index every source file: reuse the on-disk index for unchanged files, parse the rest
-        (in ``workers`` processes when there are many), and save the index again."""
+    def _cached_record(
+        self, rel: str, rec: Any, now: tuple[int, int]
+    ) -> tuple[frozenset[str], _Entry | None] | None:
+        """Names and (if parsed) entry of an on-disk record that matches the file, else None
+        (also for a record in a shape this version did not write)."""
+        if not isinstance(rec, list) or len(rec) != 5 or tuple(rec[:2]) != now:
+            return None
+        try:
+            names = frozenset(str(n) for n in rec[3])
+            entry = None
+            if rec[4] is not None:
+                has_err, err_lines, syms = rec[4]
+                entry = _Entry(now[0], now[1], str(rec[2]), [self._symbol(rel, t) for t in syms],
+                               bool(has_err), [int(x) for x in err_lines])
+        except (TypeError, ValueError, IndexError):
+            return None
+        return names, entry
+
+    def build(self, progress: bool = False, force: bool = False, parse: bool = False) -> BuildStats:
+        """Index every source file: reuse what the on-disk index holds for unchanged files,
+        scan the rest for the names they may define (``parse``: parse every file not parsed
+        yet, in ``workers`` processes when there are many), and save the index again."""
         t0, cpu0 = time.perf_counter(), time.process_time()
         stats = BuildStats(workers=1)
         files = self.source_files()
         stats.files = len(files)
-        path = self.cache_path()
-        cached = {} if (force or not self.use_disk_cache) else self._load_cache(path)
-        todo: list[tuple[str, str]] = []
+        cached = {} if (force or not self.use_disk_cache) else self._load_cache(self.cache_path())
+        names: dict[str, tuple[int, int, frozenset[str]]] = {}
         entries: dict[str, _Entry] = {}
+        to_scan: list[str] = []
+        to_parse: list[tuple[str, str]] = []
         for rel in files:
             try:
                 st = self._path(rel).lstat()
             except OSError:
                 stats.skipped += 1
                 continue
-            ent = self._entries.get(rel)
-            if not force and ent is not None and (ent.mtime_ns, ent.size) == (st.st_mtime_ns, st.st_size):
+            now = (st.st_mtime_ns, st.st_size)
+            known = None if force else self._names.get(rel)
+            ent = None if force else self._entries.get(rel)
+            rec = self._cached_record(rel, cached.get(rel), now)
+            if known is not None and known[:2] == now:
+                names[rel] = known
+            elif rec is not None:
+                names[rel] = (now[0], now[1], rec[0])
+            if ent is not None and (ent.mtime_ns, ent.size) == now:
                 entries[rel] = ent
+            elif rec is not None and rec[1] is not None:
+                entries[rel] = rec[1]
+            if parse and rel not in entries:
+                to_parse.append((rel, grammar_of(rel) or ""))
+            elif rel not in names:
+                to_scan.append(rel)
+            else:
                 stats.reused += 1
-                continue
-            rec = cached.get(rel)
-            if rec and rec[0] == st.st_mtime_ns and rec[1] == st.st_size:
-                entries[rel] = _Entry(rec[0], rec[1], rec[2], [self._symbol(rel, t) for t in rec[5]],
-                                      bool(rec[3]), list(rec[4]))
-                stats.reused += 1
-                continue
-            todo.append((rel, grammar_of(rel) or ""))
-        if todo:
-            for rel, got in self._parse_many(todo, progress, stats):
+        if to_scan:
+            jobs: Any = to_scan
+            if progress and len(to_scan) > 200:
+                from tqdm.auto import tqdm
+
+                jobs = tqdm(to_scan, desc=f"scanning {self.world.name}", unit="file", leave=False)
+            for rel in jobs:
+                got = _read_source(self._path(rel))
                 if got is None:
                     stats.skipped += 1
                     continue
-                mtime, size, key, has_err, err_lines, syms = got
-                entries[rel] = _Entry(mtime, size, key, [self._symbol(rel, t) for t in syms],
-                                      has_err, err_lines)
+                mtime, size, data = got
+                names[rel] = (mtime, size, definition_names(data, _family(grammar_of(rel) or "")))
+                stats.scanned += 1
+        if to_parse:
+            for rel, got in self._parse_many(to_parse, progress, stats):
+                if got is None:
+                    stats.skipped += 1
+                    continue
+                mtime, size, key, has_err, err_lines, syms, found = got
+                ent = _Entry(mtime, size, key, [self._symbol(rel, t) for t in syms],
+                             has_err, err_lines)
+                entries[rel] = ent
+                names[rel] = (mtime, size, found | {s.name for s in ent.symbols})
                 stats.parsed += 1
+        self._names = names
         self._entries = entries
-        self._rebuild_defs()
+        self._files_of = {}
+        for rel in sorted(names):
+            for name in names[rel][2]:
+                self._files_of.setdefault(name, set()).add(rel)
         self._built = True
+        self._complete = all(rel in entries for rel in names)
+        stats.complete = self._complete
+        stats.names = len(self._files_of)
         stats.symbols = sum(len(e.symbols) for e in entries.values())
         stats.with_errors = sum(1 for e in entries.values() if e.has_errors)
-        if self.use_disk_cache and (todo or set(cached) != set(entries)):
-            try:
-                self._save_cache(path)
-            except OSError:
-                pass  # a read-only cache folder only costs the next start a re-parse
-        stats.cache_path = str(path) if self.use_disk_cache else None
+        if to_scan or to_parse or set(cached) != set(names):
+            self._unsaved = True
+        self.save()
+        stats.cache_path = str(self.cache_path()) if self.use_disk_cache else None
         stats.seconds = time.perf_counter() - t0
         stats.cpu_seconds = time.process_time() - cpu0
         self.last_build = stats
@@ -1058,25 +1218,23 @@ class CodeIndex:
                 bar.close()
         return out
 
-    def _rebuild_defs(self) -> None:
-        defs: dict[str, list[Symbol]] = defaultdict(list)
-        for rel in sorted(self._entries):
-            for s in self._entries[rel].symbols:
-                defs[s.name].append(s)
-        self._defs = dict(defs)
-
-    def _reindex_file(self, rel: str, old: _Entry | None, new: _Entry) -> None:
+    def _set_names(self, rel: str, mtime_ns: int, size: int, names: frozenset[str]) -> None:
+        old = self._names.get(rel)
         if old is not None:
-            for s in old.symbols:
-                lst = self._defs.get(s.name)
-                if lst:
-                    lst[:] = [x for x in lst if x.file != rel]
-        for s in new.symbols:
-            self._defs.setdefault(s.name, []).append(s)
+            for name in old[2] - names:
+                self._files_of.get(name, set()).discard(rel)
+        for name in names:
+            self._files_of.setdefault(name, set()).add(rel)
+        self._names[rel] = (mtime_ns, size, names)
 
     def ensure_built(self) -> None:
         if not self._built:
             self.build()
+
+    def candidate_files(self, name: str) -> list[str]:
+        """Files that may define ``name`` (the lexical tier), in path order."""
+        self.ensure_built()
+        return sorted(self._files_of.get(name, ()))
 
     # ------------------------------------------------------------------ queries
 
@@ -1087,23 +1245,36 @@ class CodeIndex:
         parts = [p for p in re.split(r"\.|::", name.strip()) if p]
         if not parts:
             return []
-        found = list(self._defs.get(parts[-1], []))
+        last = parts[-1]
+        found: list[Symbol] = []
+        for rel in self.candidate_files(last):
+            try:
+                ent = self._entry(rel)
+            except SandboxError:
+                continue  # deleted or replaced since the build
+            if ent is not None:
+                found.extend(s for s in ent.symbols if s.name == last)
         if len(parts) > 1:
             want = ".".join(parts)
             found = [s for s in found if s.qualname == want or s.qualname.endswith("." + want)]
         found.sort(key=lambda s: (_KIND_RANK.get(s.kind, 2), s.file, s.start_line))
         return found
 
+    def _parsed_all(self) -> dict[str, _Entry]:
+        if not (self._built and self._complete):
+            self.build(parse=True)
+        return self._entries
+
     def defined_names(self) -> list[str]:
-        """Every name with at least one definition."""
-        self.ensure_built()
-        return sorted(self._defs)
+        """Every name with at least one definition (parses the files not parsed yet)."""
+        return sorted({s.name for e in self._parsed_all().values() for s in e.symbols})
 
     def stats(self) -> dict[str, int]:
-        self.ensure_built()
-        return {"files": len(self._entries),
-                "symbols": sum(len(e.symbols) for e in self._entries.values()),
-                "names": len(self._defs)}
+        """Files, symbols and distinct defined names (parses the files not parsed yet)."""
+        entries = self._parsed_all()
+        return {"files": len(entries),
+                "symbols": sum(len(e.symbols) for e in entries.values()),
+                "names": len({s.name for e in entries.values() for s in e.symbols})}
 
     def references(
         self, name: str, limit: int = 50, first_file: str | None = None

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from adakit.code_index import CodeIndex, error_lines, grammar, split_lines
+from adakit.code_index import (
+    CodeIndex,
+    _family,
+    definition_names,
+    error_lines,
+    extract_symbols,
+    grammar,
+    grammar_of,
+    split_lines,
+)
 from adakit.world import World
 
 FIXTURES = Path(__file__).parent / "fixtures" / "code"
@@ -141,7 +150,7 @@ def test_syntax_errors_are_indexed_and_flagged(index: CodeIndex) -> None:
     assert out.has_errors and out.error_lines == [5]
     names = [s.qualname for s in out.symbols]
     assert "AfterError" in names and "AfterError.method" in names and "fine" in names
-    index.build()
+    index.build(parse=True)
     assert index.last_build is not None and index.last_build.with_errors == 1
     assert index.definitions("AfterError")[0].file == "pkg/broken.py"
 
@@ -262,22 +271,35 @@ def test_parse_cache_invalidation(world: World, index: CodeIndex) -> None:
 def test_disk_cache_is_reused_and_refreshed(world: World, tmp_path: Path) -> None:
     a = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
     sa = a.build()
-    assert (sa.parsed, sa.reused) == (8, 0)
+    # a cold build scans every file for names and parses none
+    assert (sa.scanned, sa.parsed, sa.reused, sa.complete) == (8, 0, 0, False)
+    assert a.parse_count == 0
     assert Path(sa.cache_path).exists() and Path(sa.cache_path).parent == tmp_path / "c"
     assert Path(sa.cache_path).name.startswith("fixture-0-")
+    # a query parses only the files that may define the name
+    circle = a.definitions("Circle")
+    assert [s.file for s in circle] == ["pkg/shapes.py"]
+    assert a.parse_count == len(a.candidate_files("Circle")) < 8
+    a.save()
 
     b = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
     sb = b.build()
-    assert (sb.parsed, sb.reused) == (0, 8)
-    assert b.parse_count == 0
-    assert b.definitions("Circle") == a.definitions("Circle")
+    assert (sb.scanned, sb.parsed, sb.reused) == (0, 0, 8)
+    assert b.definitions("Circle") == circle
+    assert b.parse_count == 0  # the parsed entries came back from disk
+    full = b.build(parse=True)
+    assert full.parsed == 8 - len(a.candidate_files("Circle")) and full.complete
     assert b.outline("pkg/broken.py").has_errors
 
     bump(world.root / "web" / "util.js", "\nfunction later() {}\n")
     c = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
     sc = c.build()
-    assert (sc.parsed, sc.reused) == (1, 7)
+    assert (sc.scanned, sc.parsed, sc.reused) == (1, 0, 7)
     assert c.definitions("later")[0].file == "web/util.js"
+    assert c.parse_count == 1
+    c.save()  # the lazily parsed file joins the on-disk index
+    sd = CodeIndex(world, cache_dir=tmp_path / "c", workers=1).build(parse=True)
+    assert (sd.scanned, sd.parsed, sd.reused) == (0, 0, 8) and sd.complete
 
 
 def test_cache_key_changes_with_the_file_list(world: World, tmp_path: Path) -> None:
@@ -299,7 +321,7 @@ def test_parallel_build_matches_serial(world: World, tmp_path: Path) -> None:
     parallel = CodeIndex(world, use_disk_cache=False, workers=2)
     parallel.parallel_min_files = 2
     parallel.parallel_min_bytes = 0
-    stats = parallel.build()
+    stats = parallel.build(parse=True)
     others = [t for t in threading.enumerate()
               if t is not threading.current_thread() and t.name != "tqdm_monitor"]
     # forked workers are used unless other threads run (then the build stays in-process)
@@ -314,7 +336,9 @@ def test_binary_and_oversized_sources_are_skipped(world: World, tmp_path: Path) 
     (world.root / "pkg" / "blob.py").write_bytes(b"\x00\x01binary")
     idx = CodeIndex(world, use_disk_cache=False, workers=1)
     stats = idx.build()
-    assert stats.skipped == 1 and stats.parsed == 8
+    assert stats.skipped == 1 and stats.scanned == 8
+    stats = idx.build(parse=True)
+    assert stats.skipped == 1 and stats.parsed == 8 and stats.complete
     assert idx.references("binary") == ([], 0)
 
 
@@ -329,3 +353,99 @@ def test_index_refuses_paths_outside_the_world(world: World, index: CodeIndex, t
             index.outline(rel)
     index.build()
     assert index.definitions("secret") == []
+
+
+# --------------------------------------------------------------------------- lexical tier
+
+
+def parsed_names(index: CodeIndex, rel: str) -> set[str]:
+    return {s.name for s in index.outline(rel).symbols}
+
+
+def scanned_names(world: World, rel: str) -> frozenset[str]:
+    return definition_names((world.root / rel).read_bytes(), _family(grammar_of(rel) or ""))
+
+
+def test_scan_covers_every_parsed_name_in_the_fixtures(world: World, index: CodeIndex) -> None:
+    for rel in index.source_files():
+        assert parsed_names(index, rel) <= scanned_names(world, rel), rel
+
+
+@pytest.mark.parametrize(
+    "family, source, expected",
+    [
+        # one keyword must not swallow the next
+        ("rust", b"pub const fn quantiles_len() -> usize { 3 }", {"quantiles_len"}),
+        ("rust", b"static mut COUNTER: u32 = 0;", {"COUNTER"}),
+        ("rust", b"fn r#type() {}", {"r#type"}),
+        ("rust", b"impl<T: Clone> fmt::Display for Wrapper<T> {}", {"Wrapper", "Display"}),
+        ("python", b"# used by the GaussianMixture class\n\n\ndef _check(w):\n    pass\n", {"_check"}),
+        ("python", b"LIMIT: int = 3\nx = 1; y = 2\n", {"LIMIT", "x", "y"}),
+        ("js", b"class A { #secret() {} 'quoted'() {} get size() { return 1 } }", {"#secret", "'quoted'", "size"}),
+        ("js", b"class B { handler: (x: number) => void = () => {} }", {"handler"}),
+        ("js", b"namespace Outer.Inner { }\ndeclare module \"pkg\" { }", {"Outer.Inner", '"pkg"'}),
+    ],
+)
+def test_scan_finds_definitions_that_are_easy_to_miss(
+    family: str, source: bytes, expected: set[str]
+) -> None:
+    assert expected <= definition_names(source, family)
+    key = {"rust": "rust", "python": "python", "js": "typescript"}[family]
+    g = grammar(key)
+    listed = {t[0] for t in extract_symbols(g, g.parser.parse(source), source)}
+    assert listed <= definition_names(source, family)
+
+
+def test_lexical_and_full_tiers_answer_alike(world: World, tmp_path: Path) -> None:
+    lazy = CodeIndex(world, use_disk_cache=False, workers=1)
+    full = CodeIndex(world, use_disk_cache=False, workers=1)
+    full.build(parse=True)
+    names = full.defined_names()
+    assert {"Shape", "Circle", "helper", "square"} <= set(names)
+    for name in names + ["Circle.area", "Shape::fmt", "not_defined_anywhere"]:
+        assert lazy.definitions(name) == full.definitions(name), name
+    assert lazy.parse_count <= len(lazy.source_files())
+
+
+def test_a_name_the_scan_missed_is_found_once_its_file_is_parsed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import adakit.code_index as ci
+
+    idx = CodeIndex(world, use_disk_cache=False, workers=1)
+    monkeypatch.setattr(ci, "definition_names", lambda data, family: frozenset())
+    idx.build()
+    assert idx.definitions("Circle") == []  # no file is a candidate
+    idx.outline("pkg/shapes.py")  # parsing the file corrects its names
+    assert [s.file for s in idx.definitions("Circle")] == ["pkg/shapes.py"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", ["flask_world", "requests_world"])
+def test_scan_covers_every_parsed_name_in_real_worlds(request, fixture: str) -> None:
+    world = request.getfixturevalue(fixture)
+    idx = CodeIndex(world, use_disk_cache=False, workers=1)
+    lazy = CodeIndex(world, use_disk_cache=False, workers=1)
+    for rel in idx.source_files():
+        assert parsed_names(idx, rel) <= scanned_names(world, rel), rel
+    for name in idx.defined_names()[::7]:
+        assert lazy.definitions(name) == idx.definitions(name), name
+    assert lazy.parse_count < len(idx.source_files())
+
+
+def test_a_damaged_on_disk_index_is_rebuilt(world: World, tmp_path: Path) -> None:
+    import json
+
+    first = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
+    path = Path(first.build(parse=True).cache_path)
+    blob = json.loads(path.read_text())
+    rel = "pkg/shapes.py"
+    blob["files"][rel][4] = ["not", "an", "entry", "shape"]
+    blob["files"]["web/app.ts"][3] = 7  # names must be a list
+    path.write_text(json.dumps(blob))
+    again = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
+    stats = again.build(parse=True)
+    assert (stats.parsed, stats.reused) == (2, 6) and stats.complete
+    assert [s.file for s in again.definitions("Circle")] == [rel]
+    path.write_text("{ not json")
+    assert CodeIndex(world, cache_dir=tmp_path / "c", workers=1).build().scanned == 8
