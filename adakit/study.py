@@ -152,7 +152,8 @@ class _Worlds:
                     sha256=src.sha256 or None,
                 )
                 index = CodeIndex(world)
-                index.build()
+                # a study visits many files: parse them all once (saved for every later start)
+                index.build(parse=True)
                 self._cache[name] = (world, index, info)
             return self._cache[name]
 

@@ -1248,6 +1248,7 @@ def _cli_tool(args: argparse.Namespace) -> int:
         index.build(progress=sys.stderr.isatty())
     toolbox = Toolbox(world, index=index)
     result = toolbox.execute(name, params)
+    index.save()  # files parsed for this call are not parsed again by the next one
     print(result.text)
     if not args.quiet:
         print("---")
