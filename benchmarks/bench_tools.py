@@ -2,8 +2,12 @@
 
 For each world (default: scikit-learn and tensorzero, fetched by ``make bench``):
 
-- cold full index (no on-disk cache, parallel parse) beside ``ctags`` over the same files,
-  plus the single-process cold time and a start from the on-disk cache;
+- cold index (no on-disk cache) beside ``ctags`` over the same files: the lexical tier a
+  start builds (every file scanned for the names it may define; queryable), and the full
+  tree-sitter tier (every file parsed; in parallel and in one process); a start from the
+  on-disk index;
+- go_to_definition's first query per name after a cold start (parses the candidate files)
+  and whether its answers equal the full tier's;
 - find_all_references for a seeded sample of defined names beside ``rg -w`` over the same
   files: first query per name (parse trees not yet cached) and warm (asked again);
 - peek_code_region and get_structural_overview through the whole tool path.
@@ -61,12 +65,14 @@ def child_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def cold_index(world: World, workers: int, repeats: int) -> tuple[list[float], list[float], CodeIndex]:
+def cold_index(
+    world: World, workers: int, repeats: int, parse: bool
+) -> tuple[list[float], list[float], CodeIndex]:
     """Wall and CPU seconds (this process plus workers) of cold builds, and the last index."""
     times, cpus, idx = [], [], None
     for _ in range(repeats):
         idx = CodeIndex(world, use_disk_cache=False, workers=workers)
-        stats = idx.build()
+        stats = idx.build(parse=parse)
         times.append(stats.seconds)
         cpus.append(stats.cpu_seconds + stats.worker_cpu_seconds)
     assert idx is not None
@@ -127,27 +133,51 @@ def bench_world(name: str, n_symbols: int, repeats: int) -> list[tuple]:
 
     # ---- cold index vs ctags
     ctags, ctags_cpu = ctags_times(world, files, repeats)
-    serial, serial_cpu, _ = cold_index(world, 1, 1)
+    ct, cc = statistics.median(ctags), statistics.median(ctags_cpu)
+    lexical, lexical_cpu, _ = cold_index(world, 1, repeats, parse=False)
+    lx, lc = statistics.median(lexical), statistics.median(lexical_cpu)
+    serial, serial_cpu, _ = cold_index(world, 1, 1, parse=True)
     workers = min(2, os.cpu_count() or 1)
-    cold, cold_cpu, index = cold_index(world, workers, repeats)
-    ct, co = statistics.median(ctags), statistics.median(cold)
-    cc, oc = statistics.median(ctags_cpu), statistics.median(cold_cpu)
-    print(f"ctags {ct:.2f}s (cpu {cc:.2f}s) | cold index {co:.2f}s (cpu {oc:.2f}s, {workers} "
-          f"workers), {serial[0]:.2f}s (cpu {serial_cpu[0]:.2f}s, 1 worker)")
-    rows.append((name, f"cold index, {workers} workers (median of {repeats})", f"{co:.2f} s",
-                 f"ctags {ct:.2f} s", co / ct, TARGET_COLD))
-    rows.append((name, "cold index, 1 worker", f"{serial[0]:.2f} s", f"ctags {ct:.2f} s",
+    cold, cold_cpu, index = cold_index(world, workers, repeats, parse=True)
+    co, oc = statistics.median(cold), statistics.median(cold_cpu)
+    print(f"ctags {ct:.2f}s (cpu {cc:.2f}s) | cold index: lexical tier {lx:.2f}s (cpu {lc:.2f}s); "
+          f"full parse {co:.2f}s (cpu {oc:.2f}s, {workers} workers), {serial[0]:.2f}s "
+          f"(cpu {serial_cpu[0]:.2f}s, 1 worker)")
+    rows.append((name, f"cold index, lexical tier (median of {repeats})", f"{lx:.2f} s",
+                 f"ctags {ct:.2f} s", lx / ct, TARGET_COLD))
+    rows.append((name, "cold index CPU time, lexical tier", f"{lc:.2f} s",
+                 f"ctags {cc:.2f} s", lc / cc if cc else None, None))
+    rows.append((name, f"cold full parse, {workers} workers", f"{co:.2f} s",
+                 f"ctags {ct:.2f} s", co / ct, None))
+    rows.append((name, "cold full parse, 1 worker", f"{serial[0]:.2f} s", f"ctags {ct:.2f} s",
                  serial[0] / ct, None))
-    rows.append((name, "cold index CPU time, all processes", f"{oc:.2f} s",
+    rows.append((name, "cold full parse CPU time, all processes", f"{oc:.2f} s",
                  f"ctags {cc:.2f} s", oc / cc if cc else None, None))
     with tempfile.TemporaryDirectory() as tmp:
-        CodeIndex(world, cache_dir=tmp, workers=workers).build()
+        CodeIndex(world, cache_dir=tmp, workers=workers).build(parse=True)
         cached, _ = timed(CodeIndex(world, cache_dir=tmp, workers=workers).build)
     rows.append((name, "start from the on-disk index", f"{cached:.2f} s", f"ctags {ct:.2f} s",
                  cached / ct, None))
 
-    # ---- references vs rg -w
+    # ---- go_to_definition after a cold start: parses only the candidate files
     names = sample_names(index, n_symbols)
+    fresh = CodeIndex(world, use_disk_cache=False)
+    fresh.build()
+    defs, differ = [], 0
+    for sym in names:
+        dt, got = timed(fresh.definitions, sym)
+        defs.append(dt)
+        differ += got != index.definitions(sym)
+    print(f"definitions after a cold start over {len(names)} names: p50/p95 "
+          f"{pct(defs, 50) * 1e3:.1f}/{pct(defs, 95) * 1e3:.1f} ms, {fresh.parse_count} of "
+          f"{len(files)} files parsed, {differ} answers differ from the full tier")
+    rows.append((name, "definitions, first query p50", f"{pct(defs, 50) * 1e3:.1f} ms", "-",
+                 None, None))
+    rows.append((name, "definitions, first query p95", f"{pct(defs, 95) * 1e3:.1f} ms", "-",
+                 None, None))
+    rows.append((name, "definitions differing from full tier", str(differ), "0", None, None))
+
+    # ---- references vs rg -w
     rg, rg_cpu, first, warm, warm_cpu = [], [], [], [], []
     for sym in names:
         wall, cpu = rg_time(world, files, sym)
