@@ -749,98 +749,102 @@ def _check_links(root: Path, archive: str) -> None:
                 )
 
 
-def _unpack_tar(archive: Path, dest: Path, label: str, progress: bool) -> None:
+@dataclass
+class _Member:
+    """One archive member, whatever the archive format."""
+
+    name: str
+    #: "file", "dir", "symlink", "hardlink", or what a refused member is ("device file", ...)
+    kind: str
+    size: int
+    mode: int
+    linkname: str
+    open: Callable[[], Any]
+
+
+_MEMBER_KINDS = frozenset({"file", "dir", "symlink", "hardlink"})
+
+
+def _tar_member(tar: tarfile.TarFile, m: tarfile.TarInfo) -> _Member:
+    if m.isfile():
+        kind = "file"
+    elif m.isdir():
+        kind = "dir"
+    elif m.issym():
+        kind = "symlink"
+    elif m.islnk():
+        kind = "hardlink"
+    else:
+        kind = "device file" if (m.ischr() or m.isblk()) else "special file"
+    return _Member(m.name, kind, m.size if m.isfile() else 0, m.mode, m.linkname,
+                   lambda: tar.extractfile(m))
+
+
+def _zip_member(zf: zipfile.ZipFile, i: zipfile.ZipInfo) -> _Member:
+    mode = i.external_attr >> 16
+    # permission bits without a file type (written by some tools) mean a plain file
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
+        kind = "link or special file"  # zip links are not needed by any sdist
+    else:
+        kind = "dir" if i.is_dir() else "file"
+    return _Member(i.filename, kind, i.file_size, mode, "", lambda: zf.open(i))
+
+
+def _unpack_members(members: list[_Member], dest: Path, label: str, progress: bool) -> None:
+    """Write checked archive members under ``dest`` (see :func:`unpack_archive`)."""
     root = Path(os.path.realpath(dest))
-    with tarfile.open(archive) as tar:
-        members = tar.getmembers()
-        parts = [_clean_member(m.name, label) for m in members]
-        for m in members:
-            if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
-                kind = "device file" if (m.ischr() or m.isblk()) else "special file"
-                raise UnsafeArchiveError(f"{label}: member {m.name!r} is a {kind}; refused")
-        total = sum(m.size for m in members if m.isfile())
-        if total > MAX_UNPACKED_BYTES:
-            raise UnsafeArchiveError(
-                f"{label}: unpacks to {total:,} bytes, over the {MAX_UNPACKED_BYTES:,} limit"
-            )
-        strip = _strip_prefix(parts, [m.isdir() for m in members])
-        from tqdm import tqdm
+    parts = [_clean_member(m.name, label) for m in members]
+    for m in members:
+        if m.kind not in _MEMBER_KINDS:
+            raise UnsafeArchiveError(f"{label}: member {m.name!r} is a {m.kind}; refused")
+    total = sum(m.size for m in members if m.kind == "file")
+    if total > MAX_UNPACKED_BYTES:
+        raise UnsafeArchiveError(
+            f"{label}: unpacks to {total:,} bytes, over the {MAX_UNPACKED_BYTES:,} limit"
+        )
+    strip = _strip_prefix(parts, [m.kind == "dir" for m in members])
+    from tqdm import tqdm
 
-        for m, p in tqdm(
-            list(zip(members, parts, strict=True)), desc=f"unpack {label}", unit="file",
-            leave=False, disable=not progress,
-        ):
-            rel_parts = p[strip:]
-            if not rel_parts:
-                continue
-            path = root.joinpath(*rel_parts)
-            if m.isdir():
-                _make_dir(root, path, m.name, label)
-                continue
-            _prepare_parent(root, path, m.name, label)
-            if m.issym():
-                target = m.linkname.replace("\\", "/")
-                if target.startswith("/") or not _inside(root, path.parent / target):
-                    raise UnsafeArchiveError(
-                        f"{label}: symbolic link {m.name!r} -> {m.linkname!r} points outside "
-                        "the target folder; refused"
-                    )
-                os.symlink(target, path)
-            elif m.islnk():
-                try:
-                    src_parts = _clean_member(m.linkname, label)[strip:]
-                except UnsafeArchiveError:
-                    src_parts = []
-                source = root.joinpath(*src_parts) if src_parts else root
-                if not src_parts or not _inside(root, source) or not source.is_file():
-                    raise UnsafeArchiveError(
-                        f"{label}: hard link {m.name!r} -> {m.linkname!r} does not name a file "
-                        "inside the archive's target folder; refused"
-                    )
-                with open(source, "rb") as stream:
-                    _write_stream(path, stream, m.mode)
-            else:
-                stream = tar.extractfile(m)
-                if stream is None:
-                    raise UnsafeArchiveError(f"{label}: member {m.name!r} has no data; refused")
-                with stream:
-                    _write_stream(path, stream, m.mode)
-    _check_links(root, label)
-
-
-def _unpack_zip(archive: Path, dest: Path, label: str, progress: bool) -> None:
-    root = Path(os.path.realpath(dest))
-    with zipfile.ZipFile(archive) as zf:
-        infos = zf.infolist()
-        parts = [_clean_member(i.filename, label) for i in infos]
-        for i in infos:
-            mode = i.external_attr >> 16
-            if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+    for m, p in tqdm(
+        list(zip(members, parts, strict=True)), desc=f"unpack {label}", unit="file",
+        leave=False, disable=not progress,
+    ):
+        rel_parts = p[strip:]
+        if not rel_parts:
+            continue
+        path = root.joinpath(*rel_parts)
+        if m.kind == "dir":
+            _make_dir(root, path, m.name, label)
+            continue
+        _prepare_parent(root, path, m.name, label)
+        if m.kind == "symlink":
+            target = m.linkname.replace("\\", "/")
+            if target.startswith("/") or not _inside(root, path.parent / target):
                 raise UnsafeArchiveError(
-                    f"{label}: member {i.filename!r} is a link or special file; refused"
+                    f"{label}: symbolic link {m.name!r} -> {m.linkname!r} points outside "
+                    "the target folder; refused"
                 )
-        total = sum(i.file_size for i in infos)
-        if total > MAX_UNPACKED_BYTES:
-            raise UnsafeArchiveError(
-                f"{label}: unpacks to {total:,} bytes, over the {MAX_UNPACKED_BYTES:,} limit"
-            )
-        strip = _strip_prefix(parts, [i.is_dir() for i in infos])
-        from tqdm import tqdm
-
-        for i, p in tqdm(
-            list(zip(infos, parts, strict=True)), desc=f"unpack {label}", unit="file",
-            leave=False, disable=not progress,
-        ):
-            rel_parts = p[strip:]
-            if not rel_parts:
-                continue
-            path = root.joinpath(*rel_parts)
-            if i.is_dir():
-                _make_dir(root, path, i.filename, label)
-                continue
-            _prepare_parent(root, path, i.filename, label)
-            with zf.open(i) as stream:
-                _write_stream(path, stream, i.external_attr >> 16)
+            os.symlink(target, path)
+        elif m.kind == "hardlink":
+            try:
+                src_parts = _clean_member(m.linkname, label)[strip:]
+            except UnsafeArchiveError:
+                src_parts = []
+            source = root.joinpath(*src_parts) if src_parts else root
+            if not src_parts or not _inside(root, source) or not source.is_file():
+                raise UnsafeArchiveError(
+                    f"{label}: hard link {m.name!r} -> {m.linkname!r} does not name a file "
+                    "inside the archive's target folder; refused"
+                )
+            with open(source, "rb") as stream:
+                _write_stream(path, stream, m.mode)
+        else:
+            stream = m.open()
+            if stream is None:
+                raise UnsafeArchiveError(f"{label}: member {m.name!r} has no data; refused")
+            with stream:
+                _write_stream(path, stream, m.mode)
+    _check_links(root, label)
 
 
 def unpack_archive(
@@ -855,9 +859,13 @@ def unpack_archive(
     archive, dest = Path(archive), Path(dest)
     label = label or archive.name
     if tarfile.is_tarfile(archive):
-        _unpack_tar(archive, dest, label, progress)
+        with tarfile.open(archive) as tar:
+            members = [_tar_member(tar, m) for m in tar.getmembers()]
+            _unpack_members(members, dest, label, progress)
     elif zipfile.is_zipfile(archive):
-        _unpack_zip(archive, dest, label, progress)
+        with zipfile.ZipFile(archive) as zf:
+            members = [_zip_member(zf, i) for i in zf.infolist()]
+            _unpack_members(members, dest, label, progress)
     else:
         raise WorldFetchError(f"{label} is neither a tar nor a zip archive")
 

@@ -236,6 +236,53 @@ def test_links_inside_the_archive_are_kept(tmp_path):
     assert not (dest / "src/copy.py").is_symlink()
 
 
+def build_zip(path: Path, entries: list[tuple]) -> Path:
+    """A zip archive from (name, data[, unix mode]) entries."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data, *mode in entries:
+            info = zipfile.ZipInfo(name)
+            if mode:
+                info.external_attr = mode[0] << 16
+            zf.writestr(info, data)
+    return path
+
+
+def test_zip_archives_unpack_like_tarballs(tmp_path):
+    archive = build_zip(
+        tmp_path / "demo-1.0.zip",
+        [
+            ("demo-1.0/src/demo/core.py", DEMO_CORE, 0o100755),
+            ("demo-1.0/README.md", b"hi", 0o600),  # permission bits only, no file type
+        ],
+    )
+    dest = tmp_path / "out"
+    dest.mkdir()
+    unpack_archive(archive, dest)
+    assert (dest / "src/demo/core.py").read_bytes() == DEMO_CORE  # top folder stripped
+    assert os.stat(dest / "src/demo/core.py").st_mode & 0o111
+    assert (dest / "README.md").read_bytes() == b"hi"
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        (("demo-1.0/../evil.txt", b"x"), "refused"),
+        (("/tmp/adakit-evil.txt", b"x"), "refused"),
+        (("demo-1.0/src/link", b"/etc/passwd", 0o120777), "link or special file; refused"),
+    ],
+)
+def test_unsafe_zip_members_are_refused(entry, message, tmp_path):
+    archive = build_zip(tmp_path / "demo-1.0.zip", [("demo-1.0/ok.py", b"pass\n"), entry])
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with pytest.raises(UnsafeArchiveError, match=message):
+        unpack_archive(archive, dest)
+    assert list(dest.iterdir()) == []  # checked before anything is written
+    assert not (tmp_path / "evil.txt").exists() and not Path("/tmp/adakit-evil.txt").exists()
+
+
 def test_failure_mid_unpack_leaves_no_half_world(tmp_path, worlds_root, fake_pypi, monkeypatch):
     good = build_tar(tmp_path / "good.tar.gz", demo_entries())
     fake_pypi["archive"] = good
