@@ -669,8 +669,7 @@ def _read_source(path: Path) -> tuple[int, int, bytes] | None:
 
 
 def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> tuple[list[tuple], float]:
-    """Worker: parse files, extract their symbols and scan their definition names; also the
-    CPU seconds it spent."""
+    """Worker: parse files and extract their symbols; also the CPU seconds it spent."""
     cpu = time.process_time()
     out = []
     for rel, key in jobs:
@@ -682,9 +681,8 @@ def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> tuple[list[tuple], f
         g = grammar(key)
         tree = g.parser.parse(data)
         syms = extract_symbols(g, tree, data)
-        names = definition_names(data, g.family)
         out.append((rel, (mtime, size, key, tree.root_node.has_error,
-                          error_lines(tree.root_node), syms, names)))
+                          error_lines(tree.root_node), syms)))
     return out, time.process_time() - cpu
 
 
@@ -963,13 +961,8 @@ class CodeIndex:
         self._entries[rel] = ent
         self._unsaved = True
         if self._built:
-            old = self._names.get(rel)
-            if old is None or old[:2] != (src.mtime_ns, src.size):
-                names = definition_names(src.data, g.family)
-            else:
-                names = old[2]
-            # a name the scan missed still reaches the index once its file is parsed
-            self._set_names(rel, src.mtime_ns, src.size, names | {s.name for s in syms})
+            # a parsed file's names are exactly its symbols' (also a name the scan missed)
+            self._set_names(rel, src.mtime_ns, src.size, frozenset(s.name for s in syms))
         return ent
 
     @staticmethod
@@ -1129,11 +1122,11 @@ class CodeIndex:
                 if got is None:
                     stats.skipped += 1
                     continue
-                mtime, size, key, has_err, err_lines, syms, found = got
+                mtime, size, key, has_err, err_lines, syms = got
                 ent = _Entry(mtime, size, key, [self._symbol(rel, t) for t in syms],
                              has_err, err_lines)
                 entries[rel] = ent
-                names[rel] = (mtime, size, found | {s.name for s in ent.symbols})
+                names[rel] = (mtime, size, frozenset(s.name for s in ent.symbols))
                 stats.parsed += 1
         self._names = names
         self._entries = entries
