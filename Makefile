@@ -97,7 +97,7 @@ test: $(STAMP) $(LOCAL_STAMP) chromium ## ruff, unit tests, the CI profile end t
 	ADAKIT_STRICT=1 $(PY) -m pytest -q
 	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax data/study/ci/notebooks
 
-chromium: ## install Debian's headless Chromium (for the index-page test) if it is missing
+chromium: ## install Debian's headless Chromium (for the index-page and JupyterLab explorer tests) if it is missing
 	@command -v chromium >/dev/null || { echo "installing chromium (Debian)"; \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) >/dev/null; }
 
