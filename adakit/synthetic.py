@@ -646,6 +646,37 @@ def _apply_item(t: _T, item: Mapping[str, Any], files: Mapping[str, int]) -> Non
         t.error_type = str(item["error"])
     if t.tool == "EXP" and "action" in item and "ranges" not in item:
         t.ranges, t.lines_viewed = [], 0
+    _sync_params(t, item)
+
+
+def _sync_params(t: _T, item: Mapping[str, Any]) -> None:
+    """Make the recorded call say what the scripted overrides say (file, range, block, ...)."""
+    p = t.params
+    if "file" in item and t.file is not None:
+        if t.tool in ("PKR", "OVW", "BKM", "HNT"):
+            p["file_path"] = t.file
+        elif t.tool == "EXP" and t.action != "definition":  # a definition's file is where it led
+            p["current_file_path"] = t.file
+    if t.tool == "PKR" and "ranges" in item and t.ranges:
+        p["start_line"], p["end_line"] = t.ranges[0]
+    if t.tool == "OVW" and "block" in item:
+        if t.block:
+            p["logical_block_name"] = t.block
+        else:
+            p.pop("logical_block_name", None)
+    if t.tool == "EXP":
+        if "action" in item and t.action in _EXP_CALL:
+            p["action_type"] = _EXP_CALL[t.action]
+        if "symbol" in item:
+            if t.symbol:
+                p["symbol_name"] = t.symbol
+            else:
+                p.pop("symbol_name", None)
+    if t.tool == "MEM" and "confidence" in item:
+        if t.confidence:
+            p["confidence_level"] = t.confidence
+        else:
+            p.pop("confidence_level", None)
 
 
 # ----------------------------------------------------------------------------- rendering

@@ -66,6 +66,14 @@ def test_scripted_run_follows_the_script_exactly():
     assert rf.turns[6].metrics.error_type == "tool_error" and rf.turns[6].metrics.ranges == []
     assert rf.turns[7].metrics.finalize is True  # a script's last CON finalizes by default
     assert rf.end.reason == "finalize"
+    # the recorded calls say what the script says, as a live agent's calls match their metrics
+    assert t1.call.params["file_path"] == "pkg/a.py"
+    assert (t2.call.params["file_path"], t2.call.params["start_line"],
+            t2.call.params["end_line"]) == ("pkg/a.py", 10, 29)
+    assert rf.turns[2].call.params["action_type"] == "find_all_references"
+    assert rf.turns[2].call.params["current_file_path"] == "pkg/b.py"
+    assert "confidence_level" not in rf.turns[3].call.params
+    assert rf.turns[6].call.params["file_path"] == "pkg/missing.py"
 
 
 def test_scripted_hold_and_end_reason():
