@@ -3,8 +3,26 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
+
+from adakit.world import World
+
+# ------------------------------------------------------------------------- code fixtures
+
+CODE_FIXTURES = Path(__file__).parent / "fixtures" / "code"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    """A writable copy of the hand-written Python/TypeScript/Rust fixtures in
+    tests/fixtures/code (modules that need another world define their own ``world``)."""
+    root = tmp_path / "code"
+    shutil.copytree(CODE_FIXTURES, root)
+    return World(root, name="fixture", version="0")
+
 
 # ------------------------------------------------------------------------- repository worlds
 

@@ -4,7 +4,6 @@ numbered fixture files by hand)."""
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -21,15 +20,6 @@ from adakit.code_index import (
     split_lines,
 )
 from adakit.world import World
-
-FIXTURES = Path(__file__).parent / "fixtures" / "code"
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    root = tmp_path / "code"
-    shutil.copytree(FIXTURES, root)
-    return World(root, name="fixture", version="0")
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,6 @@ from adakit.tools import (
     parse_code_range,
 )
 from adakit.world import World
-
-FIXTURES = Path(__file__).parent / "fixtures" / "code"
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    root = tmp_path / "code"
-    shutil.copytree(FIXTURES, root)
-    return World(root, name="fixture", version="0")
 
 
 @pytest.fixture
