@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
+from cdp import find_chromium
 
 from adakit import config, pipeline
 from adakit.record import load_corpus
@@ -63,7 +63,7 @@ def test_every_notebook_wrote_its_figures(ci_study):
 
 
 def test_index_page_loads_every_figure_in_headless_chromium(ci_study):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromium = find_chromium()
     assert chromium, "headless Chromium is needed (make test installs Debian's chromium)"
     index = ci_study / "index.html"
     html = index.read_text()
