@@ -9,6 +9,7 @@ would overflow the model's context window, the oldest turns are left out of the 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from adakit import __version__, config
 from adakit.conditions import Condition
 from adakit.models import CacheMiss, ModelError
 from adakit.protocol import (
+    THINKING_MIN_CHARS,
     function_tools,
     parse_function_call,
     parse_reply,
@@ -84,6 +86,10 @@ class RunConfig:
     max_observation_chars: int = 12_000
     reply_max_tokens: int | None = None
     constrain_paths: bool = True
+    #: weak-model aid (a deviation from the paper, off by default): a system note when a call
+    #: exactly repeats an earlier call of the run
+    repeat_notice: bool = False
+    thinking_min_chars: int = THINKING_MIN_CHARS
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -210,6 +216,8 @@ def hint_model_from(backend: Backend, max_tokens: int = 300) -> Callable[[list[d
 
 
 def _model_info(spec: Any) -> ModelInfo:
+    if hasattr(spec, "model_info"):
+        return spec.model_info()
     constrained = getattr(spec, "constrain", "none") not in (None, "none", False)
     return ModelInfo(
         name=spec.name,
@@ -225,9 +233,30 @@ def _model_info(spec: Any) -> ModelInfo:
     )
 
 
-def make_header(ctx: LaunchContext, cfg: RunConfig, system: str) -> Header:
-    """The header record of a run."""
+def scaffold_digest() -> str:
+    """sha256 of everything the scaffold shows a model: prompt templates and tool specs."""
+    digest = hashlib.sha256()
+    for path in sorted(config.PROMPTS.rglob("*.txt")):
+        digest.update(path.relative_to(config.PROMPTS).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    digest.update(describe_tools().encode())
+    return digest.hexdigest()
+
+
+def make_header(
+    ctx: LaunchContext, cfg: RunConfig, system: str, grammar: dict[str, Any] | None = None
+) -> Header:
+    """The header record of a run; ``scaffold`` says which scaffold options shaped it."""
     w = ctx.world
+    scaffold = {
+        "prompts_sha256": scaffold_digest(),
+        "tree_max_files": cfg.tree_max_files,
+        "max_observation_chars": cfg.max_observation_chars,
+        "reply_max_tokens": cfg.reply_max_tokens,
+        "malformed_limit": cfg.malformed_limit,
+        "repeat_notice": cfg.repeat_notice,
+        "grammar": grammar,
+    }
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -242,6 +271,7 @@ def make_header(ctx: LaunchContext, cfg: RunConfig, system: str) -> Header:
         repeat=cfg.repeat,
         adakit_version=__version__,
         system_prompt=system,
+        scaffold=scaffold,
     )
 
 
@@ -274,9 +304,20 @@ class Run:
         self.mode = getattr(self.spec, "mode", "xml") or "xml"
         self.constrain = getattr(self.spec, "constrain", "none") not in (None, "none", False)
         self.grammar: str | None = None
+        self.grammar_info: dict[str, Any] | None = None
         if self.constrain:
             files = ctx.world.source_files() if cfg.constrain_paths else []
-            self.grammar = tool_grammar(TOOL_SPECS, files if 0 < len(files) <= 400 else None)
+            paths = files if 0 < len(files) <= 400 else None
+            thinking_chars = getattr(self.spec, "thinking_chars", None) or 300
+            self.grammar = tool_grammar(
+                TOOL_SPECS, paths, thinking_chars=thinking_chars,
+                thinking_min_chars=cfg.thinking_min_chars,
+            )
+            self.grammar_info = {
+                "thinking_min_chars": cfg.thinking_min_chars,
+                "thinking_chars": thinking_chars,
+                "paths": len(paths) if paths else None,
+            }
         self.reply_tokens = cfg.reply_max_tokens or getattr(self.spec, "max_tokens", None) or 1024
         self.messages: list[dict[str, Any]] = []
         self.turns: list[Turn] = []
@@ -347,7 +388,7 @@ class Run:
     def execute(self) -> RunFile:
         """Run until finalize, the turn bound, too many malformed replies or a model error."""
         system = system_prompt(self.ctx.world, self.ctx.condition, self.cfg.tree_max_files)
-        header = make_header(self.ctx, self.cfg, system)
+        header = make_header(self.ctx, self.cfg, system, self.grammar_info)
         writer = self._start_or_resume(header)
         end: End | None = None
         try:
@@ -373,6 +414,13 @@ class Run:
         finally:
             writer.close()
         return read_run(self.path)
+
+    def _same_call(self, call: ToolCall) -> int | None:
+        """The first earlier turn that made exactly this call (same tool and parameters)."""
+        for t in self.turns:
+            if t.call is not None and t.call.tool == call.tool and t.call.params == call.params:
+                return t.turn
+        return None
 
     @staticmethod
     def _rejected(turn: Turn) -> bool:
@@ -467,6 +515,7 @@ class Run:
             latency_s=completion.latency_s,
             tokens_in=completion.tokens_in,
             tokens_out=completion.tokens_out,
+            tokens_reused=getattr(completion, "tokens_reused", None),
             cost_usd=completion.cost_usd,
             cached=completion.cached,
             constrained=bool(getattr(completion, "constrained", False) or self.grammar),
@@ -487,6 +536,11 @@ class Run:
                 if decision["decision"] == "REJECT":
                     injected.append(Injection(source="system", text=_fill("rejected.txt").strip()))
                 injected.append(Injection(source="coach", text=str(decision["message"])))
+        if self.cfg.repeat_notice and call is not None:
+            earlier = self._same_call(call)
+            if earlier is not None:
+                injected.append(Injection(source="system", text=_fill(
+                    "repeat_notice.txt", turn=str(earlier)).strip()))
         finalize = bool(turn.metrics.finalize) and not self._rejected(turn)
         if not finalize:
             reminder = self.ctx.condition.reminder_after(n)

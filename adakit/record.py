@@ -21,7 +21,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 #: Ada's seven tools in Table 1 order, with the paper's abbreviations.
 TOOL_ABBR: dict[str, str] = {
@@ -61,6 +61,9 @@ class ModelInfo(_Record):
     context_window: int | None = None
     mode: str = "xml"
     constrained: bool = False
+    weights: dict[str, Any] | None = None
+    sampling: dict[str, Any] | None = None
+    thinking_chars: int | None = None
 
 
 class WorldInfo(_Record):
@@ -98,6 +101,7 @@ class Header(_Record):
     adakit_version: str = ""
     started_at: float = Field(default_factory=time.time)
     system_prompt: str = ""
+    scaffold: dict[str, Any] = Field(default_factory=dict)
 
 
 class ToolCall(_Record):
@@ -160,6 +164,7 @@ class Turn(_Record):
     latency_s: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_reused: int | None = None
     cost_usd: float | None = None
     cached: bool = False
     constrained: bool = False

@@ -25,10 +25,14 @@ from tqdm.auto import tqdm
 from adakit import config
 from adakit.agent import LaunchContext, Run, RunConfig, hint_model_from
 from adakit.conditions import get_condition
+from adakit.models import DEFAULT_LOCAL_MODEL
 from adakit.record import WorldInfo, load_corpus, read_run
 from adakit.tasks import make_task, task_families
 
-RUN_SETTINGS = ("turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit", "budget")
+RUN_SETTINGS = (
+    "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
+    "budget", "repeat_notice", "thinking_min_chars",
+)
 _LOCAL_LOCK = threading.Lock()
 
 
@@ -166,7 +170,9 @@ def _backend(model: str, world: Any, index: Any, seed: int, cache_mode: str, sco
         return BaselinePolicy(baseline_spec(model), world, index, seed=seed)
     from adakit.models import ResponseCache, backend_for, get_model
 
-    return backend_for(get_model(model), cache=ResponseCache(), cache_mode=cache_mode, cache_scope=scope)
+    return backend_for(
+        get_model(model), cache=ResponseCache(), cache_mode=cache_mode, cache_scope=scope, seed=seed
+    )
 
 
 def run_one(
@@ -199,7 +205,7 @@ def run_one(
     if condition.coach:
         from adakit.coach import make_coach
 
-        coach = make_coach(study.coach_model or "smollm2-135m", cache_mode=study.cache_mode)
+        coach = make_coach(study.coach_model or DEFAULT_LOCAL_MODEL, cache_mode=study.cache_mode)
     ctx = LaunchContext(
         world=world,
         task=make_task(spec.task, spec.world),
