@@ -21,6 +21,7 @@ tidy ``judgments.parquet`` is rebuilt from it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -56,7 +57,7 @@ from adakit.record import COG, NAV, TOOL_ABBR, RunFile, Turn, iter_run_files, re
 JUDGE_PROMPTS = config.PROMPTS / "judges"
 
 #: The offline judge: the embedded local model (registry name).
-LOCAL_JUDGE = "smollm2-135m"
+LOCAL_JUDGE = "qwen2.5-coder-1.5b"
 #: The paper's conclusion-level panel (Appendix C.1), as registered in ``models.yaml``.
 PAPER_PANEL = ("glm-5", "kimi-k2.5", "minimax-m2.7")
 #: The offline default panel: the local model in every seat.
@@ -1146,8 +1147,15 @@ def _row(item: JudgeItem, seat: Seat, res: Attempted) -> dict[str, Any]:
 
 
 def judgments_dir(corpus: str | Path) -> Path:
-    """Where the judgments of a corpus live: ``JUDGMENTS / <corpus folder name>``."""
+    """Where the judgments of a corpus live.
+
+    A shipped dataset (a folder with ``manifest.json``, its runs in ``runs/``) carries its
+    verdicts in ``judgments/`` beside the runs; any other corpus keeps them in
+    ``JUDGMENTS / <corpus folder name>``.
+    """
     p = Path(corpus)
+    if p.name == "runs" and (p.parent / "manifest.json").exists():
+        return p.parent / "judgments"
     name = p.name if p.is_dir() or not p.suffix else p.stem
     return config.JUDGMENTS / name
 
@@ -1199,8 +1207,18 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def load_judgments(source: str | Path) -> pd.DataFrame:
-    """The judgments table of a corpus folder, a judgments folder, or a .jsonl/.parquet file."""
+def load_judgments(source: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """The judgments table of a corpus folder, a judgments folder, or a .jsonl/.parquet file;
+    for a list of those, their tables stacked (a source without verdicts is left out, and
+    FileNotFoundError is raised only when none has any)."""
+    if not isinstance(source, str | Path):
+        tables = []
+        for one in source:
+            with contextlib.suppress(FileNotFoundError):
+                tables.append(load_judgments(one))
+        if not tables:
+            raise FileNotFoundError(f"no judgments for any of {[str(s) for s in source]}")
+        return pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
     p = Path(source)
     if p.suffix == ".parquet":
         return pd.read_parquet(p)
