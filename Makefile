@@ -104,11 +104,15 @@ chromium: ## install Debian's headless Chromium (for the index-page and JupyterL
 lint: $(STAMP) ## ruff only
 	$(PY) -m ruff check adakit tests benchmarks
 
-bench: $(STAMP) ## benchmarks that print side-by-side ratios
+bench: $(STAMP) $(LOCAL_STAMP) ## benchmarks that print side-by-side ratios
 	@command -v rg >/dev/null && command -v ctags >/dev/null || { echo "installing ripgrep and universal-ctags (Debian) for the comparison"; \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ripgrep universal-ctags) >/dev/null; }
 	$(PY) -m adakit worlds fetch scikit-learn tensorzero
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+bench-models: $(STAMP) $(LOCAL_STAMP) ## the local models' behaviour on a fixed slice beside the baselines (replays the reference corpus)
+	$(PY) -m adakit worlds fetch flask requests
+	$(PY) benchmarks/bench_models.py
 
 lab: $(STAMP) ## open JupyterLab on the notebooks
 	$(VENV)/bin/jupyter lab notebooks

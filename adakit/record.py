@@ -310,7 +310,7 @@ TURN_COLUMNS = [
     "result_count", "error_type", "parse_error", "finalize", "confidence", "thinking_chars",
     "output_chars", "started_at", "ended_at", "t_rel_start", "t_rel_end", "duration_s",
     "latency_s", "tokens_in", "tokens_out", "cached", "coach_decision", "n_injected",
-    "dropped_messages",
+    "dropped_messages", "tokens_reused",
 ]
 READ_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "file", "start_line",
@@ -381,6 +381,7 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
                 "latency_s": t.latency_s,
                 "tokens_in": t.tokens_in,
                 "tokens_out": t.tokens_out,
+                "tokens_reused": t.tokens_reused,
                 "cached": t.cached,
                 "coach_decision": coach_decision,
                 "n_injected": len(t.injected),
@@ -521,7 +522,7 @@ def _as_values(value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def open_corpus(
-    corpus: str | Path,
+    corpus: str | Path | Iterable[str | Path],
     models: str | Iterable[str] = (),
     worlds: str | Iterable[str] = (),
     tasks: str | Iterable[str] = (),
@@ -530,14 +531,26 @@ def open_corpus(
     verbose: bool = True,
 ) -> Corpus:
     """Load a corpus the way the notebooks do: a path relative to the project root (or
-    absolute), the runs kept by the model / world / task / condition filters (empty: all),
-    optionally only finished runs, and a one-line count printed.
+    absolute), or a list of such folders read as one corpus, the runs kept by the model /
+    world / task / condition filters (empty: all), optionally only finished runs, and a
+    one-line count printed.
 
     Raises FileNotFoundError for a missing corpus, and ValueError naming the values on hand
-    when no run is left.
+    when no run is left (or when two folders hold the same run id).
     """
     from adakit import config
 
+    if not isinstance(corpus, str | Path):
+        parts = [open_corpus(c, finished_only=finished_only, verbose=False) for c in corpus]
+        if not parts:
+            raise ValueError("no corpus folder given")
+        data = Corpus(*(pd.concat([getattr(p, k) for p in parts], ignore_index=True)
+                        for k in ("runs", "turns", "reads")))
+        dup = data.runs["run_id"][data.runs["run_id"].duplicated()]
+        if len(dup):
+            raise ValueError(f"run {dup.iloc[0]!r} is in more than one of the corpus folders")
+        shown: Path | str = " + ".join(str(c) for c in corpus)
+        return _filtered(data, shown, models, worlds, tasks, conditions, finished_only, verbose)
     path = config.resolve(corpus)
     try:
         shown: Path | str = path.relative_to(config.ROOT)
@@ -552,6 +565,19 @@ def open_corpus(
     if data.runs.empty:
         what = "finished runs" if finished_only else "run files"
         raise ValueError(f"no {what} in the corpus {shown}")
+    return _filtered(data, shown, models, worlds, tasks, conditions, finished_only, verbose)
+
+
+def _filtered(
+    data: Corpus,
+    shown: Path | str,
+    models: str | Iterable[str],
+    worlds: str | Iterable[str],
+    tasks: str | Iterable[str],
+    conditions: str | Iterable[str],
+    finished_only: bool,
+    verbose: bool,
+) -> Corpus:
     filters = {
         col: values
         for col, values in (("model", _as_values(models)), ("world", _as_values(worlds)),

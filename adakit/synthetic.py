@@ -945,7 +945,7 @@ def synthetic_tables(
                 t.parse_error, t.finalize, t.confidence, t.thinking_chars, len(t.raw_text),
                 t.started_at, t.ended_at, (t.started_at - t0) / span, (t.ended_at - t0) / span,
                 t.ended_at - t.started_at, t.latency_s, t.tokens_in, t.tokens_out, False,
-                t.coach.get("decision") if t.coach else None, len(t.injected), 0,
+                t.coach.get("decision") if t.coach else None, len(t.injected), 0, None,
             ))
             if t.file and t.error_type is None:
                 for a, b in t.ranges:
@@ -1317,6 +1317,7 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "coach_decision": decision,
         "n_injected": n_injected,
         "dropped_messages": np.zeros(T, dtype=np.int64),
+        "tokens_reused": np.full(T, None, dtype=object),
     }, columns=TURN_COLUMNS)
     keep = rng_ok & has_file & (error_type == None)  # noqa: E711 (object array)
     reads_df = turns_df.loc[keep, ["run_id", "model", "world", "task", "condition", "turn",
