@@ -637,9 +637,32 @@ def length_diagnostic_by_model(
 
 
 def judgments_path_for(corpus: str | Path) -> Path:
-    """Where ``adakit judge`` writes the judgments of a corpus folder:
-    ``<JUDGMENTS>/<corpus folder name>/judgments.parquet``."""
-    return config.JUDGMENTS / Path(corpus).name / "judgments.parquet"
+    """Where the judgments of a corpus folder are: ``judgments.parquet`` in its verdicts
+    folder (``adakit.judges.judgments_dir``: ``<JUDGMENTS>/<corpus folder name>``, or a shipped
+    dataset's own ``judgments/``), else the ``judgments.jsonl`` log there when only that exists."""
+    from adakit.judges import judgments_dir
+
+    folder = judgments_dir(Path(corpus))
+    parquet, log = folder / "judgments.parquet", folder / "judgments.jsonl"
+    return log if log.exists() and not parquet.exists() else parquet
+
+
+def read_corpus_judgments(corpus: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """The judgments of one corpus folder, or of several stacked (a corpus without verdicts is
+    left out with a printed note; FileNotFoundError when none has any)."""
+    if isinstance(corpus, str | Path):
+        return read_judgments(judgments_path_for(config.resolve(corpus)))
+    tables = []
+    for one in corpus:
+        path = judgments_path_for(config.resolve(one))
+        if path.exists():
+            tables.append(read_judgments(path))
+        else:
+            print(f"note: {one} has no judgments yet ({path}); its runs are not adjudicated")
+    if not tables:
+        raise FileNotFoundError(f"no judgments for any of {[str(c) for c in corpus]}; "
+                                "run `adakit judge CORPUS` first")
+    return pd.concat(tables, ignore_index=True)
 
 
 def read_judgments(path: str | Path) -> pd.DataFrame:
