@@ -453,13 +453,21 @@ class EndpointLimiter:
     no thread sends until the pause is over. The pause is the server's Retry-After when it
     gives one, else exponential in the number of rate-limit episodes in a row; 429s for
     requests that were sent before the current episode began belong to it (they may lengthen
-    the pause to their own Retry-After but do not escalate it). A success resets the count.
-    ``stats`` counts requests sent, 429s and the largest number in flight.
+    the pause to their own Retry-After but do not escalate it). After a pause the endpoint
+    starts slowly (``slow_start``): one request in flight, twice as many after each answer,
+    until the cap is gone, so the threads that waited do not all arrive at once. A success
+    resets the count of episodes. ``stats`` counts requests sent, 429s and the largest number
+    in flight.
     """
 
-    def __init__(self, key: tuple[str, str], limit: int | None = None) -> None:
+    #: the in-flight window after a pause grows no further than this before it is lifted
+    SLOW_START_MAX = 64
+
+    def __init__(self, key: tuple[str, str], limit: int | None = None, slow_start: bool = True) -> None:
         self.key = key
         self.limit = limit
+        self.slow_start = slow_start
+        self._window: int | None = None  # the in-flight cap while starting again after a pause
         self._cond = threading.Condition()
         self._active = 0
         self._paused_until = 0.0
@@ -486,7 +494,7 @@ class EndpointLimiter:
                 now = time.monotonic()
                 if now < self._paused_until:
                     self._cond.wait(self._paused_until - now)
-                elif self.limit is not None and self._active >= self.limit:
+                elif self._active >= self._cap():
                     self._cond.wait()
                 else:
                     break
@@ -501,6 +509,10 @@ class EndpointLimiter:
                 self._active -= 1
                 self._cond.notify_all()
 
+    def _cap(self) -> float:
+        caps = [c for c in (self.limit, self._window) if c is not None]
+        return min(caps) if caps else float("inf")
+
     def rate_limited(self, sent_at: float, retry_after: float | None, policy: RetryPolicy) -> float:
         """Record a 429 for a request sent at ``sent_at``; returns the seconds the endpoint
         is now paused for."""
@@ -510,6 +522,8 @@ class EndpointLimiter:
             if sent_at >= self._episode_started:  # a new episode
                 self._strikes += 1
                 self._episode_started = now
+                if self.slow_start:
+                    self._window = 1
                 delay = policy.pause(self._strikes, retry_after)
             else:
                 delay = policy.pause(self._strikes, retry_after) if retry_after is not None else 0.0
@@ -525,6 +539,11 @@ class EndpointLimiter:
         with self._cond:
             if sent_at >= self._episode_started:
                 self._strikes = 0
+                if self._window is not None:
+                    self._window *= 2
+                    if self._window >= min(self.limit or self.SLOW_START_MAX, self.SLOW_START_MAX):
+                        self._window = None
+                    self._cond.notify_all()
 
 
 _LIMITERS: dict[tuple[str, str], EndpointLimiter] = {}

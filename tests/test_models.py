@@ -537,3 +537,29 @@ def test_eight_threads_under_injected_429s_all_complete(key: str) -> None:
     # exactly 30% of the requests were refused: 114 sent for 80 replies (1.43x)
     assert fake.refused == int(len(fake.requests) * 0.3) and len(fake.requests) <= 1.5 * done
     assert fake.max_in_flight <= 4
+
+
+def test_after_a_pause_the_endpoint_starts_with_one_request_and_doubles() -> None:
+    limiter = m.EndpointLimiter(("http://h/v1", "slow"), limit=6)
+    policy = RetryPolicy(base=0.0, cap=0.0)
+    assert limiter._cap() == 6
+    with limiter.slot() as sent:
+        pass
+    limiter.rate_limited(sent, 0.0, policy)
+    caps = [limiter._cap()]
+    for _ in range(3):
+        with limiter.slot() as sent:
+            pass
+        limiter.succeeded(sent)
+        caps.append(limiter._cap())
+    assert caps == [1, 2, 4, 6]  # the window reached the cap and was lifted
+    # a 429 for a request sent before the episode began neither escalates nor restarts it
+    limiter.rate_limited(sent, 0.0, policy)
+    with limiter.slot() as fresh:
+        pass
+    limiter.rate_limited(sent, 0.0, policy)
+    assert limiter._strikes == 1 and limiter._cap() == 1
+    limiter.succeeded(sent)  # an answer to a request sent before the episode: no signal
+    assert limiter._strikes == 1 and limiter._cap() == 1
+    limiter.succeeded(fresh)  # a fresh answer ends the episode and widens the window
+    assert limiter._strikes == 0 and limiter._cap() == 2
