@@ -40,8 +40,11 @@ a stalled request does not block the next one.
 Injected rate limits: ``FakeOpenAI(script, rate_limit=0.3, retry_after=0.05)`` answers 30% of
 the chat requests with HTTP 429 (and that ``Retry-After``) before the script is asked, spread
 evenly and deterministically (request n is refused when ``floor(n * 0.3)`` grows), so a test
-knows exactly how many were refused. ``refused``, ``answered`` (HTTP 200 replies),
-``in_flight`` and ``max_in_flight`` (the most chat requests open at once) count what happened.
+knows exactly how many were refused. With ``hold=True`` the server also means its
+Retry-After, as a rate-limited provider does: after a refusal every request is refused until
+that time has passed (the fraction then applies to the requests that arrive while it is open).
+``refused``, ``answered`` (HTTP 200 replies), ``in_flight`` and ``max_in_flight`` (the most
+chat requests open at once) count what happened.
 """
 
 from __future__ import annotations
@@ -144,12 +147,16 @@ class FakeOpenAI:
         model: str = "fake-model",
         rate_limit: float = 0.0,
         retry_after: float | None = None,
+        hold: bool = False,
     ) -> None:
         if not 0.0 <= rate_limit < 1.0:
             raise ValueError("rate_limit is the fraction of requests refused, in [0, 1)")
         self.model = model
         self.rate_limit = rate_limit
         self.retry_after = retry_after
+        self.hold = hold
+        self._open_until = 0.0
+        self._open_arrivals = 0
         self.refused = 0
         self.answered = 0
         self.in_flight = 0
@@ -210,9 +217,16 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(request)
             self.headers.append(headers)
-            n = len(self.requests)
+            now = time.monotonic()
+            if self.hold and now < self._open_until:
+                self.refused += 1
+                return error(429, retry_after=self._open_until - now, message="rate limit (held)")
+            self._open_arrivals += 1
+            n = self._open_arrivals
             if int(n * self.rate_limit) > int((n - 1) * self.rate_limit):
                 self.refused += 1
+                if self.hold:
+                    self._open_until = now + (self.retry_after or 0.0)
                 return error(429, retry_after=self.retry_after, message="rate limit (injected)")
             if self._func is not None:
                 return _as_reply(self._func(request))
