@@ -12,6 +12,8 @@ STAMP := $(VENV)/.adakit-installed
 LOCAL_STAMP := $(VENV)/.adakit-local-model
 PROFILE ?= quick
 STUDY := studies/$(PROFILE).yaml
+# extra flags for `adakit launch`, e.g. LAUNCH_FLAGS="--check --yes" or "--skip-unavailable"
+LAUNCH_FLAGS ?=
 
 # The embedded local models: llama-cpp-python is source-only on PyPI and its default build uses
 # -march=native (AMX faults in this VM), so it is built once, portably, into a wheel cache that
@@ -72,7 +74,7 @@ $(STUDY_OUT)/worlds.done: $(STUDY) | $(STAMP)
 	touch $@
 
 $(STUDY_OUT)/launch.done: $(STUDY_OUT)/worlds.done $(STUDY) | $(STAMP) $(LOCAL_STAMP)
-	$(ADAKIT) launch $(STUDY)
+	$(ADAKIT) launch $(STUDY) $(LAUNCH_FLAGS)
 	touch $@
 
 $(STUDY_OUT)/judge.done: $(STUDY_OUT)/launch.done

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from adakit import __version__, config
 from adakit.conditions import Condition
-from adakit.models import CacheMiss, ModelError
+from adakit.models import RETRYABLE_KINDS, CacheMiss, ModelError
 from adakit.protocol import (
     THINKING_MIN_CHARS,
     function_tools,
@@ -426,13 +426,15 @@ class Run:
     def _rejected(turn: Turn) -> bool:
         return bool(turn.coach and turn.coach.get("decision") == "REJECT")
 
-    def _end(self, reason: str, error: str | None = None) -> End:
+    def _end(self, reason: str, error: str | None = None, failure: str | None = None) -> End:
         content, title = self.conclusion
         return End(
             reason=reason,
             conclusion=content,
             conclusion_title=title,
             error=error,
+            failure=failure,
+            retryable=reason == "model_error" and failure in RETRYABLE_KINDS,
             totals={
                 "turns": len(self.turns),
                 "tokens_in": sum(t.tokens_in for t in self.turns),
@@ -460,10 +462,11 @@ class Run:
         except CacheMiss:
             raise  # a replay that leaves the recording stops loudly; the run stays resumable
         except ModelError as exc:
-            reason = "context_overflow" if exc.kind == "context_overflow" else "model_error"
-            return None, self._end(reason, f"{type(exc).__name__}: {exc}")
+            if exc.kind == "context_overflow":
+                return None, self._end("context_overflow", f"{type(exc).__name__}: {exc}")
+            return None, self._end("model_error", f"{type(exc).__name__}: {exc}", exc.kind)
         except Exception as exc:  # transport or policy failures: end the run, keep the record
-            return None, self._end("model_error", f"{type(exc).__name__}: {exc}")
+            return None, self._end("model_error", f"{type(exc).__name__}: {exc}", "error")
         text = completion.text or ""
         if self.mode == "function" and getattr(completion, "tool_calls", None):
             calls = completion.tool_calls
@@ -530,7 +533,10 @@ class Run:
             dropped_messages=dropped,
         )
         if self.ctx.coach is not None:
-            decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
+            try:
+                decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
+            except ModelError as exc:  # the coach cannot be asked at all (no key, refused key)
+                return None, self._end("model_error", f"coach: {type(exc).__name__}: {exc}", exc.kind)
             turn.coach = decision
             if decision.get("decision") in ("HINT", "REJECT") and decision.get("message"):
                 if decision["decision"] == "REJECT":

@@ -33,7 +33,10 @@ After each completed turn the flow is::
 turn summary, every judge's report (valid or not), every model call's latency, tokens and
 cache flag, and the review's wall-clock ``started_at``/``ended_at`` (which content digests leave
 out, so a replay from the response cache reproduces a coach run exactly). A :class:`adakit.models.CacheMiss` (a replay that diverged from its recording) is
-re-raised; every other failure degrades to no signal or PASS.
+re-raised, and so is a :class:`adakit.models.ModelError` of a retryable kind (no key, a refused
+key, an endpoint that stays down: ``adakit.models.RETRYABLE_KINDS``), which ends the run as a
+retryable model error instead of recording a coach condition without a coach; every other
+failure (a refused request, an invalid reply) degrades to no signal or PASS.
 """
 
 from __future__ import annotations
@@ -693,6 +696,13 @@ def _cache_miss() -> type[BaseException]:
     return CacheMiss
 
 
+def _must_stop(exc: BaseException) -> bool:
+    """A model failure that would repeat on every call (see the module docstring)."""
+    from adakit.models import RETRYABLE_KINDS, ModelError
+
+    return isinstance(exc, ModelError) and exc.kind in RETRYABLE_KINDS
+
+
 class CoachJudge:
     """The coach-judge sidecar: implements the agent loop's ``Coach`` protocol.
 
@@ -861,7 +871,9 @@ class CoachJudge:
                 completion = backend.complete(convo, json_schema=schema, max_tokens=max_tokens)
             except _cache_miss():
                 raise
-            except Exception as exc:  # transport, HTTP, missing key: no signal
+            except Exception as exc:  # a refused request or a broken reply: no signal
+                if _must_stop(exc):
+                    raise
                 record["error"] = f"{type(exc).__name__}: {_clip(str(exc), 300)}"
                 out.error = record["error"]
                 return out

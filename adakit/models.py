@@ -56,12 +56,24 @@ _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic
 
 
 class ModelError(RuntimeError):
-    """A model call that could not be completed (after retries), or a misconfigured model."""
+    """A model call that could not be completed (after retries), or a misconfigured model.
+
+    ``kind`` says what failed: ``missing_key``, ``auth`` (HTTP 401/403), ``gave_up`` (retries
+    exhausted on 429, 5xx or timeouts), ``unreachable`` (retries exhausted on connection
+    errors), ``local`` (the embedded model cannot be served), ``http`` (another refused
+    request), ``context_overflow``, ``client``, ``empty``, ``config``. The kinds in
+    :data:`RETRYABLE_KINDS` are the model's side failing, not the agent: a run they end is
+    worth launching again once the cause is fixed.
+    """
 
     def __init__(self, message: str, *, status: int | None = None, kind: str = "error") -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
+
+
+#: ModelError kinds that end a run in a way ``adakit launch`` retries (see ModelError).
+RETRYABLE_KINDS = frozenset({"missing_key", "auth", "gave_up", "unreachable", "local"})
 
 
 class CacheMiss(LookupError):
@@ -92,6 +104,8 @@ class ModelSpec:
     decoding the endpoint understands: ``grammar`` (llama.cpp GBNF, and its JSON-schema
     ``json_object``), ``json`` (only the latter) or ``none``. ``extra_body`` is merged into
     every request (provider-specific switches such as turning a reasoning mode off).
+    ``max_concurrency`` caps the requests in flight to this model's endpoint across every
+    thread of the process (None: no cap); see :class:`EndpointLimiter`.
     """
 
     name: str
@@ -113,6 +127,7 @@ class ModelSpec:
     thinking_chars: int | None = None
     description: str = ""
     notes: str = ""
+    max_concurrency: int | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -138,7 +153,7 @@ class ModelSpec:
                 problems.append(f"{key} must be a non-negative number, got {value!r}")
         if self.kind == "local" and not (self.gguf or self.weights):
             problems.append("a 'local' model needs weights (a name from weights.yaml) or a gguf path")
-        for key in ("max_tokens", "context_window", "thinking_chars"):
+        for key in ("max_tokens", "context_window", "thinking_chars", "max_concurrency"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or value <= 0):
                 problems.append(f"{key} must be a positive integer, got {value!r}")
@@ -424,17 +439,147 @@ def _request_summary(request: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Exponential backoff with full jitter: wait uniform(0, min(cap, base * 2**attempt)),
-    or what the server's Retry-After asks for (at most ``max_retry_after`` seconds)."""
+    or what the server's Retry-After asks for (at most ``max_retry_after`` seconds).
+
+    ``attempts`` bounds the tries of one call against timeouts, connection errors and 5xx;
+    HTTP 429 answers are counted apart, up to ``rate_limit_attempts``: a 429 is the provider
+    pacing the client, and under a sustained rate limit six tries would end runs that only
+    needed to wait.
+    """
 
     attempts: int = 6
     base: float = 1.0
     cap: float = 60.0
     max_retry_after: float = 300.0
+    rate_limit_attempts: int = 20
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.max_retry_after)
         return rng.uniform(0.0, min(self.cap, self.base * (2**attempt)))
+
+    def pause(self, strikes: int, retry_after: float | None) -> float:
+        """An endpoint-wide pause after ``strikes`` rate-limit episodes in a row: the server's
+        Retry-After, else ``min(cap, base * 2**(strikes - 1))`` (no jitter: one pause for all)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_retry_after)
+        return min(self.cap, self.base * (2 ** max(strikes - 1, 0)))
+
+
+class EndpointLimiter:
+    """The requests in flight to one endpoint, shared by every thread and backend of the process.
+
+    An endpoint is a (base URL, model id) pair: providers meter each model separately. At most
+    ``limit`` requests are in flight at once (None: no cap). A 429 pauses the whole endpoint:
+    no thread sends until the pause is over. The pause is the server's Retry-After when it
+    gives one, else exponential in the number of rate-limit episodes in a row; 429s for
+    requests that were sent before the current episode began belong to it (they may lengthen
+    the pause to their own Retry-After but do not escalate it). After a pause the endpoint
+    starts slowly (``slow_start``): one request in flight, twice as many after each answer,
+    until the cap is gone, so the threads that waited do not all arrive at once. A success
+    resets the count of episodes. ``stats`` counts requests sent, 429s and the largest number
+    in flight.
+    """
+
+    #: the in-flight window after a pause grows no further than this before it is lifted
+    SLOW_START_MAX = 64
+
+    def __init__(self, key: tuple[str, str], limit: int | None = None, slow_start: bool = True) -> None:
+        self.key = key
+        self.limit = limit
+        self.slow_start = slow_start
+        self._window: int | None = None  # the in-flight cap while starting again after a pause
+        self._cond = threading.Condition()
+        self._active = 0
+        self._paused_until = 0.0
+        self._episode_started = float("-inf")
+        self._strikes = 0
+        self.stats = {"requests": 0, "rate_limited": 0, "max_in_flight": 0, "paused_s": 0.0}
+
+    def __repr__(self) -> str:
+        return f"EndpointLimiter({self.key!r}, limit={self.limit})"
+
+    def tighten(self, limit: int | None) -> None:
+        """Apply a registry entry's cap: the smallest cap set for the endpoint wins."""
+        if limit is None:
+            return
+        with self._cond:
+            self.limit = limit if self.limit is None else min(self.limit, limit)
+            self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def slot(self) -> Any:
+        """Wait for the pause to end and a free slot; yields the (monotonic) send time."""
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                if now < self._paused_until:
+                    self._cond.wait(self._paused_until - now)
+                elif self._active >= self._cap():
+                    self._cond.wait()
+                else:
+                    break
+            self._active += 1
+            self.stats["requests"] += 1
+            self.stats["max_in_flight"] = max(self.stats["max_in_flight"], self._active)
+            sent_at = time.monotonic()
+        try:
+            yield sent_at
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    def _cap(self) -> float:
+        caps = [c for c in (self.limit, self._window) if c is not None]
+        return min(caps) if caps else float("inf")
+
+    def rate_limited(self, sent_at: float, retry_after: float | None, policy: RetryPolicy) -> float:
+        """Record a 429 for a request sent at ``sent_at``; returns the seconds the endpoint
+        is now paused for."""
+        with self._cond:
+            now = time.monotonic()
+            self.stats["rate_limited"] += 1
+            if sent_at >= self._episode_started:  # a new episode
+                self._strikes += 1
+                self._episode_started = now
+                if self.slow_start:
+                    self._window = 1
+                delay = policy.pause(self._strikes, retry_after)
+            else:
+                delay = policy.pause(self._strikes, retry_after) if retry_after is not None else 0.0
+            until = now + delay
+            if until > self._paused_until:
+                self.stats["paused_s"] += until - max(self._paused_until, now)
+                self._paused_until = until
+            self._cond.notify_all()
+            return max(self._paused_until - now, 0.0)
+
+    def succeeded(self, sent_at: float) -> None:
+        """A request sent at ``sent_at`` was answered: a fresh success ends the episode count."""
+        with self._cond:
+            if sent_at >= self._episode_started:
+                self._strikes = 0
+                if self._window is not None:
+                    self._window *= 2
+                    if self._window >= min(self.limit or self.SLOW_START_MAX, self.SLOW_START_MAX):
+                        self._window = None
+                    self._cond.notify_all()
+
+
+_LIMITERS: dict[tuple[str, str], EndpointLimiter] = {}
+_LIMITERS_LOCK = threading.Lock()
+
+
+def endpoint_limiter(spec: ModelSpec) -> EndpointLimiter:
+    """The process-wide limiter of a model's endpoint, with the entry's ``max_concurrency``."""
+    key = (spec.endpoint, spec.model_id)
+    with _LIMITERS_LOCK:
+        limiter = _LIMITERS.get(key)
+        if limiter is None:
+            limiter = _LIMITERS[key] = EndpointLimiter(key)
+    limiter.tighten(spec.max_concurrency)
+    return limiter
 
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
@@ -481,7 +626,9 @@ class OpenAIBackend:
     """A :class:`ChatBackend` for any OpenAI-compatible endpoint, through the ``openai`` client.
 
     The API key is read from ``spec.api_key_env`` at call time. Retries (429, 5xx, timeouts,
-    connection errors) follow ``retry``; the client's own retries are off. Constrained decoding
+    connection errors) follow ``retry``; the client's own retries are off. Requests go through
+    the endpoint's :class:`EndpointLimiter` (``limiter``), which caps those in flight and turns
+    a 429 into a pause of the whole endpoint. Constrained decoding
     follows ``spec.constrain``: with ``grammar`` a GBNF grammar goes in ``extra_body`` and a JSON
     schema in llama.cpp's ``response_format={"type": "json_object", "schema": ...}``; with
     ``json`` only the latter; with ``none`` both are ignored. ``Completion.constrained`` says
@@ -498,6 +645,7 @@ class OpenAIBackend:
         retry: RetryPolicy | None = None,
         seed: int | None = None,
         cache_scope: str | None = None,
+        limiter: EndpointLimiter | None | Literal["shared"] = "shared",
     ) -> None:
         if spec.kind == "baseline":
             raise ModelError(
@@ -514,6 +662,8 @@ class OpenAIBackend:
         self._base_url = base_url
         self._rng = random.Random(seed)
         self.seed = seed
+        # "shared": the endpoint's process-wide limiter; None: each call backs off on its own
+        self.limiter = endpoint_limiter(spec) if limiter == "shared" else limiter
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec.name!r}, cache={self.cache!r})"
@@ -617,29 +767,51 @@ class OpenAIBackend:
 
         api_key = self._api_key()
         name = self.spec.name
-        last = ""
-        for attempt in range(self.retry.attempts):
+        policy = self.retry
+        limiter = self.limiter
+        last, last_kind = "", "gave_up"
+        failures = limited = attempt = 0
+        while True:
+            attempt += 1
             retry_after = None
+            sent_at = time.monotonic()
             try:
                 client = self._get_client(self._endpoint_url(), api_key)
-                response, latency = self._send(client, request)
-                return self._completion(response, latency, constrained, attempt + 1)
+                with limiter.slot() if limiter else contextlib.nullcontext(sent_at) as sent_at:
+                    response, latency = self._send(client, request)
+                if limiter:
+                    limiter.succeeded(sent_at)
+                return self._completion(response, latency, constrained, attempt)
             except openai.APITimeoutError:
-                last = f"timed out after {self.spec.timeout_s:g} s"
+                last, last_kind = f"timed out after {self.spec.timeout_s:g} s", "gave_up"
             except openai.APIConnectionError as exc:
-                last = f"connection error: {_scrub(str(exc), api_key)}"
+                last, last_kind = f"connection error: {_scrub(str(exc), api_key)}", "unreachable"
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 detail = _scrub(_status_detail(exc), api_key)
                 if status not in _RETRY_STATUS and status < 500:
                     overflow = status in (400, 413) and _OVERFLOW.search(detail)
+                    kind = "auth" if status in (401, 403) else "http"
                     raise ModelError(
                         f"model {name!r} at {self.spec.endpoint}: HTTP {status}: {detail}",
                         status=status,
-                        kind="context_overflow" if overflow else "http",
+                        kind="context_overflow" if overflow else kind,
                     ) from None
-                last = f"HTTP {status}: {detail}"
+                last, last_kind = f"HTTP {status}: {detail}", "gave_up"
                 retry_after = _retry_after(getattr(exc.response, "headers", None))
+                if status == 429:
+                    limited += 1
+                    if limited < policy.rate_limit_attempts:
+                        wait = (
+                            limiter.rate_limited(sent_at, retry_after, policy)
+                            if limiter
+                            else policy.delay(limited - 1, retry_after, self._rng)
+                        )
+                        log.info("model %s: HTTP 429; endpoint paused %.2f s", name, wait)
+                        if not limiter:
+                            time.sleep(wait)
+                        continue
+                    break
             except ModelError:
                 raise
             except openai.OpenAIError as exc:
@@ -647,22 +819,19 @@ class OpenAIBackend:
                     f"model {name!r}: {type(exc).__name__}: {_scrub(str(exc), api_key)}",
                     kind="client",
                 ) from None
-            if attempt + 1 >= self.retry.attempts:
+            failures += 1
+            if failures >= policy.attempts:
                 break
-            wait = self.retry.delay(attempt, retry_after, self._rng)
+            wait = policy.delay(failures - 1, retry_after, self._rng)
             log.warning(
-                "model %s: %s; retry %d/%d in %.2f s",
-                name,
-                last,
-                attempt + 1,
-                self.retry.attempts - 1,
-                wait,
-            )
+                "model %s: %s; retry %d/%d in %.2f s", name, last, failures,
+                policy.attempts - 1, wait,
+            )  # fmt: skip
             time.sleep(wait)
         raise ModelError(
-            f"model {name!r} at {self.spec.endpoint}: giving up after {self.retry.attempts} "
+            f"model {name!r} at {self.spec.endpoint}: giving up after {attempt} "
             f"attempts; last error: {last}",
-            kind="gave_up",
+            kind=last_kind,
         )
 
     def _completion(

@@ -365,17 +365,22 @@ def _cmd_study(args: argparse.Namespace) -> int:
     profile = args.profile
     out = output_dir(profile)
     stages = args.stages or ["worlds", "launch", "judge", "notebooks", "index"]
-    from adakit.study import launch, load_study
+    from adakit.study import gated_launch, load_study
 
     study = load_study(study_file(profile))
     t0 = time.time()
     if "worlds" in stages:
-        from adakit.world import fetch_world
+        from adakit.world import WorldUnavailable, fetch_world
 
         for name in dict.fromkeys(s.world for s in study.specs):
-            fetch_world(name)
+            try:
+                fetch_world(name)
+            except WorldUnavailable as exc:  # the launch's preflight reports it and decides
+                print(f"worlds: {exc}", file=sys.stderr)
     if "launch" in stages:
-        launch(study)
+        code = gated_launch(study, yes=args.yes, study_arg=str(study_file(profile)))
+        if code:
+            return code
     if "judge" in stages:
         run_judge_stage(profile)
     if "notebooks" in stages:
@@ -414,6 +419,7 @@ def register_cli(sub: Any) -> None:
     p = sub.add_parser("study", help="run the whole study for a profile (worlds, launch, judge, notebooks, index)")
     p.add_argument("profile", nargs="?", default="quick", help="quick (default), paper, ci, or a study file")
     p.add_argument("--stages", nargs="+", choices=["worlds", "launch", "judge", "notebooks", "index"])
+    p.add_argument("--yes", action="store_true", help="launch whatever the estimated cost")
     p.set_defaults(func=_cmd_study)
     r = sub.add_parser("stage", help="one stage of the study pipeline (used by the Makefile)")
     r.add_argument("what", choices=["judge", "notebook", "index", "summary"])

@@ -189,6 +189,13 @@ class End(_Record):
     conclusion_title: str | None = None
     error: str | None = None
     totals: dict[str, Any] = Field(default_factory=dict)
+    #: For ``model_error``: what failed (``adakit.models.ModelError`` kind, e.g. ``missing_key``,
+    #: ``auth``, ``gave_up``, ``unreachable``; ``error`` for anything else). None otherwise and
+    #: in files written before this field existed.
+    failure: str | None = None
+    #: True when the run ended because of the model's side (a missing key, an authentication
+    #: error, retries exhausted, an endpoint that does not answer): ``adakit launch`` re-runs it.
+    retryable: bool = False
 
 
 def json_schema() -> dict[str, Any]:
