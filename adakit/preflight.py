@@ -115,7 +115,9 @@ def check_model(name: str, registry: dict[str, Any], cache_mode: str = "use",
         return ("not in the model registry",
                 "add it to a YAML file named by ADAKIT_MODELS (`adakit models list` shows the known ones)")
     if spec.kind == "local":
-        ok, why = local_model_available()
+        if cache_mode == "replay":  # a replay never starts the server
+            return None
+        ok, why = local_model_available(spec)
         return None if ok else (_first_sentence(why), fix_for("local", spec))
     if spec.kind != "llm" or cache_mode == "replay":
         return None
