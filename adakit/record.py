@@ -21,7 +21,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 #: Ada's seven tools in Table 1 order, with the paper's abbreviations.
 TOOL_ABBR: dict[str, str] = {
@@ -37,9 +37,19 @@ ABBR_TOOL = {v: k for k, v in TOOL_ABBR.items()}
 TOOL_ORDER = list(TOOL_ABBR.values())
 NAV = frozenset({"OVW", "PKR", "EXP"})
 COG = frozenset({"MEM", "BKM", "HNT", "CON"})
+#: Canonical classes outside Ada's read-only set, for trajectories of other agents imported by
+#: :mod:`adakit.importers`: editing files, executing commands, submitting the result.
+ACT_ABBR: dict[str, str] = {"edit": "EDT", "execute": "EXE", "submit": "SUB"}
+ACT_ORDER = list(ACT_ABBR.values())
+ACT = frozenset(ACT_ORDER)
+#: Every canonical tool abbreviation: Ada's seven, then the imported agents' action classes.
+CANONICAL_ORDER = TOOL_ORDER + ACT_ORDER
 
 TerminationReason = Literal[
-    "finalize", "turn_bound", "malformed_limit", "model_error", "context_overflow"
+    "finalize", "turn_bound", "malformed_limit", "model_error", "context_overflow",
+    # imported runs (schema 1.1): the agent submitted; a cost limit stopped it; another exit
+    # of the source scaffold (its own status is kept verbatim in ``End.exit_status``)
+    "submit", "cost_limit", "agent_exit",
 ]
 ErrorType = Literal["tool_error", "unknown_tool", "malformed", "model_error"]
 
@@ -83,6 +93,23 @@ class ConditionInfo(_Record):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class SourceInfo(_Record):
+    """Where an imported run came from (schema 1.1): the source format, file and sha256.
+
+    ``timing`` says how turn times were obtained: ``recorded`` (timestamps in the source),
+    ``execution`` (only per-step execution times: turns are laid end to end, model time
+    unknown) or ``none`` (no timing: turns are one second apart, so time equals turn order).
+    """
+
+    format: str
+    file: str
+    sha256: str
+    agent: str = ""
+    agent_version: str = ""
+    instance: str | None = None
+    timing: Literal["recorded", "execution", "none"] = "none"
+
+
 class Header(_Record):
     kind: Literal["header"] = "header"
     schema_version: str = SCHEMA_VERSION
@@ -98,6 +125,7 @@ class Header(_Record):
     adakit_version: str = ""
     started_at: float = Field(default_factory=time.time)
     system_prompt: str = ""
+    source: SourceInfo | None = None
 
 
 class ToolCall(_Record):
@@ -133,6 +161,8 @@ class ToolMetrics(_Record):
     error_type: ErrorType | None = None
     confidence: str | None = None
     finalize: bool | None = None
+    exit_code: int | None = None
+    mapped_by: str | None = None
 
 
 class Injection(_Record):
@@ -174,6 +204,7 @@ class Turn(_Record):
     coach: dict[str, Any] | None = None
     model_calls: list[ModelCall] = Field(default_factory=list)
     dropped_messages: int = 0
+    observation_chars: int | None = None
 
 
 class End(_Record):
@@ -184,6 +215,8 @@ class End(_Record):
     conclusion_title: str | None = None
     error: str | None = None
     totals: dict[str, Any] = Field(default_factory=dict)
+    exit_status: str | None = None
+    submission: str | None = None
 
 
 def json_schema() -> dict[str, Any]:
@@ -297,7 +330,7 @@ RUN_COLUMNS = [
     "run_id", "study", "model", "model_kind", "world", "task", "target", "condition",
     "repeat", "seed", "turn_bound", "reason", "finished", "n_turns", "started_at",
     "elapsed_s", "tokens_in", "tokens_out", "cost_usd", "cache_hits", "errors",
-    "conclusion", "conclusion_chars", "path",
+    "conclusion", "conclusion_chars", "path", "agent", "world_source",
 ]
 TURN_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "tool_name", "action",
@@ -326,6 +359,18 @@ def iter_run_files(source: str | Path | Iterable[str | Path]) -> Iterator[Path]:
     else:
         for item in source:
             yield from iter_run_files(item)
+
+
+#: The ``agent`` column of runs that adakit launched (imported runs name their source agent).
+ADA_AGENT = "ada"
+
+
+def run_agent(header: Header) -> str:
+    """The agent that produced a run: ``ada`` for launched runs, else the imported source's
+    agent (e.g. ``swe-agent``), so mixed corpora can be grouped by agent."""
+    if header.source is None:
+        return ADA_AGENT
+    return header.source.agent or header.source.format
 
 
 def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -423,6 +468,8 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
         "conclusion": conclusion,
         "conclusion_chars": len(conclusion) if conclusion else 0,
         "path": str(rf.path),
+        "agent": run_agent(h),
+        "world_source": h.world.source,
     }
     return run_row, turn_rows, read_rows
 
