@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import models_json_schema
 
 SCHEMA_VERSION = "1.1"
 
@@ -220,14 +221,19 @@ class End(_Record):
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the three record kinds (exported into the docs)."""
+    """The JSON Schema of the three record kinds (exported into the docs).
+
+    One ``$defs`` at the root holds every model, and ``oneOf`` refers to the three record
+    kinds, so the ``$ref``s resolve for any standard validator (``jsonschema``).
+    """
+    _, top = models_json_schema([(Header, "validation"), (Turn, "validation"),
+                                 (End, "validation")])
+    defs = top.get("$defs", {})
     return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"adakit trajectory record, schema {SCHEMA_VERSION}",
-        "oneOf": [
-            Header.model_json_schema(),
-            Turn.model_json_schema(),
-            End.model_json_schema(),
-        ],
+        "oneOf": [{"$ref": f"#/$defs/{m.__name__}"} for m in (Header, Turn, End)],
+        "$defs": defs,
     }
 
 
