@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import models_json_schema
 
 SCHEMA_VERSION = "1.1"
@@ -280,6 +280,12 @@ class RunFile:
         return self.end is not None
 
 
+#: Line prefixes of the records RunWriter writes (``kind`` first) -> their model.
+_FAST_KINDS: dict[bytes, type[Header] | type[Turn] | type[End]] = {
+    b'{"kind":"header",': Header, b'{"kind":"turn",': Turn, b'{"kind":"end",': End,
+}
+
+
 def read_run(path: str | Path) -> RunFile:
     """Parse and validate a run file; a torn final line (crash mid-write) is skipped."""
     path = Path(path)
@@ -293,7 +299,24 @@ def read_run(path: str | Path) -> RunFile:
     turns: list[Turn] = []
     end: End | None = None
     for i, line in enumerate(complete, 1):
-        if not line.strip():
+        line = line.strip()
+        if not line:
+            continue
+        fast = _FAST_KINDS.get(line[: line.find(b",") + 1]) if line.startswith(b'{"kind":') else None
+        if fast is not None:  # records as RunWriter writes them: parsed by pydantic's JSON parser
+            try:
+                rec = fast.model_validate_json(line)
+            except ValidationError as exc:
+                bad = next((e for e in exc.errors() if e["type"] == "json_invalid"), None)
+                if bad is None:
+                    raise
+                raise ValueError(f"{path}:{i}: not JSON ({bad['msg']})") from exc
+            if isinstance(rec, Turn):
+                turns.append(rec)
+            elif isinstance(rec, Header):
+                header = rec
+            else:
+                end = rec
             continue
         try:
             data = json.loads(line)
