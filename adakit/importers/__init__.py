@@ -321,7 +321,7 @@ def import_paths(
     for p in missing:
         report.results.append(FileResult(str(p), reason="not found", detail="no such file or folder"))
         if echo:
-            print(f"skipped {p}: not found (no such file or folder)")
+            print(f"skipped {p}: not found (no such file or folder)", file=sys.stderr)
     w, info = resolve_world(world)
     target = Target(world=w, world_info=info, study=study or "imported", task=task, model=model,
                     root=root, max_observation_chars=max_observation_chars)
@@ -344,7 +344,8 @@ def import_paths(
             seen[res.sha256] = res.written or ""
         report.results.append(res)
         if not res.ok and res.reason != ALREADY and echo:
-            bar.write(f"skipped {res.path}: {res.reason}" + (f" ({res.detail})" if res.detail else ""))
+            bar.write(f"skipped {res.path}: {res.reason}" + (f" ({res.detail})" if res.detail else ""),
+                      file=sys.stderr)
         bar.update(1)
 
     if jobs <= 1 or len(files) < 2:

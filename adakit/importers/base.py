@@ -300,7 +300,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
                           metrics=metrics))
     info = target.world_info or WorldInfo(
         name=repo_name(traj.instance, root) or traj.repo or "unknown", source="trajectory")
-    model = target.model or traj.model or "unknown"
+    model = traj.model or target.model or "unknown"
     header = Header(
         run_id=f"{slug(source.format)}__{slug(traj.instance or _stem(source.file))}__{source.sha256[:10]}",
         study=target.study,
