@@ -4,13 +4,17 @@ the SWE-agent fixture pallets__flask-5001 (15 steps; see tests/test_importers.py
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from adakit import explorer
+from adakit import config, explorer
 from adakit import judges as J
 from adakit.importers import import_paths
 from adakit.lenses import footprint as fp
@@ -22,6 +26,7 @@ from adakit.synthetic import synthetic_tables
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"
 SWE_CMD = FIXTURES / "swe_agent" / "pallets__flask-5001.traj"
+NOTEBOOK = ROOT / "notebooks" / "40_imported_agents.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +140,9 @@ def test_lens4_with_the_world_maps_real_files(corpus):
     fig = fp.plot_repo_map(files, dens.reset_index().query("agent == 'swe-agent'"))
     assert fp.FROM_READS_NOTE not in {t.get_text() for t in fig.axes[0].texts}
     plt.close(fig)
+    fig = fp.plot_repo_map(files, dens.reset_index().query("agent == 'swe-agent'"), vmax=50.0)
+    assert fig.axes[1].get_ylim() == (0.0, 50.0)  # a fixed scale, shared by several panels
+    plt.close(fig)
 
 
 def test_lens4_without_a_world_says_so_on_the_figure(tmp_path):
@@ -183,8 +191,6 @@ def test_explorer_steps_through_an_imported_run(corpus):
 
 
 def test_judges_read_imported_runs_anonymised(tmp_path):
-    import json
-
     data = json.loads(SWE_CMD.read_text())
     data["trajectory"][0]["thought"] = ("As SWE-agent on claude-3-7-sonnet I first look for "
                                         "helpers.py; mini-swe-agent would grep.")
@@ -207,3 +213,46 @@ def test_judges_read_imported_runs_anonymised(tmp_path):
     assert "EDT 4" in term and "SUB 1" in term
     grounding = next(i for i in items if i.family == "trace_grounding").prompt_text
     assert "Submitted changes:" in grounding and "src/flask/app.py" in grounding
+
+
+def _outputs(path: Path) -> str:
+    nb = json.loads(path.read_text())
+    return "\n".join("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                     for c in nb["cells"] for o in c.get("outputs", []))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
+    """Notebook 40 on the fixtures and two launched baseline runs: executed with papermill
+    (the profile's own `study` and `model` parameters do not leak in), run twice (the second
+    import finds everything already there), then checked under nbval."""
+    pm = pytest.importorskip("papermill")
+    home = tmp_path / "home"
+    monkeypatch.setenv("ADAKIT_HOME", str(home))
+    monkeypatch.setenv("ADAKIT_WORLDS", str(config.worlds_dir()))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    params = {"corpus": str(mixed / "ada"), "imported": str(tmp_path / "imported"),
+              "sources": {fmt: [str(FIXTURES / sub)] for fmt, sub in (
+                  ("swe-agent", "swe_agent"), ("mini-swe-agent", "mini_swe_agent"),
+                  ("openhands", "openhands"), ("generic", "generic"))},
+              "study": "studies/ci.yaml", "model": "smollm2-135m", "interactive": False}
+    out = tmp_path / "40.ipynb"
+    for _ in range(2):
+        pm.execute_notebook(str(NOTEBOOK), str(out), parameters=params, cwd=str(tmp_path),
+                            progress_bar=False, kernel_name="python3")
+    text = _outputs(out)
+    assert "swe-agent: imported 0 runs" in text and "2 already imported" in text
+    assert "runs by agent: " in text and "my-agent 1" in text
+    assert "mapped by tool:open src/flask/helpers.py L145-244" in text
+    assert "the agent submitted its result and ended the run" in text
+    runs = load_corpus(tmp_path / "imported", cache=False).runs
+    assert set(runs["study"]) == {"imported"} and "smollm2-135m" not in set(runs["model"])
+    saved = {p.name for p in (home / "figures" / "40_imported_agents").glob("*.png")}
+    assert saved == {"tool_composition_by_agent.png", "tag_shares_by_agent.png",
+                     "all_tags_by_agent.png", "journey_arcs_by_agent.png",
+                     "footprint_by_agent_flask.png"}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--nbval-lax", str(out)], cwd=tmp_path, capture_output=True, text=True,
+                         env=os.environ.copy())
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]

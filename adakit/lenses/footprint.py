@@ -670,6 +670,7 @@ def plot_repo_map(
     colorbar_label: str | None = None,
     title: str | None = None,
     note: str | None = None,
+    vmax: float | None = None,
 ) -> Figure:
     """The repository map (Fig. 10): folders as nested circles, file area = LOC, colour =
     density (sequential) or a signed difference (diverging, centred at zero); unread files grey.
@@ -681,7 +682,8 @@ def plot_repo_map(
     ``label_depth`` whose circle radius is at least ``min_label_radius`` (the world is the unit
     circle) and the ``label_top`` strongest files are labelled. ``note`` is printed under the
     map; a files table built from the trajectories (:func:`files_from_reads`) adds
-    :data:`FROM_READS_NOTE` by itself.
+    :data:`FROM_READS_NOTE` by itself. ``vmax`` fixes where the colours saturate (e.g. one
+    scale for several panels) instead of the quantile.
     """
     figures.use_style()
     vals = _values_series(values, value_column)
@@ -698,8 +700,9 @@ def plot_repo_map(
     leaf["value"] = leaf["path"].map(vals).astype(float)
     seen = leaf["value"].notna() & (leaf["value"] != 0 if not diverging else True)
     mags = leaf.loc[seen, "value"].abs()
-    vmax = float(np.quantile(mags, clip_quantile)) if len(mags) else 1.0
-    vmax = vmax if vmax > 0 else (float(mags.max()) if len(mags) and mags.max() > 0 else 1.0)
+    if vmax is None or vmax <= 0:
+        vmax = float(np.quantile(mags, clip_quantile)) if len(mags) else 1.0
+        vmax = vmax if vmax > 0 else (float(mags.max()) if len(mags) and mags.max() > 0 else 1.0)
     clipped = bool(len(mags) and mags.max() > vmax)
     if diverging:
         norm: Normalize = TwoSlopeNorm(0.0, -vmax, vmax)
