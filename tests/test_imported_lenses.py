@@ -256,3 +256,26 @@ def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
                           "--nbval-lax", str(out)], cwd=tmp_path, capture_output=True, text=True,
                          env=os.environ.copy())
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+
+
+def test_adakit_judge_adjudicates_an_imported_folder(tmp_path, monkeypatch):
+    """The lens-3 pipeline end to end on imported runs, with a scripted judge at a fake
+    OpenAI server: every request is anonymous, every verdict valid."""
+    from fake_openai import FakeOpenAI
+    from test_judges import KEY_ENV, backends_for, first_label
+
+    monkeypatch.setenv(KEY_ENV, "sk-test-judges")
+    import_paths("auto", [FIXTURES / "swe_agent", FIXTURES / "openhands"], tmp_path / "runs",
+                 progress=False)
+    with FakeOpenAI(first_label) as fake:
+        report = J.run_judgments(tmp_path / "runs", judges=["judge-a"], max_turn_items=2,
+                                 out_dir=tmp_path / "verdicts",
+                                 backends=backends_for(fake, tmp_path), progress=False)
+        sent = json.dumps(fake.requests).lower()
+    # 4 runs with conclusions: 3 conclusion families each, plus up to 2 navigation steps
+    assert report.n_invalid == 0 and not report.errors and report.n_items >= 4 * 3
+    for leak in ("swe-agent", "openhands", "claude-3-7-sonnet", "gpt-4o-2024-11-20",
+                 "pallets__flask-5001.traj", "codeactagent"):
+        assert leak not in sent, leak
+    table = J.load_judgments(tmp_path / "verdicts")
+    assert table["run_id"].nunique() == 4 and table["valid"].all()
