@@ -344,6 +344,21 @@ def test_cd_then_a_relative_path_resolves_from_the_new_folder():
     assert absolute.file == "README.md"
 
 
+def test_code_that_mentions_errors_is_not_a_failed_read():
+    obs = ("Here's the result of running `cat -n` on /testbed/src/pkg/app.py:\n"
+           "     1\tmsg = 'File not found'\n     2\traise FileNotFoundError(msg)\n")
+    view = tool("str_replace_editor", {"command": "view", "path": "/testbed/src/pkg/app.py"}, obs)
+    assert (view.failed, view.ranges) == (False, [(1, 2)])
+    cat = shell("cat src/pkg/util.py", "Error: not found is what we print\nsecond line\n")
+    assert (cat.failed, cat.ranges) == (False, [(1, 2)])
+    edit = tool("str_replace_editor", {"command": "str_replace", "path": "src/pkg/app.py"},
+                "The file src/pkg/app.py has been edited.\n     1\tif not found: raise\n")
+    assert not edit.failed
+    missing = tool("str_replace_editor", {"command": "view", "path": "/testbed/nope.py"},
+                   "The path /testbed/nope.py does not exist. Please provide a valid path.")
+    assert missing.failed and missing.ranges == []
+
+
 def test_paths_map_onto_the_world_by_suffix():
     m = shell("cat /workspace/owner__pkg__1.0/src/pkg/util.py", lines(120), world=True, cwd="/")
     assert m.file == "src/pkg/util.py"

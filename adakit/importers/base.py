@@ -102,6 +102,21 @@ class Trajectory:
 # --------------------------------------------------------------------------- paths
 
 
+def world_tree(world: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The world's files and folders (relative paths); empty without a world."""
+    if world is None:
+        return frozenset(), frozenset()
+    files = frozenset(world.files())
+    dirs: set[str] = set()
+    for f in files:
+        while "/" in f:
+            f = f.rsplit("/", 1)[0]
+            if f in dirs:
+                break
+            dirs.add(f)
+    return files, frozenset(dirs)
+
+
 class PathResolver:
     """World-relative paths for the paths an agent wrote.
 
@@ -112,15 +127,11 @@ class PathResolver:
     the repository stays absolute.
     """
 
-    def __init__(self, root: str | None, world: Any = None) -> None:
+    def __init__(self, root: str | None, world: Any = None,
+                 tree: tuple[frozenset[str], frozenset[str]] | None = None) -> None:
         self.root = posixpath.normpath(root) if root else None
         self.world = world
-        self.files: set[str] = set(world.files()) if world is not None else set()
-        self.dirs: set[str] = {f.rsplit("/", 1)[0] for f in self.files if "/" in f}
-        for d in list(self.dirs):
-            while "/" in d:
-                d = d.rsplit("/", 1)[0]
-                self.dirs.add(d)
+        self.files, self.dirs = tree if tree is not None else world_tree(world)
         self._prefixes: list[str] = []
         self._cache: dict[tuple[str, str | None], str] = {}
 
@@ -237,6 +248,13 @@ class Target:
     model: str | None = None
     root: str | None = None
     max_observation_chars: int = 4000
+    _tree: tuple[frozenset[str], frozenset[str]] | None = None
+
+    def tree(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The world's files and folders, listed once for every trajectory."""
+        if self._tree is None:
+            self._tree = world_tree(self.world)
+        return self._tree
 
 
 def _times(traj: Trajectory) -> list[tuple[float, float]]:
@@ -268,7 +286,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
     if not traj.steps:
         raise BadInput("empty trajectory", "no agent steps")
     root = target.root or traj.root
-    resolver = PathResolver(root, target.world)
+    resolver = PathResolver(root, target.world, target.tree())
     times = _times(traj)
     turns: list[Turn] = []
     submitted = False

@@ -290,10 +290,11 @@ def _count_results(text: str) -> int:
     return sum(1 for ln in output_lines(text) if ln.strip())
 
 
-def _looks_failed(text: str, exit_code: int | None) -> bool:
+def _looks_failed(text: str, exit_code: int | None, lines: int = 3) -> bool:
+    """A non-zero exit code, or an error message in the first ``lines`` lines."""
     if exit_code not in (None, 0):
         return True
-    head = "\n".join(output_lines(text)[:3])
+    head = "\n".join(output_lines(text)[:lines])
     return bool(_READ_ERROR.search(head))
 
 
@@ -348,7 +349,7 @@ def map_tool(name: str, args: Mapping[str, Any], observation: str, ctx: Context)
     path_arg = _arg(args, "path", "file_path", "file", "filename", "file_name", "dir",
                     "directory")
     file = ctx.resolve(str(path_arg), ctx.cwd) if path_arg is not None else None
-    failed = _looks_failed(observation, ctx.exit_code)
+    failed = _looks_failed(observation, ctx.exit_code, lines=1)  # code below may say "not found"
     if rule_id in ("tool:open", "tool:goto", "tool:scroll"):
         head = file_header(observation)
         here = ctx.resolve(head[0], ctx.cwd) if head else (file or ctx.open_file)
@@ -361,8 +362,8 @@ def map_tool(name: str, args: Mapping[str, Any], observation: str, ctx: Context)
             return _rule("tool:view_dir", file=file or ".", structural=True, failed=failed)
         if "abbreviated version" in observation[:300] or "too large to display" in observation[:300]:
             return _rule("tool:view_outline", file=file, structural=True, failed=failed)
-        m = _rule("tool:view", file=file, failed=failed)
         shown = numbered_range(observation, "tab")
+        m = _rule("tool:view", file=file, failed=failed and shown is None)
         if shown is None:
             start = _int(_arg(args, "start_line", "start", "line_number", "line"))
             rng = args.get("view_range")
@@ -404,7 +405,7 @@ def map_tool(name: str, args: Mapping[str, Any], observation: str, ctx: Context)
         if target is None and name in ("edit", "insert"):
             head = file_header(observation)
             target = ctx.resolve(head[0], ctx.cwd) if head else ctx.open_file
-        return _rule(rule_id, file=target, action=action, failed=failed and not observation.startswith("File updated"))
+        return _rule(rule_id, file=target, action=action, failed=failed)
     if rule_id == "tool:submit":
         return _rule(rule_id, finalize=True, action="forfeit" if name == "exit_forfeit" else "submit")
     if rule_id == "tool:message":
