@@ -5,6 +5,11 @@ A run file holds a ``header`` record, one ``turn`` record per turn and an ``end`
 Records are appended and flushed (and fsync'ed) one at a time, so a crash loses at most the
 turn in flight; a torn last line is ignored on reading. Credentials are never part of any
 record: model settings carry the *name* of the key variable, never its value.
+
+Runs imported from other agents (:mod:`adakit.importers`, schema 1.1) use the same records:
+their header's ``source`` names the format, the source file and its sha256, their turns may
+carry the action classes EDT / EXE / SUB (:data:`ACT_ORDER`), and their end record keeps the
+source's exit status and submission. Every field added in 1.1 is optional, so 1.0 files load.
 """
 
 from __future__ import annotations

@@ -757,7 +757,8 @@ def plot_tag_shares(
                 label=tag, edgecolor="white", linewidth=0.4)
         for yi, lo, v in zip(ypos, left, vals, strict=True):
             if v >= annotate_min:
-                dark = tag in ("close read", "zoom in", "dump", "close out", "interim synth")
+                dark = tag in ("close read", "zoom in", "dump", "close out", "interim synth",
+                               "edit", "submit")
                 ax.text(lo + v / 2, yi, f"{v:.0f}", ha="center", va="center", fontsize=7,
                         color="white" if dark else "black")
         left += vals
@@ -770,8 +771,10 @@ def plot_tag_shares(
     for y0, text in block_marks:
         ax.annotate(text, xy=(0, y0 - 0.55), xycoords=("axes fraction", "data"), fontsize=8,
                     fontweight="bold", ha="left", va="bottom")
-    ax.legend(ncol=min(len(tags), 5), loc="upper center", bbox_to_anchor=(0.5, -0.12 if
-              len(ypos) > 3 else -0.3), frameon=False)
+    # below the tick labels and the x-axis label: about 0.55 inch, whatever the axes' height
+    axes_inches = max(ax.get_position().height * fig.get_figheight(), 0.5)
+    ax.legend(ncol=min(len(tags), 5), loc="upper center",
+              bbox_to_anchor=(0.5, -0.55 / axes_inches), frameon=False)
     if title:
         ax.set_title(title)
     return fig
