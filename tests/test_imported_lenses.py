@@ -35,7 +35,8 @@ def mixed(tmp_path_factory, flask_world):
     root = tmp_path_factory.mktemp("mixed")
     import_paths("auto", [FIXTURES], root / "imported", world="flask", progress=False,
                  model="gpt-4o")
-    study = load_study(ROOT / "studies" / "ci.yaml", overrides={"output": str(root / "ada")})
+    study = load_study(ROOT / "studies" / "ci.yaml",  # no hint model: no local model server
+                       overrides={"output": str(root / "ada"), "hint_model": None})
     launch(restrict(study, models=["baseline-tracer", "baseline-close_reader"],
                     tasks=["feature_tracing"], conditions=["natural"]), progress=False)
     return root
