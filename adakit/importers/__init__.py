@@ -443,18 +443,19 @@ def register_cli(sub: Any) -> None:
     p = sub.add_parser(
         "import", help="import other agents' trajectories (SWE-agent, mini-swe-agent, "
         "OpenHands, generic JSONL) as runs the lenses read")
-    p.add_argument("format", choices=[*FORMATS, AUTO], help="the source format (auto: detect per file)")
+    p.add_argument("format", choices=[*FORMATS, AUTO], metavar="FORMAT",
+                   help=f"the source format: {', '.join(FORMATS)}, or {AUTO} (detect per file)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="trajectory files or folders")
-    p.add_argument("--out", required=True, help="folder of the imported run files")
-    p.add_argument("--world", help="a manifest world or a local checkout the runs worked in "
+    p.add_argument("--out", required=True, metavar="DIR", help="folder of the imported run files")
+    p.add_argument("--world", metavar="NAME_OR_FOLDER", help="a manifest world or a local checkout the runs worked in "
                    "(maps paths onto real files; without it lens 4 maps what the runs read)")
-    p.add_argument("--study", help="the runs' study name (default: imported)")
-    p.add_argument("--task", help="task family of the runs (default: issue_resolution)")
-    p.add_argument("--model", help="model name when the source does not record one")
-    p.add_argument("--root", help="the folder the agent's paths start from (default: from the source)")
-    p.add_argument("--max-observation-chars", type=int, default=4000,
+    p.add_argument("--study", metavar="NAME", help="the runs' study name (default: imported)")
+    p.add_argument("--task", metavar="FAMILY", help="task family of the runs (default: issue_resolution)")
+    p.add_argument("--model", metavar="NAME", help="model name when the source does not record one")
+    p.add_argument("--root", metavar="PATH", help="the folder the agent's paths start from (default: from the source)")
+    p.add_argument("--max-observation-chars", type=int, default=4000, metavar="N",
                    help="clip observations to this many characters (0: keep all; the full "
                    "length is always recorded)")
-    p.add_argument("--jobs", type=int, help="worker processes (default: up to 2 for 50+ files)")
+    p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: up to 2 for 50+ files)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_import)
