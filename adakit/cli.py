@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "adakit.models",  # adakit models list
     "adakit.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
     "adakit.dataset",  # adakit dataset build|check|restore-cache
+    "adakit.importers",  # adakit import FORMAT PATH... --out DIR
 ]
 
 

@@ -42,7 +42,7 @@ from adakit import figures
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey
 from adakit.lenses.surface import distinct_lines
-from adakit.record import TOOL_ORDER, Corpus, RunFile, Turn, load_corpus, read_run
+from adakit.record import CANONICAL_ORDER, Corpus, RunFile, Turn, load_corpus, read_run
 from adakit.tools import Bookmark, Conclusion, Memory, Toolbox, WorkingState
 
 #: Environment variable: ``static`` forces the static rendering everywhere.
@@ -259,12 +259,13 @@ def _error_kind(t: Turn) -> str | None:
 
 
 def jump_targets(rf: RunFile) -> dict[str, list[int]]:
-    """Turn numbers by what happened there: ``tool:OVW`` .. ``tool:CON`` (tools used),
+    """Turn numbers by what happened there: ``tool:OVW`` .. ``tool:CON`` (tools used; also
+    ``tool:EDT`` / ``tool:EXE`` / ``tool:SUB`` in imported runs),
     ``error`` and ``error:<type>``, ``conclusion`` (CON calls), ``finalize`` (CON asking to
     end), ``state`` (a state channel changed), ``injected`` (reminder or coach text added),
     ``coach`` (a HINT or REJECT decision). ``error`` and ``conclusion`` are always present."""
     out: dict[str, list[int]] = {}
-    for abbr in TOOL_ORDER:
+    for abbr in CANONICAL_ORDER:
         hits = [t.turn for t in rf.turns if t.metrics.tool == abbr and t.call is not None]
         if hits:
             out[f"tool:{abbr}"] = hits
@@ -302,7 +303,7 @@ def matching_turns(rf: RunFile, kind: str) -> list[int]:
     for key in (kind, f"tool:{kind}", f"error:{kind}"):
         if key in targets:
             return targets[key]
-    known = {*targets, *TOOL_ORDER, "tool_error", "unknown_tool", "malformed", "model_error"}
+    known = {*targets, *CANONICAL_ORDER, "tool_error", "unknown_tool", "malformed", "model_error"}
     if kind in known:
         return []
     raise ValueError(f"unknown jump kind {kind!r}; this run has: {', '.join(targets)}")
@@ -330,7 +331,15 @@ def _call_line(t: Turn) -> str:
     if t.call is None:
         return ""
     args = ", ".join(f"{k}={v!r}" for k, v in t.call.params.items())
-    return f"{t.metrics.tool or '?'}  {t.call.tool}({_clip(args, 600)})"
+    line = f"{t.metrics.tool or '?'}  {t.call.tool}({_clip(args, 600)})"
+    m = t.metrics
+    if m.mapped_by:  # an imported step: which mapping rule made it canonical, and where it read
+        where = f" {m.file}" if m.file else ""
+        where += "".join(f" L{a}-{b}" for a, b in m.ranges)
+        line += f"\n  mapped by {m.mapped_by}{where}"
+        if m.exit_code is not None:
+            line += f", exit code {m.exit_code}"
+    return line
 
 
 def _state_lines(state: WorkingState, changed: list[dict[str, Any]]) -> str:
@@ -377,6 +386,8 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
                        f"{t.parse_error.message}\nraw reply: {_clip(t.raw_text, 800)}")
     obs_head = f"[{t.metrics.error_type}] " if t.metrics.error_type else ""
     out["observation"] = obs_head + _clip(t.observation, max_obs)
+    if t.observation_chars is not None and t.observation_chars > len(t.observation):
+        out["observation"] += f"\n(the source's observation had {t.observation_chars} characters)"
     if t.model_calls:
         out["observation"] += "\n" + "\n".join(
             f"(model call: {c.purpose} by {c.model}, {c.latency_s:.2f}s"
@@ -622,7 +633,8 @@ class RunView:
         if self._files is None:
             world = str(self.run["world"])
             world_reads = self.corpus.reads[self.corpus.reads["world"] == world]
-            self._files = _map_files(world, world_reads, self.fetch_world)
+            self._files = _map_files(world, world_reads, self.fetch_world,
+                                     fp.world_source(self.corpus.runs, world))
         return self._files
 
     def layout(self) -> pd.DataFrame:
@@ -643,9 +655,10 @@ class RunView:
         return plot_turn_map(files, values, current, self.layout(), title)
 
 
-def _map_files(world: str, reads: pd.DataFrame, fetch: bool) -> tuple[pd.DataFrame, str]:
+def _map_files(world: str, reads: pd.DataFrame, fetch: bool,
+               source: str | None = None) -> tuple[pd.DataFrame, str]:
     try:
-        return fp.map_files(world, reads, fetch=fetch)
+        return fp.map_files(world, reads, fetch=fetch, source=source)
     except ValueError as exc:  # world unavailable and nothing read there
         return pd.DataFrame(columns=["file", "loc"]), str(exc)
 

@@ -52,7 +52,7 @@ from pydantic import (
 from tqdm.auto import tqdm
 
 from adakit import config
-from adakit.record import COG, NAV, TOOL_ABBR, RunFile, Turn, iter_run_files, read_run
+from adakit.record import ACT_ORDER, COG, NAV, TOOL_ABBR, RunFile, Turn, iter_run_files, read_run
 
 JUDGE_PROMPTS = config.PROMPTS / "judges"
 
@@ -396,6 +396,14 @@ def _condition_variants(name: str) -> list[str]:
     return _variants(name)
 
 
+#: Names of the agents adakit imports, removed from every imported run's text (a judge must
+#: not learn which agent it reads, as it never learns which model).
+AGENT_NAMES: tuple[str, ...] = (
+    "SWE-agent", "SWE agent", "sweagent", "mini-swe-agent", "mini swe agent", "mini-SWE-agent",
+    "OpenHands", "Open Hands", "OpenDevin", "CodeActAgent", "CodeAct",
+)
+
+
 def anonymiser_for(rf: RunFile, redactions: Sequence[str] = DEFAULT_REDACTIONS) -> Anonymiser:
     """The anonymiser of one run: its model, run id, study and condition names (plus every
     registered model and known compound condition name) are replaced."""
@@ -413,6 +421,9 @@ def anonymiser_for(rf: RunFile, redactions: Sequence[str] = DEFAULT_REDACTIONS) 
     for cond in _condition_terms():
         terms += _condition_variants(cond)
     terms += _registry_terms()
+    if h.source is not None:  # an imported run: its agent and source file name it too
+        terms += _variants(h.source.agent) + _variants(h.source.format) + list(AGENT_NAMES)
+        terms += [h.source.file, h.source.file.rsplit("/", 1)[-1]]
     return Anonymiser(tuple(terms), tuple(redactions))
 
 
@@ -610,6 +621,9 @@ _ENDINGS = {
     "malformed_limit": "the run stopped after repeated malformed replies",
     "model_error": "the run stopped because the model could not be reached",
     "context_overflow": "the run stopped because its context was full",
+    "submit": "the agent submitted its result and ended the run",
+    "cost_limit": "the run stopped at its cost limit",
+    "agent_exit": "the run ended another way",
 }
 
 
@@ -617,13 +631,15 @@ def trajectory_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps) -> str:
     """Turns, how the run ended, tool counts and the tool sequence (run-length encoded)."""
     tools = [(_abbr(t) or "ERR") if t.call is not None else "ERR" for t in rf.turns]
     counts = Counter(tools)
-    order = [*TOOL_ABBR.values(), "ERR"]
+    order = [*TOOL_ABBR.values(), *ACT_ORDER, "ERR"]
     count_text = ", ".join(f"{k} {counts[k]}" for k in order if counts.get(k))
     errors = sum(1 for t in rf.turns if t.metrics.error_type is not None)
     ending = _ENDINGS.get(rf.end.reason, rf.end.reason) if rf.end else "the run did not finish"
     lines = [
         f"Turns: {len(rf.turns)}; ending: {ending}.",
-        f"Tool calls: {count_text or 'none'} (ERR = malformed reply).",
+        f"Tool calls: {count_text or 'none'} (ERR = malformed reply"
+        + ("; EDT edit, EXE execute, SUB submit" if any(k in counts for k in ACT_ORDER) else "")
+        + ").",
         f"Tool errors: {errors}; conclusion attempts: {counts.get('CON', 0)}.",
         "Sequence: " + _rle(tools),
     ]

@@ -5,6 +5,11 @@ A run file holds a ``header`` record, one ``turn`` record per turn and an ``end`
 Records are appended and flushed (and fsync'ed) one at a time, so a crash loses at most the
 turn in flight; a torn last line is ignored on reading. Credentials are never part of any
 record: model settings carry the *name* of the key variable, never its value.
+
+Runs imported from other agents (:mod:`adakit.importers`, schema 1.1) use the same records:
+their header's ``source`` names the format, the source file and its sha256, their turns may
+carry the action classes EDT / EXE / SUB (:data:`ACT_ORDER`), and their end record keeps the
+source's exit status and submission. Every field added in 1.1 is optional, so 1.0 files load.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import models_json_schema
 
 SCHEMA_VERSION = "1.1"
 
@@ -37,9 +43,19 @@ ABBR_TOOL = {v: k for k, v in TOOL_ABBR.items()}
 TOOL_ORDER = list(TOOL_ABBR.values())
 NAV = frozenset({"OVW", "PKR", "EXP"})
 COG = frozenset({"MEM", "BKM", "HNT", "CON"})
+#: Canonical classes outside Ada's read-only set, for trajectories of other agents imported by
+#: :mod:`adakit.importers`: editing files, executing commands, submitting the result.
+ACT_ABBR: dict[str, str] = {"edit": "EDT", "execute": "EXE", "submit": "SUB"}
+ACT_ORDER = list(ACT_ABBR.values())
+ACT = frozenset(ACT_ORDER)
+#: Every canonical tool abbreviation: Ada's seven, then the imported agents' action classes.
+CANONICAL_ORDER = TOOL_ORDER + ACT_ORDER
 
 TerminationReason = Literal[
-    "finalize", "turn_bound", "malformed_limit", "model_error", "context_overflow"
+    "finalize", "turn_bound", "malformed_limit", "model_error", "context_overflow",
+    # imported runs (schema 1.1): the agent submitted; a cost limit stopped it; another exit
+    # of the source scaffold (its own status is kept verbatim in ``End.exit_status``)
+    "submit", "cost_limit", "agent_exit",
 ]
 ErrorType = Literal["tool_error", "unknown_tool", "malformed", "model_error"]
 
@@ -86,6 +102,23 @@ class ConditionInfo(_Record):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class SourceInfo(_Record):
+    """Where an imported run came from (schema 1.1): the source format, file and sha256.
+
+    ``timing`` says how turn times were obtained: ``recorded`` (timestamps in the source),
+    ``execution`` (only per-step execution times: turns are laid end to end, model time
+    unknown) or ``none`` (no timing: turns are one second apart, so time equals turn order).
+    """
+
+    format: str
+    file: str
+    sha256: str
+    agent: str = ""
+    agent_version: str = ""
+    instance: str | None = None
+    timing: Literal["recorded", "execution", "none"] = "none"
+
+
 class Header(_Record):
     kind: Literal["header"] = "header"
     schema_version: str = SCHEMA_VERSION
@@ -102,6 +135,7 @@ class Header(_Record):
     started_at: float = Field(default_factory=time.time)
     system_prompt: str = ""
     scaffold: dict[str, Any] = Field(default_factory=dict)
+    source: SourceInfo | None = None
 
 
 class ToolCall(_Record):
@@ -137,6 +171,8 @@ class ToolMetrics(_Record):
     error_type: ErrorType | None = None
     confidence: str | None = None
     finalize: bool | None = None
+    exit_code: int | None = None
+    mapped_by: str | None = None
 
 
 class Injection(_Record):
@@ -179,6 +215,7 @@ class Turn(_Record):
     coach: dict[str, Any] | None = None
     model_calls: list[ModelCall] = Field(default_factory=list)
     dropped_messages: int = 0
+    observation_chars: int | None = None
 
 
 class End(_Record):
@@ -196,17 +233,24 @@ class End(_Record):
     #: True when the run ended because of the model's side (a missing key, an authentication
     #: error, retries exhausted, an endpoint that does not answer): ``adakit launch`` re-runs it.
     retryable: bool = False
+    exit_status: str | None = None
+    submission: str | None = None
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the three record kinds (exported into the docs)."""
+    """The JSON Schema of the three record kinds (exported into the docs).
+
+    One ``$defs`` at the root holds every model, and ``oneOf`` refers to the three record
+    kinds, so the ``$ref``s resolve for any standard validator (``jsonschema``).
+    """
+    _, top = models_json_schema([(Header, "validation"), (Turn, "validation"),
+                                 (End, "validation")])
+    defs = top.get("$defs", {})
     return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"adakit trajectory record, schema {SCHEMA_VERSION}",
-        "oneOf": [
-            Header.model_json_schema(),
-            Turn.model_json_schema(),
-            End.model_json_schema(),
-        ],
+        "oneOf": [{"$ref": f"#/$defs/{m.__name__}"} for m in (Header, Turn, End)],
+        "$defs": defs,
     }
 
 
@@ -253,6 +297,12 @@ class RunFile:
         return self.end is not None
 
 
+#: Line prefixes of the records RunWriter writes (``kind`` first) -> their model.
+_FAST_KINDS: dict[bytes, type[Header] | type[Turn] | type[End]] = {
+    b'{"kind":"header",': Header, b'{"kind":"turn",': Turn, b'{"kind":"end",': End,
+}
+
+
 def read_run(path: str | Path) -> RunFile:
     """Parse and validate a run file; a torn final line (crash mid-write) is skipped."""
     path = Path(path)
@@ -266,7 +316,24 @@ def read_run(path: str | Path) -> RunFile:
     turns: list[Turn] = []
     end: End | None = None
     for i, line in enumerate(complete, 1):
-        if not line.strip():
+        line = line.strip()
+        if not line:
+            continue
+        fast = _FAST_KINDS.get(line[: line.find(b",") + 1]) if line.startswith(b'{"kind":') else None
+        if fast is not None:  # records as RunWriter writes them: parsed by pydantic's JSON parser
+            try:
+                rec = fast.model_validate_json(line)
+            except ValidationError as exc:
+                bad = next((e for e in exc.errors() if e["type"] == "json_invalid"), None)
+                if bad is None:
+                    raise
+                raise ValueError(f"{path}:{i}: not JSON ({bad['msg']})") from exc
+            if isinstance(rec, Turn):
+                turns.append(rec)
+            elif isinstance(rec, Header):
+                header = rec
+            else:
+                end = rec
             continue
         try:
             data = json.loads(line)
@@ -309,7 +376,7 @@ RUN_COLUMNS = [
     "run_id", "study", "model", "model_kind", "world", "task", "target", "condition",
     "repeat", "seed", "turn_bound", "reason", "finished", "n_turns", "started_at",
     "elapsed_s", "tokens_in", "tokens_out", "cost_usd", "cache_hits", "errors",
-    "conclusion", "conclusion_chars", "path",
+    "conclusion", "conclusion_chars", "path", "agent", "world_source",
 ]
 TURN_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "tool_name", "action",
@@ -338,6 +405,18 @@ def iter_run_files(source: str | Path | Iterable[str | Path]) -> Iterator[Path]:
     else:
         for item in source:
             yield from iter_run_files(item)
+
+
+#: The ``agent`` column of runs that adakit launched (imported runs name their source agent).
+ADA_AGENT = "ada"
+
+
+def run_agent(header: Header) -> str:
+    """The agent that produced a run: ``ada`` for launched runs, else the imported source's
+    agent (e.g. ``swe-agent``), so mixed corpora can be grouped by agent."""
+    if header.source is None:
+        return ADA_AGENT
+    return header.source.agent or header.source.format
 
 
 def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -436,6 +515,8 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
         "conclusion": conclusion,
         "conclusion_chars": len(conclusion) if conclusion else 0,
         "path": str(rf.path),
+        "agent": run_agent(h),
+        "world_source": h.world.source,
     }
     return run_row, turn_rows, read_rows
 

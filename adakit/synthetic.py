@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from adakit import __version__
 from adakit.record import (
     ABBR_TOOL,
+    ADA_AGENT,
     READ_COLUMNS,
     RUN_COLUMNS,
     TOOL_ABBR,
@@ -957,6 +958,7 @@ def synthetic_tables(
             sum(t.tokens_in for t in run.turns), sum(t.tokens_out for t in run.turns), None, 0,
             sum(1 for t in run.turns if t.error_type is not None), run.conclusion,
             len(run.conclusion) if run.conclusion else 0, f"synthetic://{run.run_id}",
+            ADA_AGENT, "synthetic",
         ))
     return Corpus(
         runs=pd.DataFrame.from_records(runs, columns=RUN_COLUMNS),
@@ -1353,6 +1355,8 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "conclusion": conclusion,
         "conclusion_chars": np.array([len(c) if c else 0 for c in conclusion], dtype=np.int64),
         "path": [f"synthetic://{s.run_id}" for s in specs],
+        "agent": ADA_AGENT,
+        "world_source": "synthetic",
     }, columns=RUN_COLUMNS)
     return Corpus(runs=runs_df, turns=turns_df, reads=reads_df)
 

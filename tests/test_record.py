@@ -129,3 +129,24 @@ def test_key_names_only_and_schema_doc_is_current():
     assert json.loads(SCHEMA_DOC.read_text()) == json.loads(json.dumps(json_schema())), (
         "docs/trajectory.schema.json is stale: run `adakit schema --write`"
     )
+
+
+def test_fast_and_plain_parsing_agree(tmp_path):
+    """RunWriter lines (kind first) go through pydantic's JSON parser; lines in any other key
+    order through json.loads; both give the same records, and a broken line says not JSON."""
+    records = [header(), turn(1), turn(2, ranges=((5, 20),)), End(reason="finalize", ended_at=104.0)]
+    fast = write(tmp_path / "fast.jsonl", records)
+    shuffled = tmp_path / "plain.jsonl"
+    shuffled.write_text("".join(json.dumps(dict(reversed(list(r.model_dump(mode="json").items()))))
+                                + "\n" for r in records))
+    assert not shuffled.read_text().startswith('{"kind"')
+    a, b = read_run(fast), read_run(shuffled)
+    assert (a.header, a.turns, a.end) == (b.header, b.turns, b.end)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(fast.read_text().splitlines()[0] + '\n{"kind":"turn","turn": 1, oops\n')
+    with pytest.raises(ValueError, match=r"broken.jsonl:2: not JSON"):
+        read_run(broken)
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text(fast.read_text().splitlines()[0] + '\n{"kind":"turn","turn":"first"}\n')
+    with pytest.raises(ValidationError):
+        read_run(wrong)

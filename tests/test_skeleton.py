@@ -34,6 +34,20 @@ def test_environment_yml_mirrors_pyproject():
     assert extras == set(project["optional-dependencies"]), "environment.yml must install every extra"
 
 
+def test_environment_yml_pins_match_pyproject():
+    """A package environment.yml names explicitly carries pyproject's specifier, verbatim."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = [*project["dependencies"], *(d for extra in project["optional-dependencies"].values()
+                                         for d in extra)]
+    by_name = {re.match(r"[A-Za-z0-9_.-]+", s).group(0).lower(): s for s in specs}
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    named = [d for d in env["dependencies"] if isinstance(d, str) and not d.startswith(("python", "pip"))]
+    assert "jsonschema>=4.18,<5" in named  # the schema tests' validator
+    for dep in named:
+        name = re.match(r"[A-Za-z0-9_.-]+", dep).group(0).lower()
+        assert by_name.get(name) == dep, f"environment.yml {dep!r} differs from pyproject ({by_name.get(name)!r})"
+
+
 def test_make_help_lists_the_targets():
     out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for target in ["setup", "worlds", "study", "test", "bench", "clean", "local-model", "lab"]:

@@ -417,7 +417,7 @@ def plot_tool_prior_scores(table: pd.DataFrame, ax: Axes | None = None) -> Figur
     t = table.set_index("tool").loc[order].reset_index()
     fig, ax = _axes(ax, figsize=(5.5, 0.35 * len(t) + 1.2))
     ypos = np.arange(len(t))[::-1]
-    colors = [figures.TOOL_COLORS.get(tool, figures.NEUTRAL_COLOR) for tool in t["tool"]]
+    colors = [figures.CANONICAL_COLORS.get(tool, figures.NEUTRAL_COLOR) for tool in t["tool"]]
     ax.barh(ypos, t["grounding"], xerr=np.nan_to_num(t["sem"]), color=colors, height=0.7,
             error_kw={"elinewidth": 0.8, "capsize": 2})
     for y, r in zip(ypos, t.itertuples(), strict=True):

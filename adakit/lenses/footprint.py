@@ -407,12 +407,20 @@ def _manifest_extensions(name: str) -> tuple[str, ...]:
     return tuple(spec.extensions) if spec is not None else ()
 
 
+#: Caption of a map whose files come from the trajectory alone (no world at hand).
+FROM_READS_NOTE = ("Files and sizes from the trajectories only (no world): the files the runs "
+                   "read, each sized by the highest line read.")
+
+
 def files_from_reads(reads: pd.DataFrame) -> pd.DataFrame:
     """A stand-in files table when the world is not at hand: the files the corpus read, with
-    LOC unknown and taken as the highest line read."""
+    LOC unknown and taken as the highest line read. The table is marked
+    (``attrs["from_reads"]``) so :func:`plot_repo_map` says so under the map."""
     r = _clean_reads(reads)
     out = r.groupby("file")["end_line"].max().rename("loc").reset_index()
-    return out.sort_values("file").reset_index(drop=True)
+    out = out.sort_values("file").reset_index(drop=True)
+    out.attrs["from_reads"] = True
+    return out
 
 
 def complete_files(files: pd.DataFrame, reads: pd.DataFrame) -> pd.DataFrame:
@@ -424,21 +432,51 @@ def complete_files(files: pd.DataFrame, reads: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([files[["file", "loc"]], extra], ignore_index=True)
 
 
+def world_source(runs: pd.DataFrame, world: str) -> str | None:
+    """Where a world's files can be found, from the runs table's ``world_source`` column: a
+    local checkout (``folder:PATH``) first, then a manifest source, then ``trajectory`` (runs
+    imported without a world); None when the column is absent."""
+    if "world_source" not in runs.columns or "world" not in runs.columns:
+        return None
+    found = [str(v) for v in runs.loc[runs["world"] == world, "world_source"].dropna().unique()]
+    for pick in (lambda v: v.startswith("folder:"), lambda v: v not in ("", "trajectory"),
+                 lambda v: v == "trajectory"):
+        hit = sorted(v for v in found if pick(v))
+        if hit:
+            return hit[0]
+    return None
+
+
 def map_files(
-    world: str, reads: pd.DataFrame, fetch: bool = False
+    world: str, reads: pd.DataFrame, fetch: bool = False, source: str | None = None
 ) -> tuple[pd.DataFrame, str]:
     """The files table (file, loc) for a world's map and a sentence saying where it came from.
 
-    The world's source files (with every file the corpus read there added) when the world is
-    on disk (or ``fetch`` downloads it); otherwise, or when none of the files the corpus read
-    exist in it (e.g. a synthetic corpus), the files the corpus read stand in with LOC taken
-    as the highest line read.
+    ``source`` is the world's recorded source (:func:`world_source`): ``folder:PATH`` maps onto
+    a local checkout; ``trajectory`` (runs imported without a world) maps only what the runs
+    read. Otherwise the world's source files (with every file the corpus read there added)
+    when the manifest world is on disk (or ``fetch`` downloads it); when it is not, or when
+    none of the files the corpus read exist in it (e.g. a synthetic corpus), the files the
+    corpus read stand in with LOC taken as the highest line read.
     """
-    from adakit.world import WorldUnavailable, open_world
+    from adakit.world import World, WorldUnavailable, open_world
 
     r = reads[reads["world"] == world] if "world" in reads.columns else reads
+    if source == "trajectory":
+        if r.empty:
+            raise ValueError(f"world {world!r} was imported without a world and its runs read "
+                             "nothing: no files to draw")
+        return files_from_reads(r), (
+            f"World {world!r} was imported without a world (adakit import --world): the map "
+            f"shows only the {r['file'].nunique()} files the runs read, sized by the highest "
+            "line read (LOC unknown).")
     try:
-        w = open_world(world, fetch=fetch)
+        if source and source.startswith("folder:"):
+            w = World(source.removeprefix("folder:"), name=world)
+            where = f"the local checkout {w.root}"
+        else:
+            w = open_world(world, fetch=fetch)
+            where = str(w.root)
     except (WorldUnavailable, KeyError, ValueError, OSError) as exc:
         if r.empty:
             raise ValueError(f"world {world!r} is not available ({exc}) and the corpus read "
@@ -452,7 +490,7 @@ def map_files(
             f"None of the files the corpus read exist in world {world!r} as fetched; the map "
             "shows the files the corpus read, sized by the highest line read (LOC unknown).")
     out = complete_files(files, r) if not r.empty else files
-    return out, (f"World {world!r}: {len(files)} source files from {w.root} "
+    return out, (f"World {world!r}: {len(files)} source files from {where} "
                  f"({len(out) - len(files)} more read by the corpus).")
 
 
@@ -631,6 +669,8 @@ def plot_repo_map(
     clip_quantile: float = 0.95,
     colorbar_label: str | None = None,
     title: str | None = None,
+    note: str | None = None,
+    vmax: float | None = None,
 ) -> Figure:
     """The repository map (Fig. 10): folders as nested circles, file area = LOC, colour =
     density (sequential) or a signed difference (diverging, centred at zero); unread files grey.
@@ -640,7 +680,10 @@ def plot_repo_map(
     ``diverging`` defaults to True when any value is negative. Colours saturate at the
     ``clip_quantile`` of the absolute values (the colour bar then shows "+"). Folders down to
     ``label_depth`` whose circle radius is at least ``min_label_radius`` (the world is the unit
-    circle) and the ``label_top`` strongest files are labelled.
+    circle) and the ``label_top`` strongest files are labelled. ``note`` is printed under the
+    map; a files table built from the trajectories (:func:`files_from_reads`) adds
+    :data:`FROM_READS_NOTE` by itself. ``vmax`` fixes where the colours saturate (e.g. one
+    scale for several panels) instead of the quantile.
     """
     figures.use_style()
     vals = _values_series(values, value_column)
@@ -657,8 +700,9 @@ def plot_repo_map(
     leaf["value"] = leaf["path"].map(vals).astype(float)
     seen = leaf["value"].notna() & (leaf["value"] != 0 if not diverging else True)
     mags = leaf.loc[seen, "value"].abs()
-    vmax = float(np.quantile(mags, clip_quantile)) if len(mags) else 1.0
-    vmax = vmax if vmax > 0 else (float(mags.max()) if len(mags) and mags.max() > 0 else 1.0)
+    if vmax is None or vmax <= 0:
+        vmax = float(np.quantile(mags, clip_quantile)) if len(mags) else 1.0
+        vmax = vmax if vmax > 0 else (float(mags.max()) if len(mags) and mags.max() > 0 else 1.0)
     clipped = bool(len(mags) and mags.max() > vmax)
     if diverging:
         norm: Normalize = TwoSlopeNorm(0.0, -vmax, vmax)
@@ -687,7 +731,17 @@ def plot_repo_map(
     fig.colorbar(sm, ax=ax, shrink=0.6, label=label, extend=extend)
     if title:
         ax.set_title(title)
+    _caption(ax, note, files)
     return fig
+
+
+def _caption(ax: Axes, note: str | None, files: pd.DataFrame | None) -> None:
+    """The map's source note under the axes (always when the files came from the reads)."""
+    if note is None and files is not None and files.attrs.get("from_reads"):
+        note = FROM_READS_NOTE
+    if note:
+        ax.text(0.5, -0.02, note, transform=ax.transAxes, ha="center", va="top", fontsize=7,
+                color="#555555", wrap=True)
 
 
 def plot_difference_map(
@@ -804,6 +858,7 @@ def plot_route(
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.02), frameon=False)
     if title:
         ax.set_title(title)
+    _caption(ax, None, files)
     return fig
 
 

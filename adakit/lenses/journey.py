@@ -7,6 +7,8 @@ per turn. The marker says which tool was called and, for the tools where it matt
 - EXP by its sub-action: go to ``definition``, find ``references``, go to ``next`` block;
 - MEM by the confidence it recorded (``high`` / ``medium`` / ``low``, or none given);
 - CON as ``finalize`` (the call asked to end the run) or ``hold`` (an interim conclusion);
+- an imported agent's steps outside Ada's tools by their class: EDT (edit), EXE (execute),
+  SUB (submit);
 - failed turns as errors: ``tool_error`` (the tool ran and failed), ``unknown_tool``,
   ``malformed`` (the reply held no parsable tool call), ``model_error``;
 - coach decisions that spoke to the agent (``HINT``, ``REJECT``) as an extra mark above the row.
@@ -33,7 +35,7 @@ from scipy import stats
 
 from adakit import figures
 from adakit.lenses.surface import run_positions
-from adakit.record import TOOL_ORDER, Corpus
+from adakit.record import CANONICAL_ORDER, TOOL_ORDER, Corpus
 
 PKR_CLASSES: tuple[str, ...] = ("<20", "20-50", ">50")
 EXP_ACTIONS: tuple[str, ...] = ("definition", "references", "next")
@@ -41,7 +43,7 @@ MEM_CONFIDENCE: tuple[str, ...] = ("high", "medium", "low")
 ERROR_KINDS: tuple[str, ...] = ("tool_error", "unknown_tool", "malformed", "model_error")
 COACH_DECISIONS: tuple[str, ...] = ("HINT", "REJECT")
 
-_C = figures.TOOL_COLORS
+_C = figures.CANONICAL_COLORS
 #: Marker style per event kind, in legend order: (label, marker, colour, size, filled).
 MARKERS: dict[str, tuple[str, str, str, float, bool]] = {
     "OVW": ("OVW", "s", _C["OVW"], 26, True),
@@ -60,6 +62,9 @@ MARKERS: dict[str, tuple[str, str, str, float, bool]] = {
     "HNT": ("HNT", "*", _C["HNT"], 60, True),
     "CON:finalize": ("CON Finalize", "p", _C["CON"], 50, True),
     "CON:hold": ("CON Hold", "p", _C["CON"], 40, False),
+    "EDT": ("EDT Edit", "s", _C["EDT"], 30, False),
+    "EXE": ("EXE Execute", "h", _C["EXE"], 30, True),
+    "SUB": ("SUB Submit", "*", _C["SUB"], 70, True),
     "error:tool_error": ("Tool error", "X", figures.ERROR_COLOR, 34, True),
     "error:unknown_tool": ("Unknown tool", "1", figures.ERROR_COLOR, 50, True),
     "error:malformed": ("Malformed", "x", figures.ERROR_COLOR, 30, True),
@@ -130,7 +135,8 @@ def arc_events(corpus: Corpus) -> pd.DataFrame:
     t_rel = turns["t_rel_start"].to_numpy(dtype=float)
     t_rel_end = turns["t_rel_end"].to_numpy(dtype=float)
 
-    tool = _lookup(turns["tool"], lambda u: TOOL_ORDER.index(u) if u in TOOL_ORDER else 99)
+    tool = _lookup(turns["tool"], lambda u: CANONICAL_ORDER.index(u) if u in CANONICAL_ORDER
+                   else 99)
     lines = turns["lines_viewed"].to_numpy(dtype=float)
     size = np.select([lines < 20, lines <= 50], [0, 1], default=2)
     action = _lookup(turns["action"], lambda u: _exp_index(str(u)))
@@ -146,7 +152,7 @@ def arc_events(corpus: Corpus) -> pd.DataFrame:
     det_idx = {d: i for i, d in enumerate(_DETAILS)}
     kind = np.full(len(turns), kind_idx["other"], dtype=np.int64)
     detail = np.full(len(turns), -1, dtype=np.int64)
-    for t, name in enumerate(TOOL_ORDER):
+    for t, name in enumerate(CANONICAL_ORDER):
         if name in ("PKR", "EXP", "MEM", "CON"):
             continue
         kind[tool == t] = kind_idx[name]
