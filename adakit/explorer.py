@@ -89,16 +89,36 @@ def axis_options(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None)
     return out
 
 
-def default_run(runs: pd.DataFrame) -> str:
-    """The run to open first: the first run of a model that is not a scripted baseline, if
-    the corpus has one, else the first run."""
+def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
+    """The run to open first: an instructive one.
+
+    Runs of a model that is not a scripted baseline come first; among them, runs that end with
+    a conclusion, then those using more distinct tools and visiting more files (given
+    ``turns``), then the corpus order. A corpus of baselines only opens on its most
+    instructive baseline run the same way.
+    """
     if runs.empty:
         raise ValueError("the corpus has no runs to explore")
-    if "model_kind" in runs.columns:
-        real = runs[runs["model_kind"] != "baseline"]
-        if not real.empty:
-            return str(real["run_id"].iloc[0])
-    return str(runs["run_id"].iloc[0])
+    order = runs.reset_index(drop=True)
+    key = pd.DataFrame({"position": range(len(order))})
+    kind = order["model_kind"] if "model_kind" in order.columns else pd.Series("", index=order.index)
+    key["real"] = (kind != "baseline").astype(int)
+    none = pd.Series(False, index=order.index)
+    concluded = order["reason"].eq("finalize") if "reason" in order.columns else none
+    if "conclusion" in order.columns:
+        concluded &= order["conclusion"].fillna("").astype(str).str.len() > 0
+    key["concluded"] = concluded.astype(int).to_numpy()
+    key["tools"] = 0
+    key["files"] = 0
+    if turns is not None and not turns.empty:
+        ok = turns[turns["error_type"].isna()] if "error_type" in turns.columns else turns
+        tools = ok.groupby("run_id")["tool"].nunique()
+        files = ok.groupby("run_id")["file"].nunique()
+        key["tools"] = order["run_id"].map(tools).fillna(0).astype(int).to_numpy()
+        key["files"] = order["run_id"].map(files).fillna(0).astype(int).to_numpy()
+    key = key.sort_values(["real", "concluded", "tools", "files", "position"],
+                          ascending=[False, False, False, False, True])
+    return str(order["run_id"].iloc[int(key.index[0])])
 
 
 def run_label(run: Mapping[str, Any] | pd.Series) -> str:
@@ -716,7 +736,7 @@ def render_static(corpus: Corpus | str | Path, run_id: str | None = None, turn: 
     """The static explorer: run summary, jump targets, the text of ``turns`` (default:
     :func:`landmark_turns`), and the arc and map figures at ``turn``."""
     data = _as_corpus(corpus)
-    run_id = run_id or default_run(data.runs)
+    run_id = run_id or default_run(data.runs, data.turns)
     view = RunView(data, run_id, axis=axis, fetch_world=fetch_world)
     if not view.n_turns:
         return StaticRendering(run_id, 0, [], view.summary() + "\n(no turns to show)")
@@ -794,7 +814,7 @@ class ExplorerWidgets:
         self.jump_prev.on_click(lambda _: self.jump(-1))
         self.jump_next.on_click(lambda _: self.jump(1))
         self._refresh_options()
-        self.select_run(run_id or default_run(corpus.runs), turn)
+        self.select_run(run_id or default_run(corpus.runs, corpus.turns), turn)
 
     # ------------------------------------------------------------------ selection
 
