@@ -54,6 +54,7 @@ from adakit.world import World
 
 CHARS_PER_TOKEN = 3.2  # conservative for code-heavy prompts; only used to plan the window
 STATE_TOOLS = {"create_memory", "bookmark", "stash_conclusion"}
+REPEAT_GUARDS = ("off", "note", "refuse")
 
 
 class Backend(Protocol):
@@ -86,11 +87,17 @@ class RunConfig:
     max_observation_chars: int = 12_000
     reply_max_tokens: int | None = None
     constrain_paths: bool = True
-    #: weak-model aid (a deviation from the paper, off by default): a system note when a call
-    #: exactly repeats an earlier call of the run
-    repeat_notice: bool = False
+    #: weak-model aid (a deviation from the paper, "off" by default) for a call that exactly
+    #: repeats an earlier call of the run: "note" runs it and adds a system note; "refuse" does
+    #: not run it and answers with that note instead (recorded as error type "repeated")
+    repeat_guard: str = "off"
     thinking_min_chars: int = THINKING_MIN_CHARS
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.repeat_guard not in REPEAT_GUARDS:
+            raise ValueError(f"repeat_guard must be one of {', '.join(REPEAT_GUARDS)}, "
+                             f"got {self.repeat_guard!r}")
 
 
 @lru_cache(maxsize=32)
@@ -254,7 +261,7 @@ def make_header(
         "max_observation_chars": cfg.max_observation_chars,
         "reply_max_tokens": cfg.reply_max_tokens,
         "malformed_limit": cfg.malformed_limit,
-        "repeat_notice": cfg.repeat_notice,
+        "repeat_guard": cfg.repeat_guard,
         "grammar": grammar,
     }
     return Header(
@@ -490,12 +497,17 @@ class Run:
         injected: list[Injection] = []
         state_changes: list[dict[str, Any]] = []
         model_calls: list[ModelCall] = []
+        repeat_of = self._same_call(call) if call is not None and self.cfg.repeat_guard != "off" else None
         if perr is not None:
             count = self.mistakes + 1
             observation = _fill(
                 "malformed.txt", message=perr.message, count=str(count), limit=str(self.cfg.malformed_limit)
             ).strip()
             metrics = ToolMetrics(error_type="unknown_tool" if perr.kind == "unknown_tool" else "malformed")
+        elif repeat_of is not None and self.cfg.repeat_guard == "refuse":
+            assert call is not None
+            observation = _fill("repeat_refused.txt", turn=str(repeat_of)).strip()
+            metrics = ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="repeated")
         else:
             assert call is not None
             result = self.toolbox.execute(call.tool, dict(call.params))
@@ -542,11 +554,9 @@ class Run:
                 if decision["decision"] == "REJECT":
                     injected.append(Injection(source="system", text=_fill("rejected.txt").strip()))
                 injected.append(Injection(source="coach", text=str(decision["message"])))
-        if self.cfg.repeat_notice and call is not None:
-            earlier = self._same_call(call)
-            if earlier is not None:
-                injected.append(Injection(source="system", text=_fill(
-                    "repeat_notice.txt", turn=str(earlier)).strip()))
+        if repeat_of is not None and self.cfg.repeat_guard == "note":
+            injected.append(Injection(source="system", text=_fill(
+                "repeat_notice.txt", turn=str(repeat_of)).strip()))
         finalize = bool(turn.metrics.finalize) and not self._rejected(turn)
         if not finalize:
             reminder = self.ctx.condition.reminder_after(n)

@@ -57,7 +57,7 @@ TerminationReason = Literal[
     # of the source scaffold (its own status is kept verbatim in ``End.exit_status``)
     "submit", "cost_limit", "agent_exit",
 ]
-ErrorType = Literal["tool_error", "unknown_tool", "malformed", "model_error"]
+ErrorType = Literal["tool_error", "unknown_tool", "malformed", "model_error", "repeated"]
 
 
 class _Record(BaseModel):

@@ -324,3 +324,36 @@ def test_a_changed_run_under_the_same_id_is_set_aside_not_overwritten(world, tmp
     kept = list(tmp_path.glob("same.stale-*.jsonl.bak"))
     assert len(kept) == 1 and kept[0].read_text().splitlines() == lines[:-1]
     assert first.header.turn_bound == 5 and second.header.turn_bound == 9
+
+
+def test_repeat_guard_off_note_and_refuse(world, tmp_path):
+    """An exact repeat (same tool, same parameters) runs as usual when the guard is off, runs
+    with a system note under "note", and is not run under "refuse"; a call that differs in one
+    parameter is never a repeat. The header records the guard."""
+    script = [peek(), peek(), peek(end=6), FINAL]
+    with FakeOpenAI(list(script)) as fake:
+        off = launch(world, fake, tmp_path / "off.jsonl")
+    assert off.header.scaffold["repeat_guard"] == "off"
+    assert [t.injected for t in off.turns] == [[], [], [], []]
+    assert off.turns[1].observation == off.turns[0].observation
+
+    with FakeOpenAI(list(script)) as fake:
+        note = launch(world, fake, tmp_path / "note.jsonl", repeat_guard="note")
+    assert note.header.scaffold["repeat_guard"] == "note"
+    t1, t2, t3, _ = note.turns
+    assert t2.observation == t1.observation and t2.metrics.ranges == [(1, 5)]
+    assert [i.source for i in t2.injected] == ["system"] and "turn 1" in t2.injected[0].text
+    assert t3.injected == []  # end_line 6 differs: not a repeat
+    assert "[SYSTEM] This call is exactly the one you made on turn 1" in (
+        fake.requests[2]["messages"][-1]["content"])
+
+    with FakeOpenAI(list(script)) as fake:
+        refuse = launch(world, fake, tmp_path / "refuse.jsonl", repeat_guard="refuse")
+    t1, t2, t3, t4 = refuse.turns
+    assert t2.metrics.error_type == "repeated" and t2.metrics.tool == "PKR"
+    assert t2.metrics.ranges == [] and "def serve" not in t2.observation
+    assert t2.observation.startswith("Not run again") and "turn 1" in t2.observation
+    assert t3.metrics.error_type is None and t3.metrics.ranges == [(1, 6)]
+    assert refuse.end.reason == "finalize" and refuse.end.totals["errors"] == 1
+    with pytest.raises(ValueError, match="repeat_guard"):
+        RunConfig(run_id="x", repeat_guard="sometimes")
