@@ -20,13 +20,29 @@ Fig. 13 (signed footprint)     :func:`footprint_shift` -> :func:`plot_footprint_
 
 Definitions (where the paper leaves them open):
 
-* **turns** counts every recorded turn; **elapsed_s** is the run's wall-clock span (in a live
-  coach run it includes the judges' and the coach's time, which the loop spends inside a turn);
-  **conclusion_attempts** counts ``stash_conclusion`` calls with ``proceed_to_finalize=true``
-  (accepted or rejected); **error_turns** counts turns with any error type (tool error, unknown
-  tool, malformed reply); **coach_message_turns** counts turns whose coach decision was HINT
-  or REJECT (``hint_turns`` and ``reject_turns`` split them); per-tool metrics count the turns
-  that called each tool.
+* **turns** counts every recorded turn; **elapsed_s** is the run's **active** time by default
+  (``time="active"``: the agent's own turn times; the judges' and the coach's calls, which the
+  loop makes inside a turn, and any downtime between a crash and its resume are left out, as
+  the paper's near-equal time per turn, 5.50 s coach vs 5.32 s natural, implies);
+  ``time="wall"`` takes the wall-clock span instead.
+* **conclusion_attempts** (``attempts="unaccepted"``, the default) counts every
+  ``stash_conclusion`` call except the one that ended the run: interim conclusions and
+  rejected finalize attempts. It is the reading consistent with the paper's D15 figures: a
+  natural run that closes at its first conclusion scores 0, so the natural mean of 0.5 is
+  possible (counting finalize calls, every concluded natural run scores at least 1), and a
+  coach run's 8.3 are its rejected closures plus the interim conclusions it cycles through.
+  ``attempts="all"`` counts every ``stash_conclusion`` call, ``attempts="finalize"`` only
+  those with ``proceed_to_finalize=true`` (accepted or rejected).
+* **error_turns** counts turns with any error type (tool error, unknown tool, malformed reply).
+* **coach_message_turns** counts turns whose coach decision was HINT or REJECT *and whose
+  message reached Ada* (``messages="delivered"``, the default: a later turn of the run exists;
+  a HINT on the accepted closing conclusion, or on the last turn before the turn bound, is
+  never read). ``messages="decided"`` counts every HINT or REJECT decision. ``hint_turns`` and
+  ``reject_turns`` split it, so coach_message_turns = hint_turns + reject_turns always. The
+  paper's prose (179 hint turns + 39 rejection turns "among 269 coach-message turns") does not
+  add up; its table's 11.2 per run x 24 runs = 269 is the total it reports, and no split of our
+  counts reproduces both (see docs/deviations.md).
+* per-tool metrics count the turns that called each tool.
 * **Sign test.** Two-sided and exact: ties (zero differences) are dropped, and with ``n``
   non-zero differences of which ``k`` are in the rarer direction, ``p = min(1, 2 * P(X <= k))``
   for ``X ~ Binomial(n, 1/2)``; ``p = 1`` when every difference is zero.
@@ -136,32 +152,65 @@ def format_p(p: float) -> str:
 # ============================================================================== D15 / D16
 
 
-def run_metrics(runs: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
-    """One row per run with the surface and action metrics of Tables D15 and D16 (module doc).
+ATTEMPT_RULES: tuple[str, ...] = ("unaccepted", "all", "finalize")
+MESSAGE_RULES: tuple[str, ...] = ("delivered", "decided")
+TIME_COLUMNS: dict[str, str] = {"active": "active_s", "wall": "wall_s"}
 
-    ``runs`` and ``turns`` are the corpus tables of :func:`adakit.record.load_corpus`; runs
-    without turns get zeros. Columns: :data:`METRIC_COLUMNS`.
+
+def run_metrics(
+    runs: pd.DataFrame,
+    turns: pd.DataFrame,
+    time: str = "active",
+    attempts: str = "unaccepted",
+    messages: str = "delivered",
+) -> pd.DataFrame:
+    """One row per run with the surface and action metrics of Tables D15 and D16.
+
+    ``time``, ``attempts`` and ``messages`` choose the definitions of elapsed time,
+    conclusion attempts and coach-message turns (module docstring; the defaults are the
+    readings consistent with the paper). ``runs`` and ``turns`` are the corpus tables of
+    :func:`adakit.record.load_corpus`; runs without turns get zeros. Columns:
+    :data:`METRIC_COLUMNS`.
     """
-    _require(runs, ["run_id", "model", "world", "task", "condition", "n_turns", "elapsed_s"],
+    for name, value, allowed in (("time", time, tuple(TIME_COLUMNS)),
+                                 ("attempts", attempts, ATTEMPT_RULES),
+                                 ("messages", messages, MESSAGE_RULES)):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {list(allowed)}, not {value!r}")
+    clock = TIME_COLUMNS[time]
+    _require(runs, ["run_id", "model", "world", "task", "condition", "n_turns", clock],
              "the runs table")
-    _require(turns, ["run_id", "tool", "error_type", "finalize", "coach_decision"],
+    _require(turns, ["run_id", "turn", "tool", "error_type", "finalize", "coach_decision"],
              "the turns table")
     t = turns[turns["run_id"].isin(set(runs["run_id"]))]
     decision = t["coach_decision"].astype("string").str.upper()
-    finalize = t["finalize"].map(lambda v: v is True or v == 1).astype(bool)
+    finalize = t["finalize"].map(lambda v: v is True or v == 1).astype(bool).to_numpy()
+    con = (t["tool"] == "CON").to_numpy()
+    last_turn = t.groupby("run_id")["turn"].transform("max").to_numpy()
+    is_last = t["turn"].to_numpy() == last_turn
+    reason = t["run_id"].map(runs.set_index("run_id")["reason"]) if "reason" in runs.columns \
+        else pd.Series(None, index=t.index)
+    closing = con & finalize & is_last & (reason == "finalize").to_numpy()
+    if attempts == "unaccepted":
+        attempt = con & ~closing
+    elif attempts == "all":
+        attempt = con
+    else:
+        attempt = con & finalize
+    seen = ~is_last if messages == "delivered" else np.ones(len(t), dtype=bool)
     flags = pd.DataFrame({
         "run_id": t["run_id"].to_numpy(),
-        "conclusion_attempts": ((t["tool"] == "CON") & finalize).to_numpy(),
+        "conclusion_attempts": attempt,
         "error_turns": t["error_type"].notna().to_numpy(),
-        "hint_turns": (decision == "HINT").fillna(False).to_numpy(dtype=bool),
-        "reject_turns": (decision == "REJECT").fillna(False).to_numpy(dtype=bool),
+        "hint_turns": (decision == "HINT").fillna(False).to_numpy(dtype=bool) & seen,
+        "reject_turns": (decision == "REJECT").fillna(False).to_numpy(dtype=bool) & seen,
         **{tool: (t["tool"] == tool).to_numpy() for tool in TOOL_ORDER},
     })
     counts = flags.groupby("run_id").sum(numeric_only=True)
     out = runs[["run_id", "model", "world", "task", "condition"]].copy()
     out["repeat"] = runs["repeat"] if "repeat" in runs.columns else 0
     out["turns"] = runs["n_turns"].astype(int).to_numpy()
-    out["elapsed_s"] = runs["elapsed_s"].astype(float).to_numpy()
+    out["elapsed_s"] = runs[clock].astype(float).to_numpy()
     out["per_turn_s"] = out["elapsed_s"] / out["turns"].where(out["turns"] > 0)
     out = out.merge(counts, left_on="run_id", right_index=True, how="left")
     count_cols = ["conclusion_attempts", "error_turns", "hint_turns", "reject_turns", *TOOL_ORDER]
@@ -262,10 +311,14 @@ def surface_comparison(
     treatment: str = TREATMENT,
     on: Sequence[str] = PAIR_ON,
     metrics: Mapping[str, str] = SURFACE_METRICS,
+    time: str = "active",
+    attempts: str = "unaccepted",
+    messages: str = "delivered",
 ) -> pd.DataFrame:
-    """Table D15 (or D16 with ``metrics=TOOL_METRICS``) straight from the corpus tables."""
-    pairs = paired_metrics(run_metrics(runs, turns), model, baseline, treatment, on,
-                           columns=list(metrics))
+    """Table D15 (or D16 with ``metrics=TOOL_METRICS``) straight from the corpus tables;
+    ``time``, ``attempts`` and ``messages`` as in :func:`run_metrics`."""
+    pairs = paired_metrics(run_metrics(runs, turns, time, attempts, messages), model, baseline,
+                           treatment, on, columns=list(metrics))
     return paired_comparison(pairs, labels=metrics)
 
 
