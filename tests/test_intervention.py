@@ -222,13 +222,21 @@ def judgments():
 
 def test_grounding_distribution_hand_computed(corpus, judgments):
     d = iv.grounding_distribution(judgments, corpus.runs)
-    assert d["label"].tolist() == ["well supported", "mostly supported", "weakly supported",
+    # the paper's words (Table D17), and the unclear item outside the denominators
+    assert d["label"].tolist() == ["well supported", "partially supported", "thinly supported",
                                    "unsupported", "split", "unclear"]
     assert d["baseline_n"].tolist() == [1, 2, 0, 0, 1, 0]  # A 4, B 3, C0 median 3, C1 3.5
-    assert d["treatment_n"].tolist() == [1, 0, 1, 1, 0, 1]
-    assert d["baseline_share"].tolist() == [0.25, 0.5, 0, 0, 0.25, 0]
+    assert d["treatment_n"].tolist() == [1, 0, 1, 1, 0, 1]  # D 4, A 2, C 1, B unclear
+    assert d["baseline_share"].tolist()[:5] == [0.25, 0.5, 0, 0, 0.25]
+    assert d["treatment_share"].tolist()[:5] == pytest.approx([1 / 3, 0, 1 / 3, 1 / 3, 0])
+    assert d["treatment_share"].isna().tolist() == [False] * 5 + [True]
     shown = iv.format_distribution(d)
-    assert shown.loc[0].tolist() == ["Well supported", "1 (25.0%)", "1 (25.0%)"]
+    assert shown.loc[0].tolist() == ["Well supported", "1 (25.0%)", "1 (33.3%)"]
+    assert shown.loc[5].tolist() == ["Unclear", "0 (–)", "1 (–)"]
+    judges = iv.grounding_distribution(judgments, corpus.runs, vocabulary="judges",
+                                       unclear="drop")
+    assert judges["label"].tolist() == ["well supported", "mostly supported",
+                                        "weakly supported", "unsupported", "split"]
     assert isinstance(iv.plot_grounding_distribution(d), Figure)
     with pytest.raises(ValueError, match="conclusion-level"):
         iv.grounding_distribution(judgments, corpus.runs, family="navigation_prior")

@@ -51,9 +51,12 @@ Definitions (where the paper leaves them open):
   repeats, rounded); every later turn is its *extended lifetime*. A transition belongs to the
   regime of the turn it lands on (:func:`adakit.lenses.policy.split_regimes`).
 * **Trace grounding labels (D17).** The panel's verdict per conclusion (majority, else
-  median; :func:`adakit.agreement.aggregate_votes`) is named by its score with the judges'
-  labels (4 well supported ... 1 unsupported); a half-step median is ``split``, an item with
-  no counted verdict is ``unclear``.
+  median; :func:`adakit.agreement.aggregate_votes`) is named by its score in the paper's
+  words (``vocabulary="paper"``: 4 well supported, 3 partially supported, 2 thinly supported,
+  1 unsupported; ``vocabulary="judges"`` keeps the judges' labels, well / mostly / weakly /
+  unsupported); a half-step median is ``split``. Shares are out of the conclusions with a
+  panel score: an item with no counted verdict is ``unclear``, shown as its own row with a
+  count but no share (``unclear="drop"`` leaves the row out).
 """
 
 from __future__ import annotations
@@ -423,13 +426,20 @@ def grounding_distribution(
     baseline: str = BASELINE,
     treatment: str = TREATMENT,
     family: str = "trace_grounding",
+    vocabulary: str = "paper",
+    unclear: str = "row",
 ) -> pd.DataFrame:
     """Table D17: the panel's label per conclusion, counted per condition for one model.
 
-    Columns: label, baseline_n, baseline_share, treatment_n, treatment_share (shares within
-    each condition's judged conclusions, 0-1). Labels run from the best to the worst, then
-    ``split`` and ``unclear``; rows with no item on either side are dropped.
+    Columns: label, baseline_n, baseline_share, treatment_n, treatment_share (0-1, out of
+    each condition's conclusions with a panel score; NaN for ``unclear``). Labels run from the
+    best to the worst in ``vocabulary`` (module docstring), then ``split`` and (``unclear=
+    "row"``) ``unclear``; rows with no item on either side are dropped.
     """
+    if vocabulary not in ("paper", "judges"):
+        raise ValueError(f"vocabulary must be 'paper' or 'judges', not {vocabulary!r}")
+    if unclear not in ("row", "drop"):
+        raise ValueError(f"unclear must be 'row' or 'drop', not {unclear!r}")
     _require(runs, ["run_id", "model", "condition"], "the runs table")
     if family not in ag.CONCLUSION_FAMILIES:
         raise ValueError(f"{family!r} is not a conclusion-level family {ag.CONCLUSION_FAMILIES}")
@@ -439,6 +449,8 @@ def grounding_distribution(
     agg = ag.aggregate_votes(judgments[(judgments["family"] == family)
                                        & judgments["run_id"].isin(ids)])
     names = _label_names(family)
+    if vocabulary == "paper":
+        names = {**names, **PAPER_LABELS.get(family, {})}
     labels = [names[s] for s in sorted(names, reverse=True)] + ["split", "unclear"]
 
     def name(score: float) -> str:
@@ -448,13 +460,23 @@ def grounding_distribution(
 
     agg = agg.assign(label=agg["score"].map(name)).merge(r[["run_id", "condition"]], on="run_id")
     out = pd.DataFrame({"label": labels})
+    scored = out["label"] != "unclear"
     for side, cond in (("baseline", baseline), ("treatment", treatment)):
         counts = agg[agg["condition"] == cond]["label"].value_counts()
         out[f"{side}_n"] = out["label"].map(counts).fillna(0).astype(int)
-        total = out[f"{side}_n"].sum()
-        out[f"{side}_share"] = out[f"{side}_n"] / total if total else np.nan
+        total = out.loc[scored, f"{side}_n"].sum()
+        out[f"{side}_share"] = (out[f"{side}_n"] / total).where(scored) if total else np.nan
     keep = (out["baseline_n"] > 0) | (out["treatment_n"] > 0)
+    if unclear == "drop":
+        keep &= scored
     return out[keep].reset_index(drop=True)
+
+
+#: The paper's words for the trace grounding labels (Table D17), by score.
+PAPER_LABELS: dict[str, dict[float, str]] = {
+    "trace_grounding": {4.0: "well supported", 3.0: "partially supported",
+                        2.0: "thinly supported", 1.0: "unsupported"},
+}
 
 
 def _label_names(family: str) -> dict[float, str]:
@@ -471,7 +493,7 @@ def format_distribution(
     """A :func:`grounding_distribution` table as the paper prints it: ``10 (41.7%)``."""
 
     def cell(n: int, share: float) -> str:
-        return f"{n} ({share * 100:.1f}%)" if not pd.isna(share) else f"{n}"
+        return f"{n} ({share * 100:.1f}%)" if not pd.isna(share) else f"{n} (–)"
 
     return pd.DataFrame({
         "Label": table["label"].str.capitalize(),
@@ -493,10 +515,12 @@ def plot_grounding_distribution(
         raise ValueError("no judged conclusions to plot")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5.2, 3.0))
     x = np.arange(len(table))
+    scored = table["label"] != "unclear"
     colors = (figures.palette_for(["natural"])["natural"], figures.COACH_COLOR)
     for k, side in enumerate(("baseline", "treatment")):
         ax.bar(x + (k - 0.5) * 0.38, table[f"{side}_share"].fillna(0) * 100, width=0.38,
-               color=colors[k], label=f"{labels[k]} (n = {int(table[f'{side}_n'].sum())})")
+               color=colors[k],
+               label=f"{labels[k]} (n = {int(table.loc[scored, f'{side}_n'].sum())})")
     ax.set_xticks(x, [str(v).capitalize() for v in table["label"]], rotation=20, ha="right")
     ax.set_ylabel("Share of judged conclusions (%)")
     ax.grid(axis="x", visible=False)
