@@ -482,8 +482,10 @@ def plot_length_robustness(
         slope, intercept = np.polyfit(d[length].astype(float), d[family].astype(float), 1)
         xs = np.linspace(d[length].min(), d[length].max(), 50)
         ax.plot(xs, intercept + slope * xs, color="0.25", lw=1.2, ls="--")
-    ax.text(0.02, 0.97, f"Pearson r = {stats['r']:+.2f}\nAdded R² (controls) = "
-            f"{stats['added_r2']:+.3f}\nn = {int(stats['n'])}", transform=ax.transAxes,
+    r_text = "undefined" if pd.isna(stats["r"]) else f"{stats['r']:+.2f}"
+    r2_text = "undefined" if pd.isna(stats["added_r2"]) else f"{stats['added_r2']:+.3f}"
+    ax.text(0.02, 0.97, f"Pearson r = {r_text}\nAdded R² (controls) = "
+            f"{r2_text}\nn = {int(stats['n'])}", transform=ax.transAxes,
             va="top", fontsize=8, bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
     ax.set_xlabel("Conclusion length (words)" if length == "conclusion_words" else length)
     scale = "1-4" if family in ag.CONCLUSION_FAMILIES else "prior index"
