@@ -1056,6 +1056,43 @@ def panel_note(models: Sequence[str]) -> str | None:
     )
 
 
+def describe_panel(judges: Sequence[str]) -> str:
+    """A plain sentence on what the panel's seats are, for notebooks: independent models, one
+    model sampled at several temperatures, or one model whose verdict is copied to several
+    seats (``m#1``, ``m#2``). Seats are looked up in the model registry by name."""
+    from adakit.models import load_registry
+
+    seats = list(dict.fromkeys(str(j) for j in judges))
+    if not seats:
+        return "The table holds no judge."
+    try:
+        registry = load_registry()
+    except Exception:  # noqa: BLE001 - a broken user registry must not stop a notebook
+        registry = {}
+    bases = [re.sub(r"#\d+$", "", s) for s in seats]
+    copied = len(set(bases)) < len(bases)
+    specs = [registry.get(b) for b in dict.fromkeys(bases)]
+    if len(seats) == 1:
+        return f"The table has a single judge ({seats[0]}): agreement cannot be measured."
+    if copied and len(set(bases)) == 1:
+        return (f"The panel is one model ({bases[0]}) in {len(seats)} seats whose verdict is "
+                "copied to each seat: they agree by construction, so agreement is undefined.")
+    if all(sp is not None for sp in specs):
+        ids = {(sp.model_id or sp.name, sp.base_url) for sp in specs}  # type: ignore[union-attr]
+        if len(ids) == 1 and len(specs) > 1:
+            temps = ", ".join(str(sp.temperature) for sp in specs)  # type: ignore[union-attr]
+            model = next(iter(ids))[0]
+            return (f"The panel is ONE model ({model}) sampled at temperatures {temps} in "
+                    f"{len(specs)} seats ({', '.join(dict.fromkeys(bases))}), not independent "
+                    "judges: its agreement measures that model's sampling spread, and its "
+                    "panel vote is that model's majority over samples.")
+    unknown = [b for b, sp in zip(dict.fromkeys(bases), specs, strict=True) if sp is None]
+    note = f" (not in the model registry: {', '.join(unknown)})" if unknown else ""
+    return (f"The panel has {len(set(bases))} distinct judges: {', '.join(dict.fromkeys(bases))}"
+            f"{note}." + (" Some seats copy one model's verdict and count once." if copied
+                          else ""))
+
+
 @dataclass
 class Attempted:
     """The outcome of asking one judge about one item (after retries)."""

@@ -929,3 +929,16 @@ def test_clip_says_exactly_how_much_was_cut() -> None:
         == "a" * 10 + "\n" + "a" * 10 + "\n(... 3 more lines omitted)"
     )
     assert J.clip_lines(["1", "2", "3"], 4, keep="tail") == "(... 1 earlier lines omitted)\n2\n3"
+
+
+def test_describe_panel_says_when_the_panel_is_one_model():
+    from adakit.judges import describe_panel
+
+    temps = describe_panel(["smollm2-135m", "smollm2-135m-t07", "smollm2-135m-t10"])
+    assert temps.startswith("The panel is ONE model (SmolLM2-135M-Instruct.Q4_1) sampled at "
+                            "temperatures 0.2, 0.7, 1.0 in 3 seats")
+    copies = describe_panel(["smollm2-135m#1", "smollm2-135m#2", "smollm2-135m#3"])
+    assert "copied to each seat" in copies and "agreement is undefined" in copies
+    paper = describe_panel(["glm-5", "kimi-k2.5", "minimax-m2.7"])
+    assert paper == "The panel has 3 distinct judges: glm-5, kimi-k2.5, minimax-m2.7."
+    assert "single judge" in describe_panel(["smollm2-135m"])
