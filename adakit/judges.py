@@ -72,6 +72,9 @@ JUDGMENT_COLUMNS = [
 ]  # fmt: skip
 
 UNCLEAR = "unclear"
+#: The judges' reply cap in tokens: the paper's 2048 (Appendix A.2.1 and C.1). Small local
+#: judges can be given less per study (``judge: max_tokens``) or with ``--max-tokens``.
+REPLY_MAX_TOKENS = 2048
 RATIONALE_MAX = 300
 EVIDENCE_ITEMS = 3
 EVIDENCE_MAX = 120
@@ -1195,7 +1198,7 @@ class Attempted:
 
 
 def ask_judge(
-    backend: Any, item: JudgeItem, *, retries: int = 2, max_tokens: int = 512
+    backend: Any, item: JudgeItem, *, retries: int = 2, max_tokens: int = REPLY_MAX_TOKENS
 ) -> Attempted:
     """Ask ``backend`` about ``item``; an unusable reply is retried up to ``retries`` times with
     a corrective message. Model errors propagate (the verdict is then not recorded)."""
@@ -1477,7 +1480,7 @@ def run_judgments(
     out_dir: str | Path | None = None,
     caps: ContextCaps | None = None,
     retries: int = 2,
-    max_tokens: int = 512,
+    max_tokens: int = REPLY_MAX_TOKENS,
     retry_invalid: bool = False,
     workers: int = 1,
     max_consecutive_errors: int = 5,
@@ -1769,7 +1772,8 @@ def register_cli(sub: Any) -> None:
         help="response cache: use (default), replay (no endpoint), refresh, off",
     )  # fmt: skip
     p.add_argument("--retries", type=int, default=2, help="extra attempts after an invalid reply")
-    p.add_argument("--max-tokens", type=int, default=512, help="reply token limit")
+    p.add_argument("--max-tokens", type=int, default=REPLY_MAX_TOKENS,
+                   help=f"reply token limit (default {REPLY_MAX_TOKENS}, as in the paper)")
     p.add_argument("--workers", type=int, default=1, help="parallel judge calls")
     p.add_argument("--retry-invalid", action="store_true", help="ask again where a verdict failed")
     p.add_argument("--prompt-chars", type=int, help="cap of the judge prompt in characters")

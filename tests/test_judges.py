@@ -982,3 +982,18 @@ def test_termination_summary_does_not_count_conclusion_attempts(tmp_path: Path) 
     summary = J.trajectory_summary(rf, J.anonymiser_for(rf), J.ContextCaps())
     assert "conclusion attempts" not in summary.lower()
     assert summary.splitlines()[2] == "Tool errors: 1."  # the malformed reply
+
+
+def test_judges_reply_up_to_2048_tokens_by_default() -> None:
+    """The paper capped judge outputs at 2048 tokens (Appendix A.2.1, C.1)."""
+    import argparse
+    import inspect
+
+    from adakit.pipeline import judge_plan
+
+    parser = argparse.ArgumentParser()
+    J.register_cli(parser.add_subparsers())
+    assert parser.parse_args(["judge", "data/runs/x"]).max_tokens == 2048
+    assert inspect.signature(J.run_judgments).parameters["max_tokens"].default == 2048
+    assert inspect.signature(J.ask_judge).parameters["max_tokens"].default == 2048
+    assert inspect.signature(judge_plan).parameters["default_max_tokens"].default == 2048
