@@ -399,8 +399,9 @@ def judge_agreement(judgments: pd.DataFrame, families: Sequence[str] | None = No
             note = "; ".join(f"seats {', '.join(seats)} hold one copied verdict of {model} and "
                              "count once" for model, seats in copies.items())
         if m.shape[1] < 2:
-            note = "; ".join(x for x in (note, "agreement undefined: fewer than two "
-                                               "independent judges") if x)
+            why = ("agreement undefined: fewer than two independent judges" if copies else
+                   "agreement undefined: a single judge")
+            note = "; ".join(x for x in (note, why) if x)
         diffs = []
         for a, b in combinations(m.columns, 2):
             x, y = _pairs(m[a], m[b])

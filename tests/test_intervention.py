@@ -317,7 +317,11 @@ def test_notebook_is_stripped_and_documents_its_parameters():
     pm = pytest.importorskip("papermill")
     params = pm.inspect_notebook(str(NOTEBOOK))
     assert set(params) == {"corpus", "judgments", "model", "baseline", "treatment", "pair_on",
-                           "focus_world", "figure_prefix"}
+                           "focus_world", "time", "attempts", "messages", "vocabulary",
+                           "figure_prefix"}
+    assert params["attempts"]["default"] == '"unaccepted"' and params["time"]["default"] == \
+        '"active"'
+    assert "docs/deviations.md" in json.dumps(nb["cells"][0]["source"])
     assert all(p["help"] for p in params.values())
     assert params["corpus"]["default"] == '"data/runs/quick"'
 
