@@ -1017,6 +1017,8 @@ def anchor_files(
     out["position"] = out.groupby(world).cumcount() + 1
     out["lines_shown"] = out["lines_shown"].astype(int)
     out["ranked_in"] = out["ranked_in"].astype(int)
+    if turns is not None:
+        out["visits"] = out["visits"].fillna(0).astype(int)
     if top is not None:
         out = out[out["position"] <= top]
     return out[cols].reset_index(drop=True)
