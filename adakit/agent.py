@@ -46,6 +46,7 @@ from adakit.record import (
     Turn,
     WorldInfo,
     read_run,
+    time_totals,
     truncate_torn,
 )
 from adakit.tasks import Task
@@ -330,6 +331,7 @@ class Run:
         self.turns: list[Turn] = []
         self.mistakes = 0
         self.conclusion: tuple[str | None, str | None] = (None, None)
+        self.started_at = time.time()  # the header's launch time (the first one on a resume)
 
     # ------------------------------------------------------------------ resume
 
@@ -343,12 +345,14 @@ class Run:
             if old is not None and old.end is not None and _same_run(old.header, header):
                 raise FileExistsError(f"{self.path} is already finished")
             if old is not None and _same_run(old.header, header):
+                self.started_at = old.header.started_at
                 self._replay(old)
                 return RunWriter(self.path)
             # a different run under the same id (changed settings): set it aside, never delete
             stale = self.path.with_suffix(f".stale-{int(time.time())}.jsonl.bak")
             self.path.rename(stale)
         writer = RunWriter(self.path)
+        self.started_at = header.started_at
         writer.write(header)
         self.messages = self._opening(header.system_prompt)
         return writer
@@ -435,8 +439,10 @@ class Run:
 
     def _end(self, reason: str, error: str | None = None, failure: str | None = None) -> End:
         content, title = self.conclusion
+        now = time.time()
         return End(
             reason=reason,
+            ended_at=now,
             conclusion=content,
             conclusion_title=title,
             error=error,
@@ -450,6 +456,7 @@ class Run:
                 "errors": sum(1 for t in self.turns if t.metrics.error_type),
                 "cache_hits": sum(1 for t in self.turns if t.cached),
                 "dropped_messages_max": max((t.dropped_messages for t in self.turns), default=0),
+                **time_totals(self.turns, self.started_at, now),
             },
         )
 

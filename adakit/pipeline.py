@@ -142,7 +142,7 @@ def judge_plan(
     max_turn_items: int = 0,
     baseline_runs: int = -1,
     max_tokens: int = 0,
-    default_max_tokens: int = 512,
+    default_max_tokens: int = 2048,
 ) -> JudgePlan:
     """Resolve a judging pass from a study file's ``judge`` block and explicit overrides.
 

@@ -10,6 +10,15 @@ Runs imported from other agents (:mod:`adakit.importers`, schema 1.1) use the sa
 their header's ``source`` names the format, the source file and its sha256, their turns may
 carry the action classes EDT / EXE / SUB (:data:`ACT_ORDER`), and their end record keeps the
 source's exit status and submission. Every field added in 1.1 is optional, so 1.0 files load.
+
+Time is kept on three clocks (:func:`time_totals`; the loader derives them from the turn
+records, so runs recorded before the End totals carried them get them too): ``active_s``, the
+agent's own turn time (model reply, tool, hint model); ``coach_s``, the coach-judge reviews
+that run inside a coach run's turns; ``wall_s`` (= ``elapsed_s``), launch to end, including
+any downtime between a crash and its resume. Per turn the turns table has ``coach_s``,
+``active_s`` and the turn's start/end as a fraction of the run's active time
+(``active_rel_start``/``active_rel_end``; ``t_rel_start``/``t_rel_end`` are the wall-clock
+fractions).
 """
 
 from __future__ import annotations
@@ -375,21 +384,65 @@ def truncate_torn(path: str | Path) -> int:
 RUN_COLUMNS = [
     "run_id", "study", "model", "model_kind", "world", "task", "target", "condition",
     "repeat", "seed", "turn_bound", "reason", "finished", "n_turns", "started_at",
-    "elapsed_s", "tokens_in", "tokens_out", "cost_usd", "cache_hits", "errors",
-    "conclusion", "conclusion_chars", "path", "agent", "world_source",
+    "elapsed_s", "wall_s", "active_s", "coach_s", "tokens_in", "tokens_out", "cost_usd",
+    "cache_hits", "errors", "conclusion", "conclusion_chars", "path", "agent", "world_source",
 ]
 TURN_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "tool_name", "action",
     "file", "start_line", "end_line", "lines_viewed", "structural", "block", "symbol",
     "result_count", "error_type", "parse_error", "finalize", "confidence", "thinking_chars",
     "output_chars", "started_at", "ended_at", "t_rel_start", "t_rel_end", "duration_s",
-    "latency_s", "tokens_in", "tokens_out", "cached", "coach_decision", "n_injected",
-    "dropped_messages", "tokens_reused",
+    "coach_s", "active_s", "active_rel_start", "active_rel_end", "latency_s", "tokens_in",
+    "tokens_out", "cached", "coach_decision", "n_injected", "dropped_messages", "tokens_reused",
 ]
 READ_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "file", "start_line",
     "end_line", "n_lines",
 ]
+
+
+#: Bumped whenever the tidy tables change shape, so cached tables of an older loader are
+#: rebuilt from the run files.
+LOADER_VERSION = 2
+
+
+def coach_seconds(turn: Turn) -> float:
+    """Seconds of a turn spent in the coach-judge review (0 without one).
+
+    The review's own wall-clock span (``turn.coach`` ``started_at``/``ended_at``) when it is
+    recorded, else the summed latency of its judge and coach calls (``latency_s``); never
+    more than the turn itself lasted.
+    """
+    rec = turn.coach
+    if not rec:
+        return 0.0
+    a, b = rec.get("started_at"), rec.get("ended_at")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b >= a:
+        spent = float(b) - float(a)
+    else:
+        try:
+            spent = float(rec.get("latency_s") or 0.0)
+        except (TypeError, ValueError):
+            spent = 0.0
+    return min(max(spent, 0.0), max(turn.ended_at - turn.started_at, 0.0))
+
+
+def active_seconds(turn: Turn) -> float:
+    """The agent's own time in a turn: the turn's wall time less its coach review."""
+    return max(turn.ended_at - turn.started_at, 0.0) - coach_seconds(turn)
+
+
+def time_totals(turns: Iterable[Turn], started_at: float, ended_at: float) -> dict[str, float]:
+    """A run's three clocks (seconds): ``active_s``, the sum of the agent's own turn times
+    (model reply, tool, hint model; no coach review, no downtime between a crash and its
+    resume); ``coach_s``, the coach-judge reviews inside the turns; ``wall_s``, the span from
+    launch to ``ended_at`` (everything, downtime included)."""
+    turns = list(turns)
+    return {
+        "active_s": round(sum(active_seconds(t) for t in turns), 6),
+        "coach_s": round(sum(coach_seconds(t) for t in turns), 6),
+        "wall_s": round(max(ended_at - started_at, 0.0), 6),
+    }
 
 
 def iter_run_files(source: str | Path | Iterable[str | Path]) -> Iterator[Path]:
@@ -430,9 +483,19 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
     t0 = h.started_at
     t_end = rf.end.ended_at if rf.end else (rf.turns[-1].ended_at if rf.turns else t0)
     span = max(t_end - t0, 1e-9)
+    coach_s = [coach_seconds(t) for t in rf.turns]
+    active_s = [active_seconds(t) for t in rf.turns]
+    active_total = sum(active_s)
+    active_before = 0.0
+    n = len(rf.turns)
     turn_rows: list[dict[str, Any]] = []
     read_rows: list[dict[str, Any]] = []
-    for t in rf.turns:
+    for k, t in enumerate(rf.turns):
+        if active_total > 0:
+            a_start, a_end = active_before / active_total, (active_before + active_s[k]) / active_total
+        else:  # no measurable time: turns share the run evenly
+            a_start, a_end = k / n, (k + 1) / n
+        active_before += active_s[k]
         m = t.metrics
         first = m.ranges[0] if m.ranges else (None, None)
         error = m.error_type
@@ -464,6 +527,10 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
                 "t_rel_start": (t.started_at - t0) / span,
                 "t_rel_end": (t.ended_at - t0) / span,
                 "duration_s": t.ended_at - t.started_at,
+                "coach_s": coach_s[k],
+                "active_s": active_s[k],
+                "active_rel_start": a_start,
+                "active_rel_end": a_end,
                 "latency_s": t.latency_s,
                 "tokens_in": t.tokens_in,
                 "tokens_out": t.tokens_out,
@@ -507,6 +574,9 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
         "n_turns": len(rf.turns),
         "started_at": t0,
         "elapsed_s": t_end - t0,
+        "wall_s": t_end - t0,
+        "active_s": active_total,
+        "coach_s": sum(coach_s),
         "tokens_in": sum(t.tokens_in for t in rf.turns),
         "tokens_out": sum(t.tokens_out for t in rf.turns),
         "cost_usd": totals.get("cost_usd"),
@@ -564,7 +634,7 @@ def corpus_from_runs(run_files: Iterable[RunFile]) -> Corpus:
 
 
 def _fingerprint(paths: list[Path]) -> str:
-    h = hashlib.sha256(SCHEMA_VERSION.encode())
+    h = hashlib.sha256(f"{SCHEMA_VERSION}|loader {LOADER_VERSION}".encode())
     for p in paths:
         st = p.stat()
         h.update(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
@@ -694,6 +764,7 @@ def _filter_text(filters: dict[str, tuple[str, ...]]) -> str:
 
 
 _WALL_CLOCK = {"started_at", "ended_at", "cached"}
+_CLOCK_TOTALS = {"cache_hits", "active_s", "coach_s", "wall_s"}
 
 
 def _strip_clock(obj: Any) -> Any:
@@ -713,7 +784,7 @@ def content_digest(run: RunFile) -> str:
     records = [run.header.model_dump(mode="json")] + [t.model_dump(mode="json") for t in run.turns]
     if run.end is not None:
         end = run.end.model_dump(mode="json")
-        end["totals"] = {k: v for k, v in end["totals"].items() if k != "cache_hits"}
+        end["totals"] = {k: v for k, v in end["totals"].items() if k not in _CLOCK_TOTALS}
         records.append(end)
     blob = json.dumps(_strip_clock(records), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()

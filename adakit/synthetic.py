@@ -938,14 +938,20 @@ def synthetic_tables(
         t_end = run.ended_at if run.reason is not None else run.turns[-1].ended_at
         span = max(t_end - t0, 1e-9)
         axes = (run.run_id, run.model, run.world, run.task, run.condition)
-        for t in run.turns:
+        active = [t.ended_at - t.started_at for t in run.turns]  # synthetic coaches take no time
+        total = sum(active)
+        before = 0.0
+        for k, t in enumerate(run.turns):
+            a_start, a_end = before / total, (before + active[k]) / total
+            before += active[k]
             first = t.ranges[0] if t.ranges else (None, None)
             turns.append((
                 *axes, t.turn, t.tool, t.call_name if t.parse_error is None else None, t.action, t.file, first[0], first[1],
                 t.lines_viewed, t.structural, t.block, t.symbol, t.result_count, t.error_type,
                 t.parse_error, t.finalize, t.confidence, t.thinking_chars, len(t.raw_text),
                 t.started_at, t.ended_at, (t.started_at - t0) / span, (t.ended_at - t0) / span,
-                t.ended_at - t.started_at, t.latency_s, t.tokens_in, t.tokens_out, False,
+                t.ended_at - t.started_at, 0.0, active[k], a_start, a_end, t.latency_s,
+                t.tokens_in, t.tokens_out, False,
                 t.coach.get("decision") if t.coach else None, len(t.injected), 0, None,
             ))
             if t.file and t.error_type is None:
@@ -954,7 +960,7 @@ def synthetic_tables(
         runs.append((
             run.run_id, "synthetic", run.model, "baseline", run.world, run.task, run.target,
             run.condition, run.repeat, run.seed, run.turn_bound, run.reason,
-            run.reason is not None, len(run.turns), t0, t_end - t0,
+            run.reason is not None, len(run.turns), t0, t_end - t0, t_end - t0, total, 0.0,
             sum(t.tokens_in for t in run.turns), sum(t.tokens_out for t in run.turns), None, 0,
             sum(1 for t in run.turns if t.error_type is not None), run.conclusion,
             len(run.conclusion) if run.conclusion else 0, f"synthetic://{run.run_id}",
@@ -1283,6 +1289,9 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
     fin_col[tool == _CON] = finalize[tool == _CON]
     act_col = _obj(np.array(_EXP_ACTIONS, dtype=object)[np.maximum(action, 0)],
                    is_exp_t & (action >= 0))
+    active_cum = np.cumsum(ended - started)
+    active_total = np.bincount(run, weights=ended - started, minlength=R)
+    active_before = active_cum - (ended - started) - np.concatenate([[0.0], active_cum])[offsets][run]
     turns_df = pd.DataFrame({
         "run_id": np.array([s.run_id for s in specs], dtype=object)[run],
         "model": np.array([s.model for s in specs], dtype=object)[run],
@@ -1312,6 +1321,10 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "t_rel_start": (started - starts_at[run]) / span[run],
         "t_rel_end": (ended - starts_at[run]) / span[run],
         "duration_s": ended - started,
+        "coach_s": np.zeros(T),
+        "active_s": ended - started,
+        "active_rel_start": active_before / active_total[run],
+        "active_rel_end": (active_before + ended - started) / active_total[run],
         "latency_s": latency,
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
@@ -1347,6 +1360,9 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "n_turns": n,
         "started_at": starts_at,
         "elapsed_s": t_end - starts_at,
+        "wall_s": t_end - starts_at,
+        "active_s": active_total,
+        "coach_s": np.zeros(R),
         "tokens_in": np.bincount(run, weights=tokens_in, minlength=R).astype(np.int64),
         "tokens_out": np.bincount(run, weights=tokens_out, minlength=R).astype(np.int64),
         "cost_usd": np.full(R, None, dtype=object),

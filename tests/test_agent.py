@@ -357,3 +357,47 @@ def test_repeat_guard_off_note_and_refuse(world, tmp_path):
     assert refuse.end.reason == "finalize" and refuse.end.totals["errors"] == 1
     with pytest.raises(ValueError, match="repeat_guard"):
         RunConfig(run_id="x", repeat_guard="sometimes")
+
+
+class _SlowCoach:
+    """A coach that spends 0.05 s on each review and always passes."""
+
+    def review(self, turn, context):
+        import time
+
+        started = time.time()
+        time.sleep(0.05)
+        return {"decision": "PASS", "latency_s": 0.05, "started_at": started,
+                "ended_at": time.time()}
+
+    def resume(self, turns, context):
+        pass
+
+
+def test_end_totals_keep_active_coach_and_wall_time_apart(world, tmp_path):
+    from adakit.record import active_seconds, coach_seconds, load_corpus
+
+    path = tmp_path / "clock.jsonl"
+    with FakeOpenAI([peek(), MEMORY, 400]) as fake:
+        launch(world, fake, path)
+    # a crash after two turns, resumed "an hour later": the header's launch moves back 3600 s
+    lines = path.read_text().splitlines(keepends=True)[:-1]
+    head = json.loads(lines[0])
+    head["started_at"] -= 3600.0
+    path.write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
+    with FakeOpenAI([FINAL]) as fake:
+        spec = spec_for(fake)
+        backend = OpenAIBackend(spec, retry=RetryPolicy(attempts=1, base=0.01, cap=0.05))
+        ctx = LaunchContext(world=world, task=make_task("feature_tracing", "toy"),
+                            condition=get_condition("natural"), backend=backend,
+                            coach=_SlowCoach())
+        rf = Run(ctx, RunConfig(run_id="clock", turn_bound=10), path).execute()
+    totals = rf.end.totals
+    assert totals["wall_s"] > 3600.0
+    assert totals["coach_s"] == pytest.approx(coach_seconds(rf.turns[-1]), abs=1e-6)
+    assert totals["coach_s"] >= 0.05
+    assert totals["active_s"] == pytest.approx(sum(active_seconds(t) for t in rf.turns), abs=1e-5)
+    assert totals["active_s"] < 60.0  # the hour of downtime is not agent time
+    run = load_corpus(tmp_path, cache=False).runs.set_index("run_id").loc["clock"]
+    assert run["active_s"] == pytest.approx(totals["active_s"], abs=1e-5)
+    assert run["coach_s"] == pytest.approx(totals["coach_s"], abs=1e-5)

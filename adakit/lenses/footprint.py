@@ -11,10 +11,20 @@ end_line; failed tool calls are not in it).
 
 Choices made where the paper is silent:
 
-* **Anchors (D13).** For each world and each condition, files are ranked by density
-  (1 = densest, ties share the better rank). A file a condition never read ranks just after
-  that condition's last read file. A file's position is its rank averaged over the world's
-  conditions; ties go to the larger total of lines shown.
+* **Anchors (D13).** The paper's anchors are the "most visited" files. For each world and each
+  condition, files are ranked by visits (``rank_by="visits"``, the default: successful tool
+  calls naming the file, any tool, the same count behind lens 0's files visited, so a file
+  reached only by an outline or a reference search counts), 1 = most visited, ties sharing
+  the better rank. ``rank_by="lines"`` ranks by lines shown instead. A file a condition never
+  visited ranks just after that condition's last listed file. A file's position is its rank
+  averaged over the world's conditions; ties go to the larger total of the ranking measure,
+  then of the other one.
+* **Overview maps (Fig. 10a).** The paper's overview shows *cumulative* trace density across
+  the whole matrix: :func:`plot_overview_map` colours files by the lines shown summed over all
+  runs (``values="cumulative"``, the default) or per run (``values="per_run"``).
+* **Model contrasts (Fig. 10b).** Two models are compared on the same world *and task*
+  (:func:`compare_pairs` holds the task fixed, choosing the task with most runs of both models
+  unless one is given), as the paper's panel does; conditions are pooled.
 * **Corridors (D14).** A move is two consecutive successful tool calls of a run that name
   different files; turns naming no file (MEM, CON, ...) are skipped, so a -> MEM -> b is a
   move a -> b. Moves count every occurrence, trajectories count the runs with at least one.
@@ -28,7 +38,7 @@ Choices made where the paper is silent:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import circlify
@@ -305,13 +315,15 @@ def density_difference(
 @dataclass(frozen=True)
 class PairComparison:
     """One signed A - B density comparison along a runs column (Fig. 10b-d), or the reason
-    it was skipped (``difference`` is then None)."""
+    it was skipped (``difference`` is then None). ``scope`` holds the columns held fixed
+    (e.g. the world and task of a model contrast)."""
 
     column: str
     a: Any = None
     b: Any = None
     difference: pd.DataFrame | None = None
     skipped: str = ""
+    scope: dict[str, Any] = field(default_factory=dict)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -326,7 +338,25 @@ class PairComparison:
         n_a = int(d["n_runs_a"].iloc[0]) if len(d) else 0
         n_b = int(d["n_runs_b"].iloc[0]) if len(d) else 0
         la, lb = self.labels
-        return f"{la} ({n_a} runs) minus {lb} ({n_b} runs), {len(d)} files"
+        where = ", ".join(f"{k} {v}" for k, v in self.scope.items())
+        return (f"{la} ({n_a} runs) minus {lb} ({n_b} runs), {len(d)} files"
+                + (f" ({where})" if where else ""))
+
+
+#: Columns held fixed per comparison column (None: the value with most runs of both sides).
+HOLD: dict[str, dict[str, Any]] = {"model": {"task": None}}
+
+
+def _held_value(scope: pd.DataFrame, column: str, a: Any, b: Any, held: str) -> Any:
+    """The value of ``held`` with runs of both A and B and the most runs in all (ties: the
+    first in display order); None when no value has both."""
+    both = scope[scope[column].isin([a, b])]
+    sides = both.groupby(held)[column].nunique()
+    candidates = [v for v in figures.order_for(held, sides.index) if sides.get(v, 0) == 2]
+    if not candidates:
+        return None
+    size = both.groupby(held).size()
+    return max(candidates, key=lambda v: size[v])  # max keeps the first of equal sizes
 
 
 def compare_pairs(
@@ -334,16 +364,22 @@ def compare_pairs(
     runs: pd.DataFrame,
     pairs: Mapping[str, Sequence[Any]],
     within: Mapping[str, Any] | None = None,
+    hold: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, PairComparison]:
     """Signed difference tables for several A - B comparisons, one per runs column.
 
     ``pairs`` maps a runs column to the two values to compare, ``[A, B]``; an empty list takes
     the first two values present in display order (e.g. the paper's model order). ``within``
-    restricts both groups, e.g. ``{"world": "flask"}``. A comparison that cannot be made (fewer
-    than two values, a value without runs, A equal to B) is returned with its reason in
-    ``skipped`` instead of failing the others. Results keep the order of ``pairs``.
+    restricts both groups, e.g. ``{"world": "flask"}``. ``hold`` fixes further columns per
+    comparison (default :data:`HOLD`: a model contrast holds the task, Fig. 10b); a held value
+    of None picks the value with most runs of both A and B. A comparison that cannot be made
+    (fewer than two values, a value without runs, A equal to B, no held value with both) is
+    returned with its reason in ``skipped`` instead of failing the others. Results keep the
+    order of ``pairs``.
     """
-    _require(runs, ["run_id", *pairs, *(within or {})], "the runs table")
+    hold = HOLD if hold is None else hold
+    held_cols = [c for col in pairs for c in (hold.get(col) or {})]
+    _require(runs, ["run_id", *pairs, *(within or {}), *held_cols], "the runs table")
     scope = runs[_select(runs, within or {})]
     out: dict[str, PairComparison] = {}
     for column, wanted in pairs.items():
@@ -363,8 +399,28 @@ def compare_pairs(
             out[column] = PairComparison(column, a, b, skipped=why)
             continue
         base = dict(within or {})
+        held = {}
+        for col, value in (hold.get(column) or {}).items():
+            if col in base:
+                continue
+            chosen_value = value if value is not None else _held_value(scope, column, a, b, col)
+            if chosen_value is None:
+                held = None
+                break
+            held[col] = chosen_value
+        if held is None:
+            out[column] = PairComparison(column, a, b, skipped=(
+                f"no {col} with runs of both {a!r} and {b!r}{where}"))
+            continue
+        base.update(held)
+        sides = runs[_select(runs, base)][column]
+        lacking = [v for v in (a, b) if not (sides == v).any()]
+        if lacking:
+            out[column] = PairComparison(column, a, b, skipped=(
+                f"{lacking} have no runs with {base}"), scope=base)
+            continue
         diff = density_difference(reads, runs, {**base, column: a}, {**base, column: b})
-        out[column] = PairComparison(column, a, b, difference=diff)
+        out[column] = PairComparison(column, a, b, difference=diff, scope=base)
     return out
 
 
@@ -759,6 +815,29 @@ def plot_difference_map(
     return plot_repo_map(files, difference, ax=ax, value_column="diff", diverging=True, **kwargs)
 
 
+OVERVIEW_VALUES: dict[str, tuple[str, str]] = {
+    "cumulative": ("lines_shown", "Cumulative trace density (lines shown, all runs)"),
+    "per_run": ("density", "Trace density (lines shown per run)"),
+}
+
+
+def plot_overview_map(
+    files: pd.DataFrame,
+    density: pd.DataFrame,
+    values: str = "cumulative",
+    ax: Axes | None = None,
+    **kwargs: Any,
+) -> Figure:
+    """Fig. 10a for one world: the map coloured by the cumulative lines shown over all runs
+    (``values="cumulative"``, the paper's overview) or by lines shown per run
+    (``values="per_run"``). ``density`` is :func:`trace_density` output for the world."""
+    if values not in OVERVIEW_VALUES:
+        raise ValueError(f"values must be one of {list(OVERVIEW_VALUES)}, not {values!r}")
+    column, label = OVERVIEW_VALUES[values]
+    kwargs.setdefault("colorbar_label", label)
+    return plot_repo_map(files, density, ax=ax, value_column=column, diverging=False, **kwargs)
+
+
 # --------------------------------------------------------------------------- routes
 
 
@@ -905,28 +984,81 @@ def labelled_routes(turns: pd.DataFrame, chosen: pd.DataFrame) -> dict[str, pd.D
 # --------------------------------------------------------------------------- tables
 
 
+def file_visits(
+    turns: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Visits per file (and group): successful tool calls naming the file, any tool (an
+    outline or a reference search counts although it shows no line), which is what lens 0
+    counts as files visited.
+
+    Columns: *by, file, visits, runs_visiting, n_runs (from ``runs`` when given, so runs that
+    visited nothing count), visits_per_run.
+    """
+    keys = list(_as_tuple(by))
+    t = _with_groups(_file_turns(turns, keys), runs, keys, "the turns table")
+    cols = [*keys, "file", "visits", "runs_visiting", "n_runs", "visits_per_run"]
+    if t.empty:
+        return pd.DataFrame(columns=cols)
+    out = t.groupby([*keys, "file"], dropna=False).agg(
+        visits=("run_id", "size"), runs_visiting=("run_id", "nunique")).reset_index()
+    counts = _group_run_counts(t, runs, keys)
+    out = out.merge(counts, on=keys, how="left") if keys else out.assign(
+        n_runs=int(counts["n_runs"].iloc[0]))
+    out["visits_per_run"] = out["visits"] / out["n_runs"]
+    out = out.sort_values([*keys, "visits", "file"], ascending=[True] * len(keys) + [False, True])
+    return out[cols].reset_index(drop=True)
+
+
+ANCHOR_RANKINGS: tuple[str, ...] = ("visits", "lines")
+
+
 def anchor_files(
     reads: pd.DataFrame,
     runs: pd.DataFrame | None = None,
     world: str = "world",
     across: str = "condition",
     top: int | None = 3,
+    rank_by: str = "visits",
+    turns: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Recurring anchor files per world ranked by average position across ``across`` (D13).
 
-    Columns: world, position, file, mean_rank, ranked_in (groups that read the file),
-    groups (groups of the world), lines_shown.
+    ``rank_by="visits"`` (default, the paper's "most visited"; needs ``turns``) or
+    ``"lines"`` (lines shown); see the module docstring. Columns: world, position, file,
+    mean_rank, ranked_in (groups that visited the file), groups (groups of the world),
+    visits (NaN without ``turns``), lines_shown.
     """
-    d = trace_density(reads, runs, by=(world, across))
-    cols = [world, "position", "file", "mean_rank", "ranked_in", "groups", "lines_shown"]
+    if rank_by not in ANCHOR_RANKINGS:
+        raise ValueError(f"rank_by must be one of {list(ANCHOR_RANKINGS)}, not {rank_by!r}")
+    if rank_by == "visits" and turns is None:
+        raise ValueError("ranking anchors by visits needs the turns table (turns=...); "
+                         "rank_by='lines' ranks by lines shown instead")
+    cols = [world, "position", "file", "mean_rank", "ranked_in", "groups", "visits",
+            "lines_shown"]
+    keys = [world, across]
+    lines = trace_density(reads, runs, by=keys)[[*keys, "file", "lines_shown"]]
+    if turns is not None:
+        visits = file_visits(turns, runs, by=keys)[[*keys, "file", "visits"]]
+        d = visits.merge(lines, on=[*keys, "file"], how="outer")
+        d["visits"] = d["visits"].fillna(0)
+    else:
+        d = lines.assign(visits=np.nan)
+    d["lines_shown"] = d["lines_shown"].fillna(0)
     if d.empty:
         return pd.DataFrame(columns=cols)
-    d["rank"] = d.groupby([world, across], dropna=False)["density"].rank(
+    measure = "visits" if rank_by == "visits" else "lines_shown"
+    other = "lines_shown" if rank_by == "visits" else "visits"
+    d = d[d[measure] > 0].copy()
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    d["rank"] = d.groupby([world, across], dropna=False)[measure].rank(
         ascending=False, method="min")
     files = d[[world, "file"]].drop_duplicates()
     groups = d[[world, across]].drop_duplicates()
     grid = files.merge(groups, on=world)
-    grid = grid.merge(d[[world, across, "file", "rank", "lines_shown"]],
+    grid = grid.merge(d[[world, across, "file", "rank", "visits", "lines_shown"]],
                       on=[world, across, "file"], how="left")
     worst = d.groupby([world, across], dropna=False)["file"].size().rename("n_read") + 1
     grid = grid.merge(worst.reset_index(), on=[world, across])
@@ -934,12 +1066,14 @@ def anchor_files(
     grid["rank"] = grid["rank"].fillna(grid["n_read"])
     out = grid.groupby([world, "file"], dropna=False).agg(
         mean_rank=("rank", "mean"), ranked_in=("ranked", "sum"), groups=(across, "nunique"),
-        lines_shown=("lines_shown", "sum"))
-    out = out.reset_index().sort_values([world, "mean_rank", "lines_shown", "file"],
-                                        ascending=[True, True, False, True])
+        visits=("visits", lambda v: v.sum(min_count=1)), lines_shown=("lines_shown", "sum"))
+    out = out.reset_index().sort_values([world, "mean_rank", measure, other, "file"],
+                                        ascending=[True, True, False, False, True])
     out["position"] = out.groupby(world).cumcount() + 1
     out["lines_shown"] = out["lines_shown"].astype(int)
     out["ranked_in"] = out["ranked_in"].astype(int)
+    if turns is not None:
+        out["visits"] = out["visits"].fillna(0).astype(int)
     if top is not None:
         out = out[out["position"] <= top]
     return out[cols].reset_index(drop=True)
