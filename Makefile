@@ -87,7 +87,8 @@ $(STUDY_OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STUDY_OUT)/judge.done $(PARA
 $(STUDY_OUT)/index.html: $(EXECUTED)
 	$(ADAKIT) stage index $(PROFILE)
 
-study: $(STUDY_OUT)/index.html ## the main job: worlds -> launch -> judge -> every notebook -> index page (PROFILE=quick|ci|paper)
+study: $(STUDY_OUT)/index.html ## the main job: worlds -> launch -> judge -> every notebook -> index page (PROFILE=quick|ci|local|paper)
+	@$(ADAKIT) stage dataset $(PROFILE)
 	@$(ADAKIT) stage summary $(PROFILE)
 
 study-clean: ## forget a profile's runs, verdicts and executed notebooks (the response cache is kept, so the next `make study` replays)

@@ -396,8 +396,27 @@ def _cmd_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def build_declared_dataset(profile: str) -> str:
+    """Pack a profile's corpus into the dataset its study file declares (``dataset: FOLDER``),
+    with its verdicts and recorded replies (``adakit.dataset.build``); what was done, in a line."""
+    from adakit.study import load_study
+
+    study = load_study(study_file(profile))
+    target = study.raw.get("dataset")
+    if not target:
+        return f"study {study.name} declares no dataset: nothing to build"
+    from adakit.dataset import build
+
+    manifest = build(study.output, target, study=study_file(profile))
+    c = manifest["counts"]
+    return (f"dataset {manifest['name']}: {c['runs']} runs, {c['verdicts']} verdicts, "
+            f"{c['responses']} recorded replies -> {target}")
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
-    if args.what == "index":
+    if args.what == "dataset":
+        print(build_declared_dataset(args.profile))
+    elif args.what == "index":
         page = build_index(output_dir(args.profile))
         print(f"index: {page.path} ({len(page.pages)} notebooks, {page.images} figures)")
     elif args.what == "judge":
@@ -422,7 +441,7 @@ def register_cli(sub: Any) -> None:
     p.add_argument("--yes", action="store_true", help="launch whatever the estimated cost")
     p.set_defaults(func=_cmd_study)
     r = sub.add_parser("stage", help="one stage of the study pipeline (used by the Makefile)")
-    r.add_argument("what", choices=["judge", "notebook", "index", "summary"])
+    r.add_argument("what", choices=["judge", "notebook", "index", "dataset", "summary"])
     r.add_argument("profile", nargs="?", default="quick")
     r.add_argument("--notebook", help="notebook file name, for 'notebook'")
     r.set_defaults(func=_cmd_report)
