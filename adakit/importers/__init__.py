@@ -364,19 +364,11 @@ def open_corpora(*folders: str | Path, verbose: bool = True) -> Any:
     """Several corpus folders (e.g. imported runs and runs adakit launched) as one
     :class:`~adakit.record.Corpus`, each opened like the notebooks do (cached, a count line
     printed); run ids are unique because imported ids carry their source's sha256."""
-    import pandas as pd
+    from adakit.record import open_corpus
 
-    from adakit.record import Corpus, open_corpus
-
-    parts = [open_corpus(f, verbose=verbose) for f in folders if str(f)]
-    if not parts:
-        raise ValueError("no corpus folder given")
-    data = Corpus(*(pd.concat([getattr(p, k) for p in parts], ignore_index=True)
-                    for k in ("runs", "turns", "reads")))
-    dup = data.runs["run_id"][data.runs["run_id"].duplicated()]
-    if len(dup):
-        raise ValueError(f"run {dup.iloc[0]!r} is in more than one of the folders given")
-    if verbose and len(parts) > 1:
+    given = [f for f in folders if str(f)]
+    data = open_corpus(given if len(given) != 1 else given[0], verbose=verbose)
+    if verbose and len(given) > 1:
         counts = data.runs["agent"].value_counts()
         print("runs by agent: " + ", ".join(f"{a} {n}" for a, n in counts.items()))
     return data
