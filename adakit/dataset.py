@@ -151,8 +151,10 @@ def build(
                     n_verdicts += 1
                     judge_models.add(json.loads(line).get("judge", ""))
         study_path = config.resolve(study) if study else runs_dir / "study.yaml"
-        study_doc = yaml.safe_load(study_path.read_text(encoding="utf-8")) if study_path.exists() else {}
-        shutil.copyfile(study_path, tmp / "study.yaml") if study_path.exists() else None
+        study_doc: dict[str, Any] = {}
+        if study_path.exists():
+            study_doc = yaml.safe_load(study_path.read_text(encoding="utf-8")) or {}
+            shutil.copyfile(study_path, tmp / "study.yaml")
         for key in ("coach_model", "hint_model"):
             if study_doc.get(key):
                 judge_models.add(study_doc[key])
