@@ -371,10 +371,17 @@ class Toolbox:
             log.exception("tool %s failed", tool_name)
             metrics.error_type = "tool_error"
             return ToolResult(
-                f"{tool_name} failed unexpectedly ({type(exc).__name__}: {exc}). "
+                f"{tool_name} failed unexpectedly ({type(exc).__name__}: {self._detail(exc)}). "
                 "Try a different call.",
                 metrics,
             )
+
+    def _detail(self, exc: Exception) -> str:
+        """An unexpected error's message without host paths: an OSError's reason only, and
+        the world's root shown as the world's name."""
+        if isinstance(exc, OSError):
+            return exc.strerror or "operating system error"
+        return str(exc).replace(str(self.world.root), self.world.name)
 
     def _check(self, spec: ToolSpec, params: dict[str, Any]) -> dict[str, Any]:
         unknown = [k for k in params if spec.param(k) is None]
@@ -786,7 +793,11 @@ class Toolbox:
             if exc.kind == "outside":
                 raise
             rel = None
-            note = f"(current_file_path {current_file_path!r} was not found; the whole repository was searched)"
+            if exc.kind == "not_found":
+                note = f"(current_file_path {current_file_path!r} was not found; the whole repository was searched)"
+            else:
+                why = str(exc) if str(exc).endswith(".") else f"{exc}."
+                note = f"(current_file_path was refused: {why} The whole repository was searched.)"
         if not symbol_name:
             names = self.index.identifiers_on_line(rel, current_line_number) if rel else []
             hint = f" Names on line {current_line_number} of {rel}: {', '.join(names)}." if names else ""
@@ -1129,10 +1140,15 @@ def parse_code_range(text: str, n_lines: int) -> tuple[int, int, list[str]]:
     )
     if match is None:
         raise ToolError(f"code_range must look like START-END (e.g. 120-145); got {raw[:40]!r}.")
-    if match.group(3):
-        start = end = int(match.group(3))
-    else:
-        start, end = int(match.group(1)), int(match.group(2))
+    try:
+        if match.group(3):
+            start = end = int(match.group(3))
+        else:
+            start, end = int(match.group(1)), int(match.group(2))
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+        raise ToolError(
+            f"code_range holds a number too large to be a line number; got {raw[:40]!r}…"
+        ) from None
     notes: list[str] = []
     if end < start:
         start, end = end, start

@@ -2,14 +2,17 @@
 
 :class:`World` is the sandbox every tool reads through. Nothing outside the world root is
 ever opened: parent-directory escapes, absolute paths elsewhere, symlinks that point out,
-device files and other non-regular files are refused with a clear message; binary and
-oversized files are refused; undecodable bytes are replaced, never fatal.
+hard links shared with a file outside (see ``World.hard_links``), device files and other
+non-regular files are refused with a clear message that never shows a host path; binary and
+oversized files, over-long paths and symlink loops are refused; undecodable bytes are
+replaced, never fatal.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import fnmatch
 import hashlib
 import json
@@ -38,6 +41,13 @@ LANGUAGE_EXTENSIONS: dict[str, tuple[str, ...]] = {
 EXT_LANGUAGE = {ext: lang for lang, exts in LANGUAGE_EXTENSIONS.items() for ext in exts}
 
 MAX_FILE_BYTES = 2_000_000
+#: Paths an agent gives are refused above this many characters (PATH_MAX on Linux).
+MAX_PATH_CHARS = 4096
+#: A file or folder name is at most this many bytes (NAME_MAX on Linux and macOS).
+NAME_MAX_BYTES = 255
+#: ``World.hard_links`` policies: "inside" reads a file with several hard links only when all
+#: of them lie inside the world root; "any" reads it whatever its other links are.
+HARD_LINK_POLICIES = ("inside", "any")
 #: The file a fetched world keeps at its root to say what was unpacked (never part of the world).
 MARKER_NAME = ".adakit-world.json"
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".mypy_cache", ".tox"}
@@ -69,6 +79,13 @@ class World:
 
     ``include`` lists the subfolders (relative to ``root``) that form the world; empty means
     the whole folder. ``exclude`` holds glob patterns on relative POSIX paths.
+
+    ``hard_links`` is the policy for regular files with more than one hard link: with
+    ``"inside"`` (the default) such a file is read only when every one of its links lies
+    inside the root (counted by one walk of the root, the first time such a file is met), so
+    a hard link to a file elsewhere on the host is refused like a symlink leading out;
+    ``"any"`` reads them all, for trees a package manager fills with hard links from a store
+    outside (pnpm, uv). Fetched worlds have no hard links: the unpacker copies them.
     """
 
     root: Path
@@ -77,15 +94,54 @@ class World:
     exclude: list[str] = field(default_factory=list)
     version: str = ""
     language: str = ""
+    hard_links: str = "inside"
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve(strict=True)
         if not self.root.is_dir():
             raise NotADirectoryError(f"world root {self.root} is not a folder")
+        if self.hard_links not in HARD_LINK_POLICIES:
+            raise ValueError(
+                f"hard_links must be one of {', '.join(HARD_LINK_POLICIES)}, got {self.hard_links!r}"
+            )
         self.name = self.name or self.root.name
         self.include = [PurePosixPath(p).as_posix().strip("/") for p in self.include if p]
         self._files: list[str] | None = None
         self._cache: dict[str, _Cached] = {}
+        self._links_inside: dict[tuple[int, int], int] | None = None
+
+    # ------------------------------------------------------------------ hard links
+
+    def _inside_link_counts(self) -> dict[tuple[int, int], int]:
+        """How many names each multiply-linked regular file has inside the root (walked once)."""
+        if self._links_inside is None:
+            counts: dict[tuple[int, int], int] = {}
+            for dirpath, _dirnames, filenames in os.walk(self.root, followlinks=False):
+                for fn in filenames:
+                    try:
+                        st = os.lstat(os.path.join(dirpath, fn))
+                    except OSError:
+                        continue
+                    if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+                        key = (st.st_dev, st.st_ino)
+                        counts[key] = counts.get(key, 0) + 1
+            self._links_inside = counts
+        return self._links_inside
+
+    def links_outside(self, st: os.stat_result) -> bool:
+        """Whether the policy refuses this regular file: it has a hard link outside the root."""
+        if st.st_nlink <= 1 or self.hard_links == "any":
+            return False
+        return self._inside_link_counts().get((st.st_dev, st.st_ino), 0) < st.st_nlink
+
+    def check_hard_links(self, rel: str, st: os.stat_result) -> None:
+        """Raise SandboxError when :meth:`links_outside` refuses the file ``rel``."""
+        if self.links_outside(st):
+            raise SandboxError(
+                f"'{rel}' is a hard link to a file that also has a name outside the repository; "
+                "refused.",
+                "outside",
+            )
 
     # ------------------------------------------------------------------ scope
 
@@ -112,7 +168,7 @@ class World:
                     continue  # an include entry that is a symlink leading out of the world
                 if start.is_file() and not start.is_symlink():
                     rel = start.relative_to(self.root).as_posix()
-                    if self.in_scope(rel):
+                    if self.in_scope(rel) and not self.links_outside(start.lstat()):
                         found.append(rel)
                     continue
                 if not start.is_dir():
@@ -128,7 +184,7 @@ class World:
                             st = full.lstat()
                         except OSError:
                             continue
-                        if stat.S_ISREG(st.st_mode):
+                        if stat.S_ISREG(st.st_mode) and not self.links_outside(st):
                             found.append(rel)
             self._files = sorted(set(found))
         return self._files
@@ -149,9 +205,21 @@ class World:
         """Turn an agent-supplied path into a relative POSIX path, or raise SandboxError."""
         if not isinstance(path, str) or not path.strip():
             raise SandboxError("No file path was given.", "bad_path")
+        if len(path) > MAX_PATH_CHARS:
+            raise SandboxError(
+                f"The file path is {len(path):,} characters long, over the "
+                f"{MAX_PATH_CHARS:,}-character limit for a path.",
+                "bad_path",
+            )
         text = path.strip().strip("'\"`").replace("\\", "/")
         if "\x00" in text:
             raise SandboxError("The file path contains a NUL byte.", "bad_path")
+        try:
+            os.fsencode(text)
+        except UnicodeEncodeError:
+            raise SandboxError(
+                "The file path contains characters that cannot be part of a file name.", "bad_path"
+            ) from None
         if text.startswith("/"):
             root = self.root.as_posix()
             if text == root or text.startswith(root + "/"):
@@ -172,11 +240,39 @@ class World:
                 "and bounded to its root.",
                 "outside",
             )
+        for part in parts:
+            size = len(os.fsencode(part))
+            if size > NAME_MAX_BYTES:
+                raise SandboxError(
+                    f"A part of the file path is {size:,} bytes long, over the "
+                    f"{NAME_MAX_BYTES}-byte limit for a file or folder name, so no such file "
+                    "exists.",
+                    "bad_path",
+                )
         rel = "/".join(parts)
         # accept a leading "<world name>/" as the project structure shows it
-        if parts and parts[0] == self.name and not (self.root / rel).exists():
+        if parts and parts[0] == self.name and self._stat(self.root / rel, rel, quiet=True) is None:
             rel = "/".join(parts[1:])
         return rel
+
+    @staticmethod
+    def _stat(path: Path, rel: str, quiet: bool = False) -> os.stat_result | None:
+        """``os.stat`` of an in-world path; None when nothing is there. Any other failure is a
+        SandboxError naming ``rel`` and the reason, never the host path (None if ``quiet``)."""
+        try:
+            return os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if quiet:
+                return None
+            if exc.errno == errno.ELOOP:
+                raise SandboxError(
+                    f"'{rel}' runs into a loop of symbolic links; refused.", "bad_path"
+                ) from None
+            raise SandboxError(
+                f"'{rel}' cannot be read ({exc.strerror or 'operating system error'}).", "bad_path"
+            ) from None
 
     def resolve(self, path: str) -> Path:
         """The real path of an in-world regular file, after every sandbox check."""
@@ -186,14 +282,22 @@ class World:
         candidate = self.root / rel
         try:
             real = candidate.resolve(strict=False)
-        except (OSError, RuntimeError) as exc:  # symlink loops
-            raise SandboxError(f"'{path}' cannot be resolved ({exc}).", "bad_path") from exc
+        except RuntimeError:  # Python 3.11 raises it for a symlink loop
+            raise SandboxError(
+                f"'{rel}' runs into a loop of symbolic links; refused.", "bad_path"
+            ) from None
+        except OSError as exc:
+            raise SandboxError(
+                f"'{rel}' cannot be resolved ({exc.strerror or 'operating system error'}).",
+                "bad_path",
+            ) from None
         if not real.is_relative_to(self.root):
             raise SandboxError(
                 f"'{path}' points outside the repository (through a symbolic link); refused.",
                 "outside",
             )
-        if not candidate.exists():
+        st = self._stat(candidate, rel)
+        if st is None:
             hint = self.close_matches(rel)
             msg = f"File not found: '{rel}'."
             if hint:
@@ -203,7 +307,6 @@ class World:
             raise SandboxError(msg, "not_found")
         if not self.in_scope(real.relative_to(self.root).as_posix()) or not self.in_scope(rel):
             raise SandboxError(f"'{rel}' is not part of this world's scope.", "out_of_scope")
-        st = real.stat()
         if stat.S_ISDIR(st.st_mode):
             inside = [f for f in self.files() if f.startswith(rel + "/")][:8]
             more = ", ".join(inside)
@@ -213,6 +316,7 @@ class World:
             )
         if not stat.S_ISREG(st.st_mode):
             raise SandboxError(f"'{rel}' is not a regular file; refused.", "not_a_file")
+        self.check_hard_links(rel, st)
         if st.st_size > MAX_FILE_BYTES:
             raise SandboxError(
                 f"'{rel}' is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for "

@@ -668,3 +668,42 @@ def test_folder_members_never_disturb_files(tmp_path):
     (tmp_path / "out2").mkdir()
     with pytest.raises(UnsafeArchiveError, match="would replace a file"):
         unpack_archive(bad, tmp_path / "out2")
+
+
+# ----------------------------------------------------------------- sandbox: hard links, limits
+
+
+def test_hard_links_to_files_outside_the_world_are_refused(tmp_path):
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg/ok.py").write_text("def ok():\n    return 1\n")
+    secret = tmp_path / "secret.py"
+    secret.write_text("TOKEN = 'hunter2'\n")
+    os.link(secret, root / "pkg/leak.py")
+    os.link(root / "pkg/ok.py", root / "pkg/twin.py")  # both names inside: an ordinary file
+    w = World(root)
+    assert w.files() == ["pkg/ok.py", "pkg/twin.py"]
+    message = refused(w, "pkg/leak.py", "outside")
+    assert "hard link" in message and str(tmp_path) not in message
+    assert w.lines("pkg/twin.py")[0] == "def ok():"
+    opted_in = World(root, hard_links="any")  # e.g. a pnpm or uv tree linked from a store
+    assert opted_in.lines("pkg/leak.py") == ["TOKEN = 'hunter2'"]
+    assert "pkg/leak.py" in opted_in.files()
+    with pytest.raises(ValueError, match="hard_links must be one of"):
+        World(root, hard_links="sometimes")
+
+
+def test_over_long_paths_and_link_loops_get_clear_refusals(sandbox):
+    os.symlink("loop_b", sandbox.root / "pkg/loop_a.py")
+    os.symlink("loop_a.py", sandbox.root / "pkg/loop_b")
+    cases = {
+        "pkg/" + "x" * 300 + ".py": "over the 255-byte limit for a file or folder name",
+        "pkg/" + "a/" * 3000 + "b.py": "over the 4,096-character limit",
+        "p" * 5_000_000: "5,000,000 characters long",
+        "pkg/loop_a.py": "loop of symbolic links",
+        "pkg/\udcff\ud800.py": "cannot be part of a file name",
+    }
+    for path, message in cases.items():
+        text = refused(sandbox, path, "bad_path")
+        assert message in text
+        assert str(sandbox.root) not in text and len(text) < 400
