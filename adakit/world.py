@@ -16,6 +16,7 @@ import errno
 import fnmatch
 import hashlib
 import json
+import lzma
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -408,7 +410,15 @@ class World:
 # git worlds are a URL and a commit, for machines that reach the host. A fetched world lives in
 # ``worlds_dir()/NAME-VERSION`` with a marker file recording what was unpacked.
 
-MAX_UNPACKED_BYTES = 4 * 1024**3
+#: A world may unpack to at most this many bytes (about five times scikit-learn's 24 MB, the
+#: largest sdist world); an archive that declares or writes more is refused.
+MAX_UNPACKED_BYTES = 128 * 1024**2
+#: ... and hold at most this many members (scikit-learn: about 1,700).
+MAX_MEMBERS = 100_000
+#: An archive member's path: at most this many bytes and this many levels (the worlds: under
+#: 130 bytes and 10 levels).
+MAX_MEMBER_PATH_BYTES = 1024
+MAX_MEMBER_DEPTH = 64
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -780,16 +790,42 @@ def _download_sdist(spec: WorldSpec, dest: Path, progress: bool) -> None:
         raise WorldFetchError(f"{src.filename}: download failed: {exc}") from exc
 
 
+def _show(name: str) -> str:
+    """An archive member's name for a message (long names are cut)."""
+    return repr(name if len(name) <= 120 else name[:120] + "…")
+
+
 def _clean_member(name: str, archive: str) -> list[str]:
-    """The path parts of an archive member, or UnsafeArchiveError for absolute/``..`` names."""
+    """The path parts of an archive member, or UnsafeArchiveError for absolute/``..`` names
+    and names too long or too deep to create."""
     if "\x00" in name:
-        raise UnsafeArchiveError(f"{archive}: member name {name!r} contains a NUL byte; refused")
+        raise UnsafeArchiveError(f"{archive}: member name {_show(name)} contains a NUL byte; refused")
     text = name.replace("\\", "/")
+    try:
+        size = len(os.fsencode(text))
+    except UnicodeEncodeError:
+        raise UnsafeArchiveError(
+            f"{archive}: member name {_show(name)} cannot be a file name here; refused"
+        ) from None
+    if size > MAX_MEMBER_PATH_BYTES:
+        raise UnsafeArchiveError(
+            f"{archive}: member {_show(name)} has a path of {size:,} bytes, over the "
+            f"{MAX_MEMBER_PATH_BYTES:,}-byte limit; refused"
+        )
     if text.startswith("/") or re.match(r"^[A-Za-z]:", text):
-        raise UnsafeArchiveError(f"{archive}: member {name!r} has an absolute path; refused")
+        raise UnsafeArchiveError(f"{archive}: member {_show(name)} has an absolute path; refused")
     parts = [p for p in text.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise UnsafeArchiveError(f"{archive}: member {name!r} climbs out with '..'; refused")
+        raise UnsafeArchiveError(f"{archive}: member {_show(name)} climbs out with '..'; refused")
+    if len(parts) > MAX_MEMBER_DEPTH:
+        raise UnsafeArchiveError(
+            f"{archive}: member {_show(name)} is {len(parts)} levels deep, over the "
+            f"{MAX_MEMBER_DEPTH}-level limit; refused"
+        )
+    if any(len(os.fsencode(p)) > NAME_MAX_BYTES for p in parts):
+        raise UnsafeArchiveError(
+            f"{archive}: member {_show(name)} has a name over {NAME_MAX_BYTES} bytes; refused"
+        )
     return parts
 
 
@@ -805,52 +841,6 @@ def _strip_prefix(all_parts: list[list[str]], is_dir: list[bool]) -> int:
 
 def _inside(root: Path, path: Path) -> bool:
     return Path(os.path.realpath(path)).is_relative_to(root)
-
-
-def _make_dir(root: Path, path: Path, member: str, archive: str) -> None:
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        raise UnsafeArchiveError(
-            f"{archive}: folder {member!r} would replace a file or link; refused"
-        )
-    path.mkdir(parents=True, exist_ok=True)
-    if not _inside(root, path):
-        raise UnsafeArchiveError(
-            f"{archive}: folder {member!r} would be created through a link leading outside "
-            "the target folder; refused"
-        )
-
-
-def _prepare_parent(root: Path, path: Path, member: str, archive: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not _inside(root, path.parent):
-        raise UnsafeArchiveError(
-            f"{archive}: member {member!r} would be written through a link leading outside "
-            "the target folder; refused"
-        )
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        raise UnsafeArchiveError(f"{archive}: member {member!r} would replace a folder; refused")
-
-
-def _write_stream(path: Path, stream: Any, mode: int) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, 0o755 if mode & 0o111 else 0o644)
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(stream, out, 1 << 20)
-
-
-def _check_links(root: Path, archive: str) -> None:
-    """After unpacking: every symbolic link in the tree must resolve inside it."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        for entry in dirnames + filenames:
-            full = Path(dirpath) / entry
-            if full.is_symlink() and not _inside(root, full):
-                rel = full.relative_to(root).as_posix()
-                raise UnsafeArchiveError(
-                    f"{archive}: link {rel!r} -> {os.readlink(full)!r} resolves outside the "
-                    "target folder; refused"
-                )
 
 
 @dataclass
@@ -889,89 +879,297 @@ def _zip_member(zf: zipfile.ZipFile, i: zipfile.ZipInfo) -> _Member:
     # permission bits without a file type (written by some tools) mean a plain file
     if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
         kind = "link or special file"  # zip links are not needed by any sdist
+    elif i.flag_bits & 0x1:
+        kind = "encrypted file"
     else:
         kind = "dir" if i.is_dir() else "file"
     return _Member(i.filename, kind, i.file_size, mode, "", lambda: zf.open(i))
 
 
-def _unpack_members(members: list[_Member], dest: Path, label: str, progress: bool) -> None:
-    """Write checked archive members under ``dest`` (see :func:`unpack_archive`)."""
-    root = Path(os.path.realpath(dest))
+@dataclass
+class _Step:
+    """A checked member: where it goes (path parts under the target) and, for a hard link,
+    the parts of the file it copies."""
+
+    member: _Member
+    rel: tuple[str, ...]
+    source: tuple[str, ...] = ()
+
+
+def _plan(members: list[_Member], label: str, max_bytes: int) -> list[_Step]:
+    """Check every member's name, kind, size and links before anything is written."""
+    if len(members) > MAX_MEMBERS:
+        raise UnsafeArchiveError(
+            f"{label}: {len(members):,} members, over the {MAX_MEMBERS:,}-member limit; refused"
+        )
     parts = [_clean_member(m.name, label) for m in members]
     for m in members:
         if m.kind not in _MEMBER_KINDS:
-            raise UnsafeArchiveError(f"{label}: member {m.name!r} is a {m.kind}; refused")
+            raise UnsafeArchiveError(f"{label}: member {_show(m.name)} is a {m.kind}; refused")
     total = sum(m.size for m in members if m.kind == "file")
-    if total > MAX_UNPACKED_BYTES:
+    if total > max_bytes:
         raise UnsafeArchiveError(
-            f"{label}: unpacks to {total:,} bytes, over the {MAX_UNPACKED_BYTES:,} limit"
+            f"{label}: unpacks to {total:,} bytes, over the per-world limit of {max_bytes:,} "
+            "bytes; refused"
         )
     strip = _strip_prefix(parts, [m.kind == "dir" for m in members])
-    from tqdm import tqdm
-
-    for m, p in tqdm(
-        list(zip(members, parts, strict=True)), desc=f"unpack {label}", unit="file",
-        leave=False, disable=not progress,
-    ):
-        rel_parts = p[strip:]
-        if not rel_parts:
+    steps = [_Step(m, tuple(p[strip:])) for m, p in zip(members, parts, strict=True) if p[strip:]]
+    link_at = {s.rel: s.member for s in steps if s.member.kind == "symlink"}
+    for s in steps:
+        m = s.member
+        if m.kind != "hardlink":
             continue
-        path = root.joinpath(*rel_parts)
-        if m.kind == "dir":
-            _make_dir(root, path, m.name, label)
-            continue
-        _prepare_parent(root, path, m.name, label)
+        try:
+            s.source = tuple(_clean_member(m.linkname, label)[strip:])
+        except UnsafeArchiveError:
+            s.source = ()
+        if not s.source:
+            raise UnsafeArchiveError(
+                f"{label}: hard link {_show(m.name)} -> {_show(m.linkname)} does not name a file "
+                "inside the archive's target folder; refused"
+            )
+        if s.source in link_at:  # a hard link to a symbolic link is that link again
+            s.member = _Member(m.name, "symlink", 0, m.mode, link_at[s.source].linkname, m.open)
+    links = {s.rel for s in steps if s.member.kind == "symlink"}
+    uses: dict[tuple[str, ...], int] = {}
+    for s in steps:
+        uses[s.rel] = uses.get(s.rel, 0) + 1
+    for s in steps:
+        m = s.member
+        for i in range(1, len(s.rel)):
+            if s.rel[:i] in links:
+                raise UnsafeArchiveError(
+                    f"{label}: member {_show(m.name)} lies under the symbolic link "
+                    f"{'/'.join(s.rel[:i])!r}; refused"
+                )
+        if s.rel in links and uses[s.rel] > 1:
+            raise UnsafeArchiveError(
+                f"{label}: member {_show(m.name)} and a symbolic link share the path "
+                f"{'/'.join(s.rel)!r}, so one would replace the other; refused"
+            )
         if m.kind == "symlink":
             target = m.linkname.replace("\\", "/")
-            if target.startswith("/") or not _inside(root, path.parent / target):
+            if not target or "\x00" in target:
                 raise UnsafeArchiveError(
-                    f"{label}: symbolic link {m.name!r} -> {m.linkname!r} points outside "
+                    f"{label}: symbolic link {_show(m.name)} has an empty or NUL-holding target; "
+                    "refused"
+                )
+            if target.startswith("/") or re.match(r"^[A-Za-z]:", target):
+                raise UnsafeArchiveError(
+                    f"{label}: symbolic link {_show(m.name)} -> {_show(m.linkname)} points outside "
                     "the target folder; refused"
                 )
-            os.symlink(target, path)
-        elif m.kind == "hardlink":
-            try:
-                src_parts = _clean_member(m.linkname, label)[strip:]
-            except UnsafeArchiveError:
-                src_parts = []
-            source = root.joinpath(*src_parts) if src_parts else root
-            if not src_parts or not _inside(root, source) or not source.is_file():
+    return steps
+
+
+def _make_dirs(
+    root: Path, parts: tuple[str, ...], member: str, label: str, folder: bool = False
+) -> Path:
+    """Create the folders ``parts`` under ``root`` one level at a time, checking each existing
+    level with lstat first: a level that is a link or a file is refused, never followed.
+    ``folder``: the member is the last folder itself."""
+    path = root
+    for depth, part in enumerate(parts, 1):
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            os.mkdir(path)
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            if folder and depth == len(parts):
                 raise UnsafeArchiveError(
-                    f"{label}: hard link {m.name!r} -> {m.linkname!r} does not name a file "
-                    "inside the archive's target folder; refused"
+                    f"{label}: folder {_show(member)} would replace a file or link; refused"
                 )
-            with open(source, "rb") as stream:
-                _write_stream(path, stream, m.mode)
-        else:
-            stream = m.open()
-            if stream is None:
-                raise UnsafeArchiveError(f"{label}: member {m.name!r} has no data; refused")
-            with stream:
-                _write_stream(path, stream, m.mode)
+            what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a folder"
+            raise UnsafeArchiveError(
+                f"{label}: member {_show(member)} needs the folder "
+                f"{'/'.join(parts[:depth])!r}, which is {what}; refused"
+            )
+    if os.path.realpath(path) != str(path):  # a level swapped for a link since it was checked
+        raise UnsafeArchiveError(
+            f"{label}: member {_show(member)} would be written through a link; refused"
+        )
+    return path
+
+
+def _free_path(root: Path, rel: tuple[str, ...], member: str, label: str) -> Path:
+    """The path a file or link member is written to, its folders made; an earlier file at
+    that path is removed (a later member replaces it), a folder or link there is refused."""
+    path = _make_dirs(root, rel[:-1], member, label) / rel[-1]
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    if stat.S_ISREG(st.st_mode):
+        path.unlink()
+        return path
+    if stat.S_ISDIR(st.st_mode):
+        raise UnsafeArchiveError(f"{label}: member {_show(member)} would replace a folder; refused")
+    raise UnsafeArchiveError(
+        f"{label}: member {_show(member)} would replace a symbolic link or special file; refused"
+    )
+
+
+class _Budget:
+    """Bytes an archive may still write (the per-world limit, counted as data is written)."""
+
+    def __init__(self, limit: int, label: str) -> None:
+        self.limit, self.left, self.label = limit, limit, label
+
+    def take(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise UnsafeArchiveError(
+                f"{self.label}: unpacks to more than {self.limit:,} bytes, over the per-world "
+                "limit; refused"
+            )
+
+
+class _Counted:
+    """A readable stream whose bytes are taken from a :class:`_Budget`."""
+
+    def __init__(self, stream: Any, budget: _Budget) -> None:
+        self.stream, self.budget = stream, budget
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.stream.read(n)
+        self.budget.take(len(data))
+        return data
+
+
+def _write_stream(path: Path, stream: Any, mode: int) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o755 if mode & 0o111 else 0o644)
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(stream, out, 1 << 20)
+
+
+def _check_links(root: Path, archive: str) -> None:
+    """After unpacking: every symbolic link in the tree must resolve inside it."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for entry in dirnames + filenames:
+            full = Path(dirpath) / entry
+            if full.is_symlink() and not _inside(root, full):
+                rel = full.relative_to(root).as_posix()
+                raise UnsafeArchiveError(
+                    f"{archive}: link {rel!r} -> {os.readlink(full)!r} resolves outside the "
+                    "target folder; refused"
+                )
+
+
+def _unpack_members(
+    members: list[_Member], dest: Path, label: str, progress: bool,
+    max_bytes: int = MAX_UNPACKED_BYTES,
+) -> None:
+    """Write checked archive members under ``dest`` (see :func:`unpack_archive`)."""
+    root = Path(os.path.realpath(dest))
+    steps = _plan(members, label, max_bytes)
+    budget = _Budget(max_bytes, label)
+    from tqdm import tqdm
+
+    links: list[_Step] = []
+    with tqdm(total=len(steps), desc=f"unpack {label}", unit="file", leave=False,
+              disable=not progress) as bar:
+        for s in steps:  # folders, files and hard links first; no link exists yet to follow
+            m = s.member
+            if m.kind == "symlink":
+                links.append(s)
+                continue
+            if m.kind == "dir":
+                _make_dirs(root, s.rel, m.name, label, folder=True)
+            elif m.kind == "hardlink":
+                path = _free_path(root, s.rel, m.name, label)
+                source = root.joinpath(*s.source)
+                try:
+                    st = os.lstat(source)
+                except OSError:
+                    st = None
+                if (st is None or not stat.S_ISREG(st.st_mode)
+                        or os.path.realpath(source) != str(source)):
+                    raise UnsafeArchiveError(
+                        f"{label}: hard link {_show(m.name)} -> {_show(m.linkname)} does not name "
+                        "a file inside the archive's target folder; refused"
+                    )
+                fd = os.open(source, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+                with os.fdopen(fd, "rb") as stream:
+                    _write_stream(path, _Counted(stream, budget), m.mode)
+            else:
+                path = _free_path(root, s.rel, m.name, label)
+                stream = m.open()
+                if stream is None:
+                    raise UnsafeArchiveError(f"{label}: member {_show(m.name)} has no data; refused")
+                with stream:
+                    _write_stream(path, _Counted(stream, budget), m.mode)
+            bar.update()
+        for s in links:  # symbolic links last, as GNU tar does: nothing is written after them
+            m = s.member
+            path = _free_path(root, s.rel, m.name, label)
+            target = m.linkname.replace("\\", "/")
+            if not _inside(root, path.parent / target):
+                raise UnsafeArchiveError(
+                    f"{label}: symbolic link {_show(m.name)} -> {_show(m.linkname)} points "
+                    "outside the target folder; refused"
+                )
+            os.symlink(target, path)
+            bar.update()
     _check_links(root, label)
 
 
 def unpack_archive(
-    archive: str | Path, dest: str | Path, progress: bool = False, label: str | None = None
+    archive: str | Path,
+    dest: str | Path,
+    progress: bool = False,
+    label: str | None = None,
+    max_bytes: int = MAX_UNPACKED_BYTES,
 ) -> None:
     """Unpack a tar or zip archive into the existing folder ``dest``, refusing unsafe members.
 
     A single top-level folder (the sdist convention) is stripped. Members with absolute paths
-    or ``..``, links resolving outside ``dest``, device files and other special files are
-    refused with :class:`UnsafeArchiveError` before anything outside ``dest`` is touched.
+    or ``..``, names too long or too deep, links resolving outside ``dest``, members under or
+    replacing a link, device files and other special files, more than :data:`MAX_MEMBERS`
+    members and more than ``max_bytes`` of data are refused with
+    :class:`UnsafeArchiveError`. Every name is checked before anything is written; folders,
+    files and hard links (copied) are written first, each level of their paths checked with
+    lstat, and symbolic links last, so nothing is ever written through a link. A damaged
+    archive raises :class:`WorldFetchError`.
     """
     archive, dest = Path(archive), Path(dest)
     label = label or archive.name
-    if tarfile.is_tarfile(archive):
-        with tarfile.open(archive) as tar:
-            members = [_tar_member(tar, m) for m in tar.getmembers()]
-            _unpack_members(members, dest, label, progress)
-    elif zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            members = [_zip_member(zf, i) for i in zf.infolist()]
-            _unpack_members(members, dest, label, progress)
-    else:
-        raise WorldFetchError(f"{label} is neither a tar nor a zip archive")
+    try:
+        if tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as tar:
+                members = []
+                for info in tar:
+                    if len(members) == MAX_MEMBERS:
+                        raise UnsafeArchiveError(
+                            f"{label}: more than {MAX_MEMBERS:,} members; refused"
+                        )
+                    members.append(_tar_member(tar, info))
+                _unpack_members(members, dest, label, progress, max_bytes)
+        elif zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                members = [_zip_member(zf, i) for i in zf.infolist()]
+                _unpack_members(members, dest, label, progress, max_bytes)
+        else:
+            raise WorldFetchError(f"{label} is neither a tar nor a zip archive")
+    except WorldFetchError:
+        raise
+    except RecursionError:
+        raise UnsafeArchiveError(
+            f"{label}: links or folders nest too deeply to unpack safely; refused"
+        ) from None
+    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError,
+            NotImplementedError) as exc:
+        raise WorldFetchError(
+            f"{label}: the archive is damaged or cannot be read ({type(exc).__name__}: {exc})"
+        ) from exc
+    except OSError as exc:
+        if exc.errno is None:  # decompressors' data errors (gzip, bz2) carry no errno
+            raise WorldFetchError(
+                f"{label}: the archive is damaged or cannot be read ({type(exc).__name__}: {exc})"
+            ) from exc
+        raise
 
 
 def _fetch_pypi(spec: WorldSpec, target: Path, progress: bool) -> None:
