@@ -754,3 +754,16 @@ def test_hard_links_to_files_outside_are_never_read(world: World, box: Toolbox, 
                current_line_number=1, symbol_name="leaked_token")
         assert r.metrics.result_count == 0 and "TOKEN" not in r.text and "leak.py" not in r.text
 
+
+def test_the_host_path_guard_finds_temporary_and_home_folders() -> None:
+    import tempfile
+
+    from host_paths import host_paths_in
+
+    tmp = os.path.realpath(tempfile.gettempdir())
+    home = os.path.expanduser("~")
+    assert host_paths_in(f"cannot resolve ({tmp}/w/loop)") == [tmp + "/"]
+    assert host_paths_in(f"see {home}/.cache/x") == [home.rstrip("/") + "/"]
+    # what the agent wrote itself is not a leak
+    assert host_paths_in(f"'{tmp}/x.py' is outside the repository", [f"{tmp}/x.py"]) == []
+    assert host_paths_in("File: src/tmp/app.py | 10 lines") == []
