@@ -53,6 +53,9 @@ HARD_LINK_POLICIES = ("inside", "any")
 #: The file a fetched world keeps at its root to say what was unpacked (never part of the world).
 MARKER_NAME = ".adakit-world.json"
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".mypy_cache", ".tox"}
+#: Control characters (a line break, a tab, ...): a path holding one is not part of a world
+#: (it would break the one-file-per-line listings and the one-line messages).
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class SandboxError(Exception):
@@ -148,7 +151,10 @@ class World:
     # ------------------------------------------------------------------ scope
 
     def in_scope(self, rel: str) -> bool:
-        """Whether a relative POSIX path belongs to the world (included, not excluded)."""
+        """Whether a relative POSIX path belongs to the world (included, not excluded, and
+        free of control characters)."""
+        if _CONTROL_RE.search(rel):
+            return False
         if self.include and not any(
             rel == inc or rel.startswith(inc + "/") for inc in self.include
         ):
@@ -216,6 +222,12 @@ class World:
         text = path.strip().strip("'\"`").replace("\\", "/")
         if "\x00" in text:
             raise SandboxError("The file path contains a NUL byte.", "bad_path")
+        if _CONTROL_RE.search(text):
+            raise SandboxError(
+                "The file path contains a control character such as a line break or a tab; "
+                "no file of this world has one.",
+                "bad_path",
+            )
         try:
             os.fsencode(text)
         except UnicodeEncodeError:

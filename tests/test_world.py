@@ -867,3 +867,11 @@ def test_over_long_paths_and_link_loops_get_clear_refusals(sandbox):
         text = refused(sandbox, path, "bad_path")
         assert message in text
         assert str(sandbox.root) not in text and len(text) < 400
+
+
+def test_control_characters_keep_paths_and_messages_one_line(sandbox):
+    (sandbox.root / "pkg" / "two\nlines.py").write_text("X = 1\n")
+    assert not any("\n" in f for f in sandbox.files())
+    for path in ("pkg/two\nlines.py", "pkg/a\tb.py", "0\n0"):
+        text = refused(sandbox, path, "bad_path")
+        assert "control character" in text and "\n" not in text
