@@ -32,6 +32,15 @@ def test_environment_yml_mirrors_pyproject():
     editable = next(p for p in pip if p.startswith("-e ."))
     extras = set(re.search(r"\[(.*)\]", editable).group(1).split(","))
     assert extras == set(project["optional-dependencies"]), "environment.yml must install every extra"
+    # packages conda installs itself carry the same pins as in pyproject.toml
+    pinned = {re.split(r"[<>=!~ ]", d, maxsplit=1)[0]: d for d in project["dependencies"]}
+    for extra in project["optional-dependencies"].values():
+        pinned.update({re.split(r"[<>=!~ ]", d, maxsplit=1)[0]: d for d in extra})
+    for dep in deps:
+        if isinstance(dep, str) and not dep.startswith(("python", "pip")):
+            name = re.split(r"[<>=!~ ]", dep, maxsplit=1)[0]
+            assert pinned.get(name) == dep, f"environment.yml pins {dep}, pyproject {pinned.get(name)}"
+    assert "hypothesis>=6.100,<7" in deps  # the property tests need it in both
 
 
 def test_make_help_lists_the_targets():
