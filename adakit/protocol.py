@@ -19,6 +19,8 @@ from typing import Any
 from adakit.record import ParseError, ToolCall
 
 _THINK_RE = re.compile(r"<thinking>(.*?)(?:</thinking>|$)", re.S)
+#: One element: an opening tag, the shortest body, a closing tag of the same name.
+_TAG_RE = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>(.*?)</\1\s*>", re.S)
 _OPEN_RE = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>")
 _CLOSE_RE = re.compile(r"</([A-Za-z_][A-Za-z0-9_]*)\s*>")
 #: Replies (and function-call arguments) longer than this are refused unread. Far above any
@@ -49,31 +51,72 @@ def extract_thinking(text: str) -> tuple[str, str]:
 def tags(text: str) -> list[tuple[str, str]]:
     """The ``<name>body</name>`` elements of ``text``, left to right, as (name, body).
 
-    Same matches as the regular expression ``<(NAME)>(.*?)</\\1\\s*>`` with ``re.S`` (an
-    element ends at the first closing tag of its name; the scan resumes after it), found in
-    time linear in the text: open and closing tags are listed once, and each opening tag looks
-    up the first closing tag of its name after it by bisection.
+    The elements the regular expression :data:`_TAG_RE` finds (an element ends at the first
+    closing tag of its name; the scan resumes after it), in time linear in the text. That
+    expression is linear when every opening tag has a closing tag of its name after it (each
+    attempt then succeeds and consumes its element), which is the case of every well-formed
+    reply: it is used then. An opening tag that is never closed would make it rescan the rest
+    of the text, once per such tag; those replies go to :func:`_tags_by_bisection`.
     """
-    closes: dict[str, list[tuple[int, int]]] = {}
-    for m in _CLOSE_RE.finditer(text):
-        closes.setdefault(m.group(1), []).append(m.span())
+    if "</" not in text:
+        return []
+    names = set(_OPEN_RE.findall(text))
+    if not names:
+        return []
+    if len(names) > 64:  # many names: the checks below would cost a pass per name
+        return _tags_by_bisection(text, None)
+    if _every_tag_closes(text, names):
+        return [(m.group(1), m.group(2)) for m in _TAG_RE.finditer(text)]
+    return _tags_by_bisection(text, names)
+
+
+def _every_tag_closes(text: str, names: set[str]) -> bool:
+    """Whether each opening tag of ``names`` has a closing tag of its name after it."""
+    for name in names:
+        last_open_end = text.rfind(f"<{name}>") + len(name) + 2
+        close = re.compile(rf"</{name}\s*>")  # names are [A-Za-z0-9_]: nothing to escape
+        i = len(text)
+        while True:  # the last real closing tag (a "</name" without ">" does not count)
+            i = text.rfind(f"</{name}", last_open_end, i)
+            if i < 0:
+                return False
+            if close.match(text, i):
+                break
+    return True
+
+
+def _alternatives(names: Iterable[str]) -> str:
+    return "|".join(sorted(names))  # names are [A-Za-z0-9_]: nothing to escape
+
+
+def _tags_by_bisection(text: str, names: set[str] | None) -> list[tuple[str, str]]:
+    """:func:`tags` for any text: closing tags (of ``names``, the names of the opening tags,
+    when known) are listed once, and each opening tag looks up the first closing tag of its
+    name after it by bisection. With few names, tags of other names are skipped in C."""
+    closing = (
+        re.compile(r"</(" + _alternatives(names) + r")\s*>") if names else _CLOSE_RE
+    )
+    starts: dict[str, list[int]] = {}
+    ends: dict[int, int] = {}
+    for m in closing.finditer(text):
+        start, ends[start] = m.span()
+        starts.setdefault(m.group(1), []).append(start)
     out: list[tuple[str, str]] = []
-    if not closes:
+    if not starts:
         return out
-    starts = {name: [a for a, _ in spans] for name, spans in closes.items()}
-    search = _OPEN_RE.search
-    m = search(text)
-    while m is not None:
+    opening = re.compile("<(" + _alternatives(starts) + ")>") if len(starts) <= 64 else _OPEN_RE
+    pos = 0
+    for m in opening.finditer(text):
+        if m.start() < pos:
+            continue  # inside the element found last
         name, after = m.group(1), m.end()
-        spans = closes.get(name)
-        if spans is not None:
-            i = bisect.bisect_left(starts[name], after)
-            if i < len(spans):
-                start, end = spans[i]
-                out.append((name, text[after:start]))
-                m = search(text, end)
-                continue
-        m = search(text, after)
+        found = starts.get(name)
+        if found is None:
+            continue
+        i = bisect.bisect_left(found, after)
+        if i < len(found):
+            out.append((name, text[after : found[i]]))
+            pos = ends[found[i]]
     return out
 
 

@@ -25,7 +25,12 @@ from host_paths import host_paths_in  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from adakit.protocol import parse_function_call, parse_reply, tags  # noqa: E402
+from adakit.protocol import (  # noqa: E402
+    _tags_by_bisection,
+    parse_function_call,
+    parse_reply,
+    tags,
+)
 from adakit.tools import TOOL_SPECS  # noqa: E402
 from adakit.world import SandboxError, World, WorldFetchError, unpack_archive  # noqa: E402
 
@@ -104,7 +109,9 @@ SOUP = st.lists(
 @BOUNDED
 @given(text=st.one_of(SOUP, st.text(max_size=200)))
 def test_tag_scanner_matches_the_old_expression(text: str) -> None:
-    assert tags(text) == [(m.group(1), m.group(2)) for m in OLD_TAG_RE.finditer(text)]
+    expected = [(m.group(1), m.group(2)) for m in OLD_TAG_RE.finditer(text)]
+    assert tags(text) == expected
+    assert _tags_by_bisection(text, None) == expected  # the path for unclosed tags, on any text
 
 
 @settings(BOUNDED, deadline=timedelta(seconds=5))  # the quadratic parser took minutes at this size
