@@ -34,7 +34,7 @@ from adakit import config
 from adakit.code_index import VALUE_KINDS, CodeIndex, Symbol, grammar_of
 from adakit.protocol import convert_value
 from adakit.record import TOOL_ABBR, ModelCall, ToolMetrics
-from adakit.world import SandboxError, World
+from adakit.world import HARD_LINK_POLICIES, SandboxError, World
 
 log = logging.getLogger(__name__)
 
@@ -1222,11 +1222,12 @@ def _calls_in(node: ts.Node, language: str, cap: int = 25) -> list[str]:
 # --------------------------------------------------------------------------- CLI
 
 
-def _open_world(spec: str) -> World:
-    """A folder path as a World, or a manifest world by name (fetched if needed)."""
+def _open_world(spec: str, hard_links: str = "inside") -> World:
+    """A folder path as a World (with the hard-link policy ``hard_links``), or a manifest
+    world by name (fetched if needed)."""
     path = Path(spec)
     if path.is_dir():
-        return World(path)
+        return World(path, hard_links=hard_links)
     from adakit.world import open_world
 
     return open_world(spec, progress=sys.stderr.isatty())
@@ -1254,7 +1255,7 @@ def parse_cli_params(tokens: list[str]) -> dict[str, str]:
 
 
 def _cli_tool(args: argparse.Namespace) -> int:
-    world = _open_world(args.world)
+    world = _open_world(args.world, args.hard_links)
     name = args.tool
     if name.upper() in {v for v in TOOL_ABBR.values()}:
         name = next(k for k, v in TOOL_ABBR.items() if v == name.upper())
@@ -1284,6 +1285,11 @@ def register_cli(sub: Any) -> None:
         + "). Parameters follow as --name value.",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print only the observation")
+    p.add_argument(
+        "--hard-links", choices=HARD_LINK_POLICIES, default="inside",
+        help="for a folder WORLD: read files with several hard links only when all lie inside "
+        "it (inside, the default) or always (any: trees a package manager links from a store)",
+    )
     p.add_argument("world", help="world name or folder path")
     p.add_argument("tool", help="tool name or abbreviation")
     p.add_argument("params", nargs=argparse.REMAINDER, help="--param value pairs")

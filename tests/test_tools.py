@@ -737,7 +737,11 @@ def test_explore_code_says_why_the_current_file_was_refused(world: World, box: T
         assert "class Counter in web/util.js" in r.text
 
 
-def test_hard_links_to_files_outside_are_never_read(world: World, box: Toolbox, tmp_path: Path) -> None:
+def test_hard_links_to_files_outside_are_never_read(
+    world: World, box: Toolbox, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "cli-cache"))
     secret = tmp_path / "secret.py"
     secret.write_text("def leaked_token():\n    return 'TOKEN'\n")
     os.link(secret, world.root / "pkg" / "leak.py")
@@ -753,6 +757,13 @@ def test_hard_links_to_files_outside_are_never_read(world: World, box: Toolbox, 
         r = ok(box, "explore_code", action_type=action, current_file_path="pkg/service.py",
                current_line_number=1, symbol_name="leaked_token")
         assert r.metrics.result_count == 0 and "TOKEN" not in r.text and "leak.py" not in r.text
+    # the documented opt-in, from the shell too
+    assert cli_main(["tool", "-q", str(world.root), "PKR", "--file_path", "pkg/leak.py",
+                     "--start_line", "1"]) == 1
+    assert "hard link" in capsys.readouterr().out
+    assert cli_main(["tool", "-q", "--hard-links", "any", str(world.root), "PKR", "--file_path",
+                     "pkg/leak.py", "--start_line", "1"]) == 0
+    assert "return 'TOKEN'" in capsys.readouterr().out
 
 
 def test_the_host_path_guard_finds_temporary_and_home_folders() -> None:
