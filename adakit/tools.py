@@ -381,7 +381,11 @@ class Toolbox:
         the world's root shown as the world's name."""
         if isinstance(exc, OSError):
             return exc.strerror or "operating system error"
-        return str(exc).replace(str(self.world.root), self.world.name)
+        try:
+            root, name = str(self.world.root), self.world.name
+        except Exception:  # a stand-in world (the explorer's state replay) has no root
+            return str(exc)
+        return str(exc).replace(root, name)
 
     def _check(self, spec: ToolSpec, params: dict[str, Any]) -> dict[str, Any]:
         unknown = [k for k in params if spec.param(k) is None]

@@ -778,3 +778,12 @@ def test_the_host_path_guard_finds_temporary_and_home_folders() -> None:
     # what the agent wrote itself is not a leak
     assert host_paths_in(f"'{tmp}/x.py' is outside the repository", [f"{tmp}/x.py"]) == []
     assert host_paths_in("File: src/tmp/app.py | 10 lines") == []
+
+
+def test_unexpected_errors_with_a_stand_in_world_are_still_observations() -> None:
+    from adakit.explorer import _NoWorld
+
+    box = Toolbox(_NoWorld(), index=_NoWorld())  # type: ignore[arg-type]
+    r = box.execute("peek_code_region", {"file_path": "a.py", "start_line": 1})
+    assert r.metrics.error_type == "tool_error"
+    assert r.text.startswith("peek_code_region failed unexpectedly (RuntimeError: replaying")
