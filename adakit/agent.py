@@ -9,6 +9,7 @@ would overflow the model's context window, the oldest turns are left out of the 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -20,8 +21,9 @@ from typing import Any, Protocol
 
 from adakit import __version__, config
 from adakit.conditions import Condition
-from adakit.models import CacheMiss, ModelError
+from adakit.models import RETRYABLE_KINDS, CacheMiss, ModelError
 from adakit.protocol import (
+    THINKING_MIN_CHARS,
     function_tools,
     parse_function_call,
     parse_reply,
@@ -44,6 +46,7 @@ from adakit.record import (
     Turn,
     WorldInfo,
     read_run,
+    time_totals,
     truncate_torn,
 )
 from adakit.tasks import Task
@@ -52,6 +55,7 @@ from adakit.world import World
 
 CHARS_PER_TOKEN = 3.2  # conservative for code-heavy prompts; only used to plan the window
 STATE_TOOLS = {"create_memory", "bookmark", "stash_conclusion"}
+REPEAT_GUARDS = ("off", "note", "refuse")
 
 
 class Backend(Protocol):
@@ -84,7 +88,17 @@ class RunConfig:
     max_observation_chars: int = 12_000
     reply_max_tokens: int | None = None
     constrain_paths: bool = True
+    #: weak-model aid (a deviation from the paper, "off" by default) for a call that exactly
+    #: repeats an earlier call of the run: "note" runs it and adds a system note; "refuse" does
+    #: not run it and answers with that note instead (recorded as error type "repeated")
+    repeat_guard: str = "off"
+    thinking_min_chars: int = THINKING_MIN_CHARS
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.repeat_guard not in REPEAT_GUARDS:
+            raise ValueError(f"repeat_guard must be one of {', '.join(REPEAT_GUARDS)}, "
+                             f"got {self.repeat_guard!r}")
 
 
 @lru_cache(maxsize=32)
@@ -210,6 +224,8 @@ def hint_model_from(backend: Backend, max_tokens: int = 300) -> Callable[[list[d
 
 
 def _model_info(spec: Any) -> ModelInfo:
+    if hasattr(spec, "model_info"):
+        return spec.model_info()
     constrained = getattr(spec, "constrain", "none") not in (None, "none", False)
     return ModelInfo(
         name=spec.name,
@@ -225,9 +241,30 @@ def _model_info(spec: Any) -> ModelInfo:
     )
 
 
-def make_header(ctx: LaunchContext, cfg: RunConfig, system: str) -> Header:
-    """The header record of a run."""
+def scaffold_digest() -> str:
+    """sha256 of everything the scaffold shows a model: prompt templates and tool specs."""
+    digest = hashlib.sha256()
+    for path in sorted(config.PROMPTS.rglob("*.txt")):
+        digest.update(path.relative_to(config.PROMPTS).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    digest.update(describe_tools().encode())
+    return digest.hexdigest()
+
+
+def make_header(
+    ctx: LaunchContext, cfg: RunConfig, system: str, grammar: dict[str, Any] | None = None
+) -> Header:
+    """The header record of a run; ``scaffold`` says which scaffold options shaped it."""
     w = ctx.world
+    scaffold = {
+        "prompts_sha256": scaffold_digest(),
+        "tree_max_files": cfg.tree_max_files,
+        "max_observation_chars": cfg.max_observation_chars,
+        "reply_max_tokens": cfg.reply_max_tokens,
+        "malformed_limit": cfg.malformed_limit,
+        "repeat_guard": cfg.repeat_guard,
+        "grammar": grammar,
+    }
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -242,6 +279,7 @@ def make_header(ctx: LaunchContext, cfg: RunConfig, system: str) -> Header:
         repeat=cfg.repeat,
         adakit_version=__version__,
         system_prompt=system,
+        scaffold=scaffold,
     )
 
 
@@ -274,14 +312,26 @@ class Run:
         self.mode = getattr(self.spec, "mode", "xml") or "xml"
         self.constrain = getattr(self.spec, "constrain", "none") not in (None, "none", False)
         self.grammar: str | None = None
+        self.grammar_info: dict[str, Any] | None = None
         if self.constrain:
             files = ctx.world.source_files() if cfg.constrain_paths else []
-            self.grammar = tool_grammar(TOOL_SPECS, files if 0 < len(files) <= 400 else None)
+            paths = files if 0 < len(files) <= 400 else None
+            thinking_chars = getattr(self.spec, "thinking_chars", None) or 300
+            self.grammar = tool_grammar(
+                TOOL_SPECS, paths, thinking_chars=thinking_chars,
+                thinking_min_chars=cfg.thinking_min_chars,
+            )
+            self.grammar_info = {
+                "thinking_min_chars": cfg.thinking_min_chars,
+                "thinking_chars": thinking_chars,
+                "paths": len(paths) if paths else None,
+            }
         self.reply_tokens = cfg.reply_max_tokens or getattr(self.spec, "max_tokens", None) or 1024
         self.messages: list[dict[str, Any]] = []
         self.turns: list[Turn] = []
         self.mistakes = 0
         self.conclusion: tuple[str | None, str | None] = (None, None)
+        self.started_at = time.time()  # the header's launch time (the first one on a resume)
 
     # ------------------------------------------------------------------ resume
 
@@ -295,12 +345,14 @@ class Run:
             if old is not None and old.end is not None and _same_run(old.header, header):
                 raise FileExistsError(f"{self.path} is already finished")
             if old is not None and _same_run(old.header, header):
+                self.started_at = old.header.started_at
                 self._replay(old)
                 return RunWriter(self.path)
             # a different run under the same id (changed settings): set it aside, never delete
             stale = self.path.with_suffix(f".stale-{int(time.time())}.jsonl.bak")
             self.path.rename(stale)
         writer = RunWriter(self.path)
+        self.started_at = header.started_at
         writer.write(header)
         self.messages = self._opening(header.system_prompt)
         return writer
@@ -347,7 +399,7 @@ class Run:
     def execute(self) -> RunFile:
         """Run until finalize, the turn bound, too many malformed replies or a model error."""
         system = system_prompt(self.ctx.world, self.ctx.condition, self.cfg.tree_max_files)
-        header = make_header(self.ctx, self.cfg, system)
+        header = make_header(self.ctx, self.cfg, system, self.grammar_info)
         writer = self._start_or_resume(header)
         end: End | None = None
         try:
@@ -374,17 +426,28 @@ class Run:
             writer.close()
         return read_run(self.path)
 
+    def _same_call(self, call: ToolCall) -> int | None:
+        """The first earlier turn that made exactly this call (same tool and parameters)."""
+        for t in self.turns:
+            if t.call is not None and t.call.tool == call.tool and t.call.params == call.params:
+                return t.turn
+        return None
+
     @staticmethod
     def _rejected(turn: Turn) -> bool:
         return bool(turn.coach and turn.coach.get("decision") == "REJECT")
 
-    def _end(self, reason: str, error: str | None = None) -> End:
+    def _end(self, reason: str, error: str | None = None, failure: str | None = None) -> End:
         content, title = self.conclusion
+        now = time.time()
         return End(
             reason=reason,
+            ended_at=now,
             conclusion=content,
             conclusion_title=title,
             error=error,
+            failure=failure,
+            retryable=reason == "model_error" and failure in RETRYABLE_KINDS,
             totals={
                 "turns": len(self.turns),
                 "tokens_in": sum(t.tokens_in for t in self.turns),
@@ -393,6 +456,7 @@ class Run:
                 "errors": sum(1 for t in self.turns if t.metrics.error_type),
                 "cache_hits": sum(1 for t in self.turns if t.cached),
                 "dropped_messages_max": max((t.dropped_messages for t in self.turns), default=0),
+                **time_totals(self.turns, self.started_at, now),
             },
         )
 
@@ -412,10 +476,11 @@ class Run:
         except CacheMiss:
             raise  # a replay that leaves the recording stops loudly; the run stays resumable
         except ModelError as exc:
-            reason = "context_overflow" if exc.kind == "context_overflow" else "model_error"
-            return None, self._end(reason, f"{type(exc).__name__}: {exc}")
+            if exc.kind == "context_overflow":
+                return None, self._end("context_overflow", f"{type(exc).__name__}: {exc}")
+            return None, self._end("model_error", f"{type(exc).__name__}: {exc}", exc.kind)
         except Exception as exc:  # transport or policy failures: end the run, keep the record
-            return None, self._end("model_error", f"{type(exc).__name__}: {exc}")
+            return None, self._end("model_error", f"{type(exc).__name__}: {exc}", "error")
         text = completion.text or ""
         if self.mode == "function" and getattr(completion, "tool_calls", None):
             calls = completion.tool_calls
@@ -439,12 +504,17 @@ class Run:
         injected: list[Injection] = []
         state_changes: list[dict[str, Any]] = []
         model_calls: list[ModelCall] = []
+        repeat_of = self._same_call(call) if call is not None and self.cfg.repeat_guard != "off" else None
         if perr is not None:
             count = self.mistakes + 1
             observation = _fill(
                 "malformed.txt", message=perr.message, count=str(count), limit=str(self.cfg.malformed_limit)
             ).strip()
             metrics = ToolMetrics(error_type="unknown_tool" if perr.kind == "unknown_tool" else "malformed")
+        elif repeat_of is not None and self.cfg.repeat_guard == "refuse":
+            assert call is not None
+            observation = _fill("repeat_refused.txt", turn=str(repeat_of)).strip()
+            metrics = ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="repeated")
         else:
             assert call is not None
             result = self.toolbox.execute(call.tool, dict(call.params))
@@ -467,6 +537,7 @@ class Run:
             latency_s=completion.latency_s,
             tokens_in=completion.tokens_in,
             tokens_out=completion.tokens_out,
+            tokens_reused=getattr(completion, "tokens_reused", None),
             cost_usd=completion.cost_usd,
             cached=completion.cached,
             constrained=bool(getattr(completion, "constrained", False) or self.grammar),
@@ -481,12 +552,18 @@ class Run:
             dropped_messages=dropped,
         )
         if self.ctx.coach is not None:
-            decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
+            try:
+                decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
+            except ModelError as exc:  # the coach cannot be asked at all (no key, refused key)
+                return None, self._end("model_error", f"coach: {type(exc).__name__}: {exc}", exc.kind)
             turn.coach = decision
             if decision.get("decision") in ("HINT", "REJECT") and decision.get("message"):
                 if decision["decision"] == "REJECT":
                     injected.append(Injection(source="system", text=_fill("rejected.txt").strip()))
                 injected.append(Injection(source="coach", text=str(decision["message"])))
+        if repeat_of is not None and self.cfg.repeat_guard == "note":
+            injected.append(Injection(source="system", text=_fill(
+                "repeat_notice.txt", turn=str(repeat_of)).strip()))
         finalize = bool(turn.metrics.finalize) and not self._rejected(turn)
         if not finalize:
             reminder = self.ctx.condition.reminder_after(n)

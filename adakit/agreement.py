@@ -32,10 +32,18 @@ Scoring rules, stated once:
   judge's verdict.
 * Weighted kappa is Cohen's kappa with quadratic weights on the score values, so equally
   spaced categories give the textbook statistic and a half-step median sits halfway between.
+* Degenerate inputs give NaN, never a number that looks like a finding, and every table says
+  why in its ``note`` column (:func:`print_notes` prints them): a correlation needs at least 3
+  pairs and some variance on both sides (two points always lie on a line, r = ±1); a weighted
+  kappa needs at least 2 pairs and some chance disagreement; an R² needs more observations
+  than the rank of its design (a saturated fit is perfect by construction, so its added R²
+  says nothing); agreement needs at least two judges that answer independently: seats named
+  ``model#1``, ``model#2`` ... hold one model's verdict copied to each seat and count once.
 """
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterable, Sequence
 from itertools import combinations
@@ -236,10 +244,38 @@ def _pairs(x: Iterable[float], y: Iterable[float]) -> tuple[np.ndarray, np.ndarr
     return a[keep], b[keep]
 
 
-def pearson(x: Iterable[float], y: Iterable[float]) -> float:
-    """Pearson r over the pairs where both values exist; NaN if fewer than 2 or no variance."""
+#: The fewest pairs a correlation is computed from (two points always give r = ±1).
+MIN_CORRELATION_PAIRS = 3
+#: The fewest pairs a weighted kappa is computed from.
+MIN_KAPPA_PAIRS = 2
+
+
+def correlation_note(x: Iterable[float], y: Iterable[float]) -> str:
+    """Why :func:`pearson` / :func:`spearman` of these values is NaN ("" when it is not)."""
     a, b = _pairs(x, y)
-    if len(a) < 2:
+    if len(a) < MIN_CORRELATION_PAIRS:
+        return (f"correlation undefined: n = {len(a)} pair(s), at least "
+                f"{MIN_CORRELATION_PAIRS} needed")
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return "correlation undefined: one side is constant"
+    return ""
+
+
+def kappa_note(x: Iterable[float], y: Iterable[float]) -> str:
+    """Why :func:`weighted_kappa` of these values is NaN ("" when it is not)."""
+    a, b = _pairs(x, y)
+    if len(a) < MIN_KAPPA_PAIRS:
+        return f"weighted kappa undefined: n = {len(a)} pair(s), at least {MIN_KAPPA_PAIRS} needed"
+    if np.ptp(a) == 0 and np.ptp(b) == 0 and a[0] == b[0]:
+        return "weighted kappa undefined: both raters give one and the same value"
+    return ""
+
+
+def pearson(x: Iterable[float], y: Iterable[float]) -> float:
+    """Pearson r over the pairs where both values exist; NaN with fewer than 3 pairs or no
+    variance (:func:`correlation_note` says which)."""
+    a, b = _pairs(x, y)
+    if len(a) < MIN_CORRELATION_PAIRS:
         return np.nan
     da, db = a - a.mean(), b - b.mean()
     den = np.sqrt((da * da).sum() * (db * db).sum())
@@ -258,10 +294,11 @@ def weighted_kappa(
     """Cohen's kappa with quadratic weights ``(v_i - v_j)**2`` over the score values.
 
     ``categories`` fixes the scale (values seen in the data are added). Returns NaN when the
-    chance disagreement is zero (both raters constant on one value) or with no pairs.
+    chance disagreement is zero (both raters constant on one value) or with fewer than 2
+    pairs (one pair scores 0 or NaN by construction; :func:`kappa_note` says which).
     """
     a, b = _pairs(x, y)
-    if len(a) == 0:
+    if len(a) < MIN_KAPPA_PAIRS:
         return np.nan
     cats = np.array(sorted(set(categories or ()) | set(a) | set(b)), dtype=float)
     index = {v: i for i, v in enumerate(cats)}
@@ -277,12 +314,31 @@ def weighted_kappa(
     return float(1.0 - (weights * observed).sum() / chance)
 
 
+def _design(y: np.ndarray, design: np.ndarray) -> np.ndarray:
+    return np.column_stack([np.ones(len(y)), design]) if design.size else np.ones((len(y), 1))
+
+
+def saturation_note(y: np.ndarray, design: np.ndarray) -> str:
+    """Why :func:`r_squared` of this fit is NaN because the fit is saturated ("" if not)."""
+    n = len(np.asarray(y))
+    if n == 0:
+        return "R² undefined: no observations"
+    rank = int(np.linalg.matrix_rank(_design(np.asarray(y), design)))
+    if n <= rank:
+        return (f"R² undefined: saturated fit, n = {n} observations for {rank} independent "
+                "parameters (no residual degrees of freedom)")
+    return ""
+
+
 def r_squared(y: np.ndarray, design: np.ndarray) -> float:
-    """R^2 of the least-squares fit of ``y`` on the columns of ``design`` (with intercept)."""
+    """R^2 of the least-squares fit of ``y`` on the columns of ``design`` (with intercept);
+    NaN for a saturated fit, n <= the rank of the design (:func:`saturation_note`)."""
     y = np.asarray(y, dtype=float)
     if len(y) == 0:
         return np.nan
-    X = np.column_stack([np.ones(len(y)), design]) if design.size else np.ones((len(y), 1))
+    X = _design(y, design)
+    if len(y) <= np.linalg.matrix_rank(X):
+        return np.nan
     beta, *_ = np.linalg.lstsq(X, y, rcond=None)
     resid = y - X @ beta
     sst = ((y - y.mean()) ** 2).sum()
@@ -301,19 +357,51 @@ def dummies(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
 # --------------------------------------------------------------------------- C5, C6
 
 
+_SEAT_COPY = re.compile(r"#\d+$")
+
+
+def seat_model(judge: str) -> str:
+    """The model behind a judge seat: ``"m#2"`` -> ``"m"`` (seats of one model that
+    ``adakit judge`` fills with a copy of its verdict), any other name unchanged."""
+    return _SEAT_COPY.sub("", str(judge))
+
+
+def copied_seats(judges: Iterable[str]) -> dict[str, list[str]]:
+    """Models that sit in several seats with one copied verdict: model -> its seats."""
+    by_model: dict[str, list[str]] = {}
+    for judge in judges:
+        by_model.setdefault(seat_model(judge), []).append(str(judge))
+    return {m: seats for m, seats in by_model.items() if len(seats) > 1 and any(
+        _SEAT_COPY.search(s) for s in seats)}
+
+
 def judge_agreement(judgments: pd.DataFrame, families: Sequence[str] | None = None) -> pd.DataFrame:
     """Table C5: per family, agreement among the judges over items.
 
     ``pair_exact`` and ``mean_step_diff`` average over every (item, judge pair) where both
     verdicts count (the step difference is ``|a - b|`` in ordinal steps); ``all_same_rate``
-    is the share of complete items (every judge counted) on which all judges agree. With a
-    single judge (the turn families) the agreement columns are NaN.
+    is the share of complete items (every judge counted) on which all judges agree. Seats of
+    one model with a copied verdict (``m#1``, ``m#2``) count as one judge (``n_judges`` counts
+    independent judges). With fewer than two independent judges (a single judge, or one model
+    copied into every seat) the agreement columns are NaN; ``note`` says why.
     """
     j = clean_judgments(judgments)
     fams = [f for f in (families or FAMILIES) if f in set(j["family"])]
     rows = []
     for fam in fams:
         m = _matrix(j, fam)
+        copies = copied_seats(m.columns)
+        note = ""
+        if copies:
+            keep = list(dict.fromkeys(seats[0] if (seats := copies.get(seat_model(c))) else c
+                                      for c in m.columns))
+            m = m[keep]
+            note = "; ".join(f"seats {', '.join(seats)} hold one copied verdict of {model} and "
+                             "count once" for model, seats in copies.items())
+        if m.shape[1] < 2:
+            why = ("agreement undefined: fewer than two independent judges" if copies else
+                   "agreement undefined: a single judge")
+            note = "; ".join(x for x in (note, why) if x)
         diffs = []
         for a, b in combinations(m.columns, 2):
             x, y = _pairs(m[a], m[b])
@@ -330,9 +418,10 @@ def judge_agreement(judgments: pd.DataFrame, families: Sequence[str] | None = No
             "mean_step_diff": float(d.mean()) if len(d) else np.nan,
             "n_complete": len(complete),
             "all_same_rate": float(same.mean()) if len(complete) and m.shape[1] > 1 else np.nan,
+            "note": note,
         })
     return pd.DataFrame(rows, columns=["family", "n_items", "n_judges", "n_pairs", "pair_exact",
-                                       "mean_step_diff", "n_complete", "all_same_rate"])
+                                       "mean_step_diff", "n_complete", "all_same_rate", "note"])
 
 
 def judge_severity(judgments: pd.DataFrame, families: Sequence[str] | None = None) -> pd.DataFrame:
@@ -480,6 +569,7 @@ def _agreement_row(family: str, human: np.ndarray, model: np.ndarray) -> dict[st
         "exact": float((diff == 0).mean()) if len(h) else np.nan,
         "within_one": float((np.abs(diff) <= step + 1e-9).mean()) if len(h) else np.nan,
         "mean_diff": float(diff.mean()) if len(h) else np.nan,
+        "note": "; ".join(x for x in (correlation_note(h, m), kappa_note(h, m)) if x),
     }
 
 
@@ -500,7 +590,7 @@ def human_alignment(human: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFram
         rows.append({"family": fam, **_agreement_row(
             fam, b["score_human"].to_numpy(float), b["score_llm"].to_numpy(float))})
     return pd.DataFrame(rows, columns=["family", "n", "pearson", "spearman", "weighted_kappa",
-                                       "exact", "within_one", "mean_diff"])
+                                       "exact", "within_one", "mean_diff", "note"])
 
 
 def model_human_alignment(
@@ -517,6 +607,10 @@ def model_human_alignment(
         h = human[human["family"] == fam].set_index("item_id")["score"]
         if m.empty:
             continue
+        copies = copied_seats(m.columns)
+        if copies:  # one model's copied verdict counts once
+            m = m[list(dict.fromkeys(seats[0] if (seats := copies.get(seat_model(c))) else c
+                                     for c in m.columns))]
         mm = [(pearson(m[a], m[b]), weighted_kappa(m[a], m[b], SCALES[fam]))
               for a, b in combinations(m.columns, 2)]
         hm = []
@@ -524,6 +618,15 @@ def model_human_alignment(
             pair = pd.concat([h.rename("h"), m[judge].rename("m")], axis=1, join="inner")
             hm.append((pearson(pair["h"], pair["m"]),
                        weighted_kappa(pair["h"], pair["m"], SCALES[fam])))
+        notes = []
+        if m.shape[1] < 2:
+            notes.append("model-model undefined: fewer than two independent judges")
+        elif not np.isfinite([r for r, _ in mm]).any():
+            notes.append("model-model r undefined for every judge pair (fewer than 3 items "
+                         "or no variance)")
+        if not np.isfinite([r for r, _ in hm]).any():
+            notes.append("human-model r undefined for every judge (fewer than 3 shared items "
+                         "or no variance)")
         rows.append({
             "family": fam,
             "n_judges": m.shape[1],
@@ -532,6 +635,7 @@ def model_human_alignment(
             "human_model_r": _nanmean([r for r, _ in hm]),
             "model_model_kappa": _nanmean([k for _, k in mm]),
             "human_model_kappa": _nanmean([k for _, k in hm]),
+            "note": "; ".join(notes),
         })
     return pd.DataFrame(rows)
 
@@ -590,13 +694,18 @@ def length_robustness(
         y = d[fam].to_numpy(float)
         x = d[length].to_numpy(float)
         ctrl = dummies(d, controls)
+        full = np.column_stack([ctrl, x])
         r2c = r_squared(y, ctrl)
-        r2f = r_squared(y, np.column_stack([ctrl, x]))
+        r2f = r_squared(y, full)
         r = pearson(x, y)
+        notes = [correlation_note(x, y), saturation_note(y, full)]
+        if np.isnan(r2f) and not notes[1] and len(y):
+            notes.append(f"R² undefined: {fam} is constant")
         rows.append({"family": fam, "length": length, "n": len(d), "r": r,
                      "raw_r2": r * r, "r2_controls": r2c, "r2_full": r2f,
-                     "added_r2": r2f - r2c})
-    return pd.DataFrame(rows)
+                     "added_r2": r2f - r2c, "note": "; ".join(x for x in notes if x)})
+    return pd.DataFrame(rows, columns=["family", "length", "n", "r", "raw_r2", "r2_controls",
+                                       "r2_full", "added_r2", "note"])
 
 
 def conclusion_length_by_model(
@@ -629,17 +738,52 @@ def length_diagnostic_by_model(
     for key, grp in t.groupby(by):
         rows.append({by: key, "n": len(grp), f"median_{length}": grp[length].median(),
                      f"mean_{family}": grp[family].mean(),
-                     "r": pearson(grp[length], grp[family])})
+                     "r": pearson(grp[length], grp[family]),
+                     "note": correlation_note(grp[length], grp[family])})
     return pd.DataFrame(rows)
+
+
+def print_notes(table: pd.DataFrame, key: str | None = None) -> None:
+    """Print the ``note`` of every row that has one (why a value is NaN), prefixed with the
+    row's ``key`` column (default: the table's first column); nothing when all are empty."""
+    if "note" not in table.columns or table.empty:
+        return
+    key = key or str(table.columns[0])
+    for _, row in table.iterrows():
+        if isinstance(row["note"], str) and row["note"]:
+            print(f"{row[key]}: {row['note']}")
 
 
 # --------------------------------------------------------------------------- files
 
 
 def judgments_path_for(corpus: str | Path) -> Path:
-    """Where ``adakit judge`` writes the judgments of a corpus folder:
-    ``<JUDGMENTS>/<corpus folder name>/judgments.parquet``."""
-    return config.JUDGMENTS / Path(corpus).name / "judgments.parquet"
+    """Where the judgments of a corpus folder are: ``judgments.parquet`` in its verdicts
+    folder (``adakit.judges.judgments_dir``: ``<JUDGMENTS>/<corpus folder name>``, or a shipped
+    dataset's own ``judgments/``), else the ``judgments.jsonl`` log there when only that exists."""
+    from adakit.judges import judgments_dir
+
+    folder = judgments_dir(Path(corpus))
+    parquet, log = folder / "judgments.parquet", folder / "judgments.jsonl"
+    return log if log.exists() and not parquet.exists() else parquet
+
+
+def read_corpus_judgments(corpus: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """The judgments of one corpus folder, or of several stacked (a corpus without verdicts is
+    left out with a printed note; FileNotFoundError when none has any)."""
+    if isinstance(corpus, str | Path):
+        return read_judgments(judgments_path_for(config.resolve(corpus)))
+    tables = []
+    for one in corpus:
+        path = judgments_path_for(config.resolve(one))
+        if path.exists():
+            tables.append(read_judgments(path))
+        else:
+            print(f"note: {one} has no judgments yet ({path}); its runs are not adjudicated")
+    if not tables:
+        raise FileNotFoundError(f"no judgments for any of {[str(c) for c in corpus]}; "
+                                "run `adakit judge CORPUS` first")
+    return pd.concat(tables, ignore_index=True)
 
 
 def read_judgments(path: str | Path) -> pd.DataFrame:

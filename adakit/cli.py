@@ -18,6 +18,8 @@ COMMAND_MODULES = [
     "adakit.judges",  # adakit judge CORPUS
     "adakit.models",  # adakit models list
     "adakit.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
+    "adakit.dataset",  # adakit dataset build|check|restore-cache
+    "adakit.importers",  # adakit import FORMAT PATH... --out DIR
 ]
 
 

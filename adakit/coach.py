@@ -21,19 +21,25 @@ After each completed turn the flow is::
 * **Coach.** A model call with the report replies ``{rationale, decision, message}``. Its
   prompt states Table A3's policy; the decision then passes a deterministic guard
   (:func:`apply_guard`) that keeps a small model honest: a failed or invalid coach reply is
-  PASS; REJECT is possible only for a finalizing conclusion with a conclusion-judge concern
-  (premature or unsupported), otherwise it becomes HINT; HINT needs at least
-  ``min_concerns_for_hint`` concerns (default 2: the paper intervenes when several signals
-  agree), otherwise it becomes PASS. When the report holds no
-  concern at all the guard could only answer PASS, so the coach model is not consulted
-  (``consult_always=True`` asks it anyway).
+  PASS; REJECT is possible only for a finalizing conclusion that the conclusion judge rated
+  premature or not fully grounded (:data:`REJECT_ON`: saturation ``premature``, grounding
+  ``unsupported`` or ``partial``; the paper rejects conclusions "premature or unsupported"
+  (A.2.5) or "premature or insufficiently grounded" (Table A3), and this is their union),
+  otherwise it becomes HINT; HINT needs at least ``min_concerns_for_hint`` concerns (default
+  2 in :func:`apply_guard` and :class:`CoachJudge` alike: the paper intervenes "when multiple
+  diagnostic signals indicate a harmful pattern"), otherwise it becomes PASS. When the report
+  holds no concern and no rejection signal the guard could only answer PASS, so the coach
+  model is not consulted (``consult_always=True`` asks it anyway).
 
 :meth:`CoachJudge.review` returns a JSON-serialisable dict that the agent loop stores in
 ``Turn.coach``: the decision and message, the coach's own proposal and the guard's notes, the
 turn summary, every judge's report (valid or not), every model call's latency, tokens and
 cache flag, and the review's wall-clock ``started_at``/``ended_at`` (which content digests leave
 out, so a replay from the response cache reproduces a coach run exactly). A :class:`adakit.models.CacheMiss` (a replay that diverged from its recording) is
-re-raised; every other failure degrades to no signal or PASS.
+re-raised, and so is a :class:`adakit.models.ModelError` of a retryable kind (no key, a refused
+key, an endpoint that stays down: ``adakit.models.RETRYABLE_KINDS``), which ends the run as a
+retryable model error instead of recording a coach condition without a coach; every other
+failure (a refused request, an invalid reply) degrades to no signal or PASS.
 """
 
 from __future__ import annotations
@@ -171,6 +177,14 @@ KIND_ROLE: dict[str, str] = {
     "error": "error",
 }
 ALWAYS_ROLES: tuple[str, ...] = ("overall", "bias")
+#: Conclusion-judge ratings that allow the coach to REJECT a finalize attempt (module doc).
+REJECT_ON: tuple[str, ...] = (
+    "conclusion.saturation=premature",
+    "conclusion.grounding=unsupported",
+    "conclusion.grounding=partial",
+)
+#: The fewest concerns a HINT needs (the paper: "multiple diagnostic signals").
+MIN_CONCERNS_FOR_HINT = 2
 
 
 def _clip(text: str, cap: int) -> str:
@@ -617,23 +631,39 @@ def coach_messages(
 # ============================================================================== the guard
 
 
+def rating_signals(report: Sequence[dict[str, Any]]) -> list[str]:
+    """Every categorical rating of the valid judge reports, as ``role.dim=value``."""
+    out = []
+    for j in report:
+        if not j.get("valid"):
+            continue
+        for dim, value in (j.get("ratings") or {}).items():
+            if isinstance(value, str):
+                out.append(f"{j['role']}.{dim}={value}")
+    return out
+
+
 def apply_guard(
     proposal: dict[str, Any] | None,
     *,
     is_finalizing: bool,
     concerns: Sequence[str],
-    min_concerns_for_hint: int = 1,
+    min_concerns_for_hint: int = MIN_CONCERNS_FOR_HINT,
     rejections_so_far: int = 0,
     max_rejections: int | None = None,
+    reject_signals: Sequence[str] | None = None,
 ) -> tuple[str, list[str]]:
     """The deterministic guard over the coach's proposal; returns (decision, notes).
 
     1. no usable proposal -> PASS;
     2. REJECT of anything but a finalizing conclusion -> HINT;
-    3. REJECT without a conclusion-judge concern (premature / unsupported) -> HINT;
+    3. REJECT without a rejection signal (``reject_signals``: the report's ratings among
+       :data:`REJECT_ON`; default: the concerns among them) -> HINT;
     4. REJECT once ``max_rejections`` rejections were made in the run -> HINT;
     5. HINT with fewer than ``min_concerns_for_hint`` concerns -> PASS.
     """
+    if reject_signals is None:
+        reject_signals = [c for c in concerns if c in REJECT_ON]
     notes: list[str] = []
     if not proposal or proposal.get("decision") not in DECISIONS:
         return "PASS", ["no usable coach reply: PASS"]
@@ -642,9 +672,10 @@ def apply_guard(
         if not is_finalizing:
             decision = "HINT"
             notes.append("REJECT of a turn that is not a finalize attempt downgraded to HINT")
-        elif not any(c.startswith("conclusion.") for c in concerns):
+        elif not reject_signals:
             decision = "HINT"
-            notes.append("REJECT without a conclusion-judge concern downgraded to HINT")
+            notes.append("REJECT without a conclusion-judge rejection signal (premature, "
+                         "unsupported or partial grounding) downgraded to HINT")
         elif max_rejections is not None and rejections_so_far >= max_rejections:
             decision = "HINT"
             notes.append(f"REJECT limit ({max_rejections}) reached: downgraded to HINT")
@@ -693,13 +724,20 @@ def _cache_miss() -> type[BaseException]:
     return CacheMiss
 
 
+def _must_stop(exc: BaseException) -> bool:
+    """A model failure that would repeat on every call (see the module docstring)."""
+    from adakit.models import RETRYABLE_KINDS, ModelError
+
+    return isinstance(exc, ModelError) and exc.kind in RETRYABLE_KINDS
+
+
 class CoachJudge:
     """The coach-judge sidecar: implements the agent loop's ``Coach`` protocol.
 
     ``coach`` and ``judges`` are chat backends (``judges`` defaults to ``coach``). Options:
     ``consult_always`` asks the coach model even when the report holds no concern (the guard
-    then still answers PASS); ``min_concerns_for_hint`` and ``max_rejections`` tune the guard
-    (:func:`apply_guard`); ``judge_max_tokens`` / ``coach_max_tokens`` cap the replies (default:
+    then still answers PASS); ``min_concerns_for_hint``, ``max_rejections`` and ``reject_on``
+    (the ratings that allow a REJECT, :data:`REJECT_ON`) tune the guard (:func:`apply_guard`); ``judge_max_tokens`` / ``coach_max_tokens`` cap the replies (default:
     the model's registry setting).
     """
 
@@ -709,10 +747,11 @@ class CoachJudge:
         judges: Any | None = None,
         *,
         consult_always: bool = False,
-        min_concerns_for_hint: int = 2,
+        min_concerns_for_hint: int = MIN_CONCERNS_FOR_HINT,
         max_rejections: int | None = None,
         judge_max_tokens: int | None = None,
         coach_max_tokens: int | None = None,
+        reject_on: Sequence[str] = REJECT_ON,
     ) -> None:
         if min_concerns_for_hint < 1:
             raise ValueError("min_concerns_for_hint must be at least 1")
@@ -723,6 +762,7 @@ class CoachJudge:
         self.max_rejections = max_rejections
         self.judge_max_tokens = judge_max_tokens
         self.coach_max_tokens = coach_max_tokens
+        self.reject_on = tuple(reject_on)
         self.memory: list[TurnSummary] = []
         self.rejections = 0
 
@@ -777,10 +817,11 @@ class CoachJudge:
             report.append(entry)
         concerns = [c for j in report for c in j["concerns"]]
         is_final = kind == "conclusion"
+        reject_signals = [x for x in rating_signals(report) if x in self.reject_on]
 
         proposal: dict[str, Any] | None = None
         coach_error: str | None = None
-        consulted = bool(concerns) or self.consult_always
+        consulted = bool(concerns) or (is_final and bool(reject_signals)) or self.consult_always
         if consulted:
             asked = self._ask(
                 self.coach,
@@ -799,10 +840,12 @@ class CoachJudge:
                 min_concerns_for_hint=self.min_concerns_for_hint,
                 rejections_so_far=self.rejections,
                 max_rejections=self.max_rejections,
+                reject_signals=reject_signals,
             )
         else:
             decision = "PASS"
-            notes = ["no concern in the report: PASS without consulting the coach"]
+            notes = ["no concern or rejection signal in the report: PASS without consulting "
+                     "the coach"]
 
         message = ""
         if decision != "PASS":
@@ -861,7 +904,9 @@ class CoachJudge:
                 completion = backend.complete(convo, json_schema=schema, max_tokens=max_tokens)
             except _cache_miss():
                 raise
-            except Exception as exc:  # transport, HTTP, missing key: no signal
+            except Exception as exc:  # a refused request or a broken reply: no signal
+                if _must_stop(exc):
+                    raise
                 record["error"] = f"{type(exc).__name__}: {_clip(str(exc), 300)}"
                 out.error = record["error"]
                 return out
@@ -923,9 +968,11 @@ def make_coach(
 
 
 __all__ = [
-    "ALWAYS_ROLES", "DECISIONS", "ROLES", "TURN_KINDS", "CoachJudge", "Dim", "ReplyError",
+    "ALWAYS_ROLES", "DECISIONS", "MIN_CONCERNS_FOR_HINT", "REJECT_ON", "ROLES", "TURN_KINDS",
+    "CoachJudge", "Dim", "ReplyError",
     "Role", "TurnSummary", "apply_guard", "coach_messages", "coach_schema", "concerns_of",
     "fallback_message", "finalizing", "judge_messages", "judge_schema", "make_coach",
-    "parse_coach_reply", "parse_judge_reply", "reply_format", "reply_model", "summarize_turn",
+    "parse_coach_reply", "parse_judge_reply", "rating_signals", "reply_format", "reply_model",
+    "summarize_turn",
     "turn_kind",
 ]

@@ -14,7 +14,9 @@
   resolution, and the tools say so.
 
 Python, TypeScript (TS and TSX), JavaScript and Rust are understood, with our own queries
-(compiled once per language and process). Files with syntax errors are still indexed (tree-sitter
+(compiled once per language and process); Cython (``.pyx``, ``.pxd``, ``.pxi``) by patterns
+(:func:`cython_symbols`: no Cython grammar installs offline), with references read through the
+Python grammar. Files with syntax errors are still indexed (tree-sitter
 recovers) and are flagged with the lines where errors start.
 """
 
@@ -41,7 +43,7 @@ from adakit import config
 from adakit.world import MAX_FILE_BYTES, SandboxError, World
 
 #: Bumped whenever the symbol extraction changes, so stale on-disk indexes are ignored.
-INDEX_FORMAT = 5
+INDEX_FORMAT = 6
 
 #: File extension -> grammar key.
 GRAMMAR_OF_EXT: dict[str, str] = {
@@ -56,6 +58,9 @@ GRAMMAR_OF_EXT: dict[str, str] = {
     ".mjs": "javascript",
     ".cjs": "javascript",
     ".rs": "rust",
+    ".pyx": "cython",
+    ".pxd": "cython",
+    ".pxi": "cython",
 }
 
 SIGNATURE_CHARS = 120
@@ -295,6 +300,12 @@ def _load_grammar(key: str) -> _Grammar:
         import tree_sitter_rust as mod
 
         lang, query = ts.Language(mod.language()), _RUST_DEFS
+    elif key == "cython":
+        # no Cython grammar installs offline: definitions come from patterns
+        # (cython_symbols); the Python grammar parses the file for references only
+        import tree_sitter_python as mod
+
+        lang, query = ts.Language(mod.language()), _PY_DEFS
     else:
         raise KeyError(f"no grammar {key!r}; known: {sorted(set(GRAMMAR_OF_EXT.values()))}")
     return _Grammar(key, _family(key), lang, ts.Parser(lang), ts.Query(lang, query))
@@ -634,6 +645,14 @@ _SCANNERS: dict[str, tuple[tuple[re.Pattern[bytes], bool], ...]] = {
         (re.compile(rb"('[^'\n]*+'|\"[^\"\n]*+\"|\[[^\]\n]*+\]|[0-9][A-Za-z0-9_.]*+)"
                     rb"(?=\s*+[(<])"), False),
     ),
+    "cython": (
+        *((_after(kw), False) for kw in (b"def", b"class", b"struct", b"union", b"enum",
+                                          b"fused", b"cppclass")),
+        # cdef / cpdef functions and extern declarations: any name before '('
+        (re.compile(rb"(" + _ID + rb")(?=[ \t]*\()"), False),
+        # ctypedef aliases: every name on the line (the alias is among them)
+        (re.compile(rb"ctypedef\b(?=([^\n]*))"), True),
+    ),
 }
 _HEADER_NAMES = re.compile(rb"(?:r#)?" + _ID)
 
@@ -649,6 +668,159 @@ def definition_names(data: bytes, family: str) -> frozenset[str]:
             found.update(pattern.findall(data))
     found.discard(b"")
     return frozenset(n.decode("utf-8", "replace") for n in found)
+
+
+# --------------------------------------------------------------------------- Cython
+#
+# No tree-sitter grammar for Cython installs offline (tree-sitter-language-pack fetches its
+# grammars from the network on first use), so Cython files (.pyx, .pxd, .pxi) are indexed by
+# patterns over logical lines: a block runs until the next code line indented no deeper than
+# its header, triple-quoted strings and comments do not count as code lines, and a header
+# continued inside brackets is one logical line. References still use a parse: the Python
+# grammar reads Cython with error recovery, and only identifier nodes count.
+
+_CY_MODS = r"(?:(?:public|api|readonly|extern|packed|inline|final|const|nogil|noexcept)\s+)*"
+_CY_TYPED = re.compile(
+    r"^(?:cdef|ctypedef|cpdef)\s+" + _CY_MODS + r"(class|struct|union|enum|cppclass|fused)\s+"
+    r"([A-Za-z_]\w*)")
+_CY_DEF = re.compile(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)")
+_CY_CLASS = re.compile(r"^class\s+([A-Za-z_]\w*)")
+_CY_FUNC = re.compile(r"^(?:cdef|cpdef)\s+([^=(]*?)\b([A-Za-z_]\w*)\s*\(")
+_CY_CTYPEDEF = re.compile(r"^ctypedef\s+(.+)$")
+_CY_CONTAINER = re.compile(r"^(?:cdef\s+extern\s+from\b.*|cdef\s*:|cdef\s+extern\s*:)$")
+_CY_DECL = re.compile(r"^([^=(]*?[\w\]*&\s])\b([A-Za-z_]\w*)\s*\(")
+_CY_KIND = {"class": "class", "cppclass": "class", "struct": "struct", "union": "union",
+            "enum": "enum", "fused": "type"}
+_CY_NOT_A_NAME = frozenset({"nogil", "noexcept", "except", "gil", "const", "with"})
+
+
+def _cython_lines(data: bytes) -> list[tuple[int, int, int, str]]:
+    """Logical code lines: (first row, last row, indent, text without comments), 1-based rows;
+    lines inside triple-quoted strings, blank lines and comments are left out."""
+    out: list[tuple[int, int, int, str]] = []
+    rows = split_lines(data)
+    quote: str | None = None
+    pending: tuple[int, int, list[str]] | None = None  # first row, indent, parts
+    depth = 0
+    for i, raw in enumerate(rows, 1):
+        line, k, code = raw, 0, []
+        while k < len(line):
+            if quote is not None:
+                end = line.find(quote, k)
+                if end < 0:
+                    k = len(line)
+                    break
+                k, quote = end + 3, None
+                continue
+            ch = line[k]
+            if ch == "#":
+                break
+            if line.startswith(('"""', "'''"), k):
+                quote = line[k:k + 3]
+                code.append('""')  # the statement starts here, where the string opens
+                k += 3
+                continue
+            if ch in "\"'":
+                end = k + 1
+                while end < len(line) and line[end] != ch:
+                    end += 2 if line[end] == "\\" else 1
+                code.append('""')
+                k = end + 1
+                continue
+            depth += 1 if ch in "([{" else -1 if ch in ")]}" else 0
+            code.append(ch)
+            k += 1
+        text = "".join(code).rstrip()
+        if pending is None:
+            if not text.strip():
+                continue
+            pending = (i, len(line) - len(line.lstrip()), [text.strip()])
+        else:
+            pending[2].append(text.strip())
+        if depth <= 0 and quote is None:
+            depth = 0
+            out.append((pending[0], i, pending[1], " ".join(p for p in pending[2] if p)))
+            pending = None
+    if pending is not None:
+        out.append((pending[0], len(rows), pending[1], " ".join(pending[2])))
+    return out
+
+
+def _cython_symbol(text: str, in_container: bool) -> tuple[str, str] | None:
+    """(name, kind) defined by one logical line, or None."""
+    m = _CY_TYPED.match(text)
+    if m:
+        return m.group(2), _CY_KIND[m.group(1)]
+    m = _CY_DEF.match(text) or _CY_CLASS.match(text)
+    if m:
+        return m.group(1), "class" if text.startswith("class") else "function"
+    m = _CY_FUNC.match(text)
+    if m and m.group(2) not in _CY_NOT_A_NAME and not m.group(1).strip().endswith(
+            ("class", "struct")):
+        return m.group(2), "function"
+    m = _CY_CTYPEDEF.match(text)
+    if m:
+        body = m.group(1).rstrip(":").strip()
+        ptr = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)", body)
+        if ptr:
+            return ptr.group(1), "type"
+        words = [w for w in re.findall(r"[A-Za-z_]\w*", re.sub(r"\[.*?\]", "", body))
+                 if w not in _CY_NOT_A_NAME]
+        return (words[-1], "type") if len(words) >= 2 else None
+    if in_container:
+        m = _CY_DECL.match(text)
+        if m and m.group(2) not in _CY_NOT_A_NAME:
+            return m.group(2), "function"
+    return None
+
+
+def cython_symbols(data: bytes) -> list[tuple]:
+    """Definition tuples ``(name, kind, start, end, signature, parent, depth, name_line)`` of a
+    Cython file, found by patterns (see the section comment): ``cdef``/``cpdef``/``def``
+    functions (methods inside a class), ``cdef class``, ``class``, ``struct``/``union``/
+    ``enum``/``fused`` and ``ctypedef`` aliases, and the function declarations of
+    ``cdef extern from`` blocks."""
+    lines = _cython_lines(data)
+    out: list[list[Any]] = []
+    # open blocks: (indent, index into out or -1 for a container, qualname, kind)
+    stack: list[tuple[int, int, str, str]] = []
+    decorator_start: int | None = None
+    last_row = 0
+    for first, last, indent, text in lines:
+        while stack and indent <= stack[-1][0]:
+            _, idx, _, _ = stack.pop()
+            if idx >= 0:
+                out[idx][3] = last_row
+        if text.startswith("@"):
+            decorator_start = decorator_start or first
+            last_row = last
+            continue
+        container = bool(stack) and stack[-1][1] == -1
+        found = _cython_symbol(text, container)
+        opens = text.endswith(":")
+        if found is not None:
+            name, kind = found
+            owners = [s for s in stack if s[1] >= 0]
+            parent = owners[-1] if owners else None
+            if kind == "function" and parent is not None and parent[3] in ("class", "struct"):
+                kind = "method"
+            signature = _collapse(text.rstrip(":").rstrip())
+            start = decorator_start or first
+            out.append([name, kind, start, last, signature, parent[2] if parent else None,
+                        len(owners), first])
+            if opens:
+                qual = f"{parent[2]}.{name}" if parent else name
+                stack.append((indent, len(out) - 1, qual, kind))
+        elif opens and _CY_CONTAINER.match(text):
+            stack.append((indent, -1, "", "container"))
+        elif opens:
+            stack.append((indent, -2, "", "block"))  # if/for/with...: nothing to name
+        decorator_start = None
+        last_row = last
+    for _, idx, _, _ in stack:
+        if idx >= 0:
+            out[idx][3] = last_row
+    return [tuple(s) for s in out]
 
 
 def _read_source(path: Path) -> tuple[int, int, bytes] | None:
@@ -678,6 +850,9 @@ def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> tuple[list[tuple], f
             out.append((rel, None))
             continue
         mtime, size, data = got
+        if key == "cython":
+            out.append((rel, (mtime, size, key, False, [], cython_symbols(data))))
+            continue
         g = grammar(key)
         tree = g.parser.parse(data)
         syms = extract_symbols(g, tree, data)
@@ -747,6 +922,8 @@ def _same(a: ts.Node | None, b: ts.Node) -> bool:
 def classify(node: ts.Node, family: str) -> str | None:
     """The role of an identifier node (definition, call, import, ...), or None if the node
     is not an identifier (text in a string or comment)."""
+    if family == "cython":  # parsed with the Python grammar (references only)
+        family = "python"
     if node.type not in _IDENT_TYPES[family]:
         return None
     parent = node.parent
@@ -953,12 +1130,16 @@ class CodeIndex:
         ent = self._entries.get(rel)
         if ent is not None and ent.mtime_ns == src.mtime_ns and ent.size == src.size:
             return ent
-        tree = self.tree(rel)
-        assert tree is not None
-        g = grammar(key)
-        syms = [self._symbol(rel, t) for t in extract_symbols(g, tree, src.data)]
-        ent = _Entry(src.mtime_ns, src.size, key, syms, tree.root_node.has_error,
-                     error_lines(tree.root_node))
+        if key == "cython":  # patterns, no parse (see cython_symbols)
+            syms = [self._symbol(rel, t) for t in cython_symbols(src.data)]
+            ent = _Entry(src.mtime_ns, src.size, key, syms, False, [])
+        else:
+            tree = self.tree(rel)
+            assert tree is not None
+            g = grammar(key)
+            syms = [self._symbol(rel, t) for t in extract_symbols(g, tree, src.data)]
+            ent = _Entry(src.mtime_ns, src.size, key, syms, tree.root_node.has_error,
+                         error_lines(tree.root_node))
         self._entries[rel] = ent
         self._unsaved = True
         if self._built:

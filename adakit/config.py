@@ -29,6 +29,9 @@ RUNS = DATA / "runs"
 JUDGMENTS = DATA / "judgments"
 PROCESSED = DATA / "processed"
 CACHE = DATA / "cache"
+#: The shipped reference corpus whose measured prompt and reply sizes `adakit launch --plan`
+#: uses to estimate a study's tokens and cost.
+REFERENCE_RUNS = DATA / "reference" / "local-v1" / "runs"
 FIGURES = ROOT / "figures"
 STUDIES = ROOT / "studies"
 NOTEBOOKS = ROOT / "notebooks"

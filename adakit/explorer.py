@@ -42,7 +42,7 @@ from adakit import figures
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey
 from adakit.lenses.surface import distinct_lines
-from adakit.record import TOOL_ORDER, Corpus, RunFile, Turn, load_corpus, read_run
+from adakit.record import CANONICAL_ORDER, Corpus, RunFile, Turn, load_corpus, read_run
 from adakit.tools import Bookmark, Conclusion, Memory, Toolbox, WorkingState
 
 #: Environment variable: ``static`` forces the static rendering everywhere.
@@ -89,16 +89,36 @@ def axis_options(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None)
     return out
 
 
-def default_run(runs: pd.DataFrame) -> str:
-    """The run to open first: the first run of a model that is not a scripted baseline, if
-    the corpus has one, else the first run."""
+def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
+    """The run to open first: an instructive one.
+
+    Runs of a model that is not a scripted baseline come first; among them, runs that end with
+    a conclusion, then those using more distinct tools and visiting more files (given
+    ``turns``), then the corpus order. A corpus of baselines only opens on its most
+    instructive baseline run the same way.
+    """
     if runs.empty:
         raise ValueError("the corpus has no runs to explore")
-    if "model_kind" in runs.columns:
-        real = runs[runs["model_kind"] != "baseline"]
-        if not real.empty:
-            return str(real["run_id"].iloc[0])
-    return str(runs["run_id"].iloc[0])
+    order = runs.reset_index(drop=True)
+    key = pd.DataFrame({"position": range(len(order))})
+    kind = order["model_kind"] if "model_kind" in order.columns else pd.Series("", index=order.index)
+    key["real"] = (kind != "baseline").astype(int)
+    none = pd.Series(False, index=order.index)
+    concluded = order["reason"].eq("finalize") if "reason" in order.columns else none
+    if "conclusion" in order.columns:
+        concluded &= order["conclusion"].fillna("").astype(str).str.len() > 0
+    key["concluded"] = concluded.astype(int).to_numpy()
+    key["tools"] = 0
+    key["files"] = 0
+    if turns is not None and not turns.empty:
+        ok = turns[turns["error_type"].isna()] if "error_type" in turns.columns else turns
+        tools = ok.groupby("run_id")["tool"].nunique()
+        files = ok.groupby("run_id")["file"].nunique()
+        key["tools"] = order["run_id"].map(tools).fillna(0).astype(int).to_numpy()
+        key["files"] = order["run_id"].map(files).fillna(0).astype(int).to_numpy()
+    key = key.sort_values(["real", "concluded", "tools", "files", "position"],
+                          ascending=[False, False, False, False, True])
+    return str(order["run_id"].iloc[int(key.index[0])])
 
 
 def run_label(run: Mapping[str, Any] | pd.Series) -> str:
@@ -259,12 +279,13 @@ def _error_kind(t: Turn) -> str | None:
 
 
 def jump_targets(rf: RunFile) -> dict[str, list[int]]:
-    """Turn numbers by what happened there: ``tool:OVW`` .. ``tool:CON`` (tools used),
+    """Turn numbers by what happened there: ``tool:OVW`` .. ``tool:CON`` (tools used; also
+    ``tool:EDT`` / ``tool:EXE`` / ``tool:SUB`` in imported runs),
     ``error`` and ``error:<type>``, ``conclusion`` (CON calls), ``finalize`` (CON asking to
     end), ``state`` (a state channel changed), ``injected`` (reminder or coach text added),
     ``coach`` (a HINT or REJECT decision). ``error`` and ``conclusion`` are always present."""
     out: dict[str, list[int]] = {}
-    for abbr in TOOL_ORDER:
+    for abbr in CANONICAL_ORDER:
         hits = [t.turn for t in rf.turns if t.metrics.tool == abbr and t.call is not None]
         if hits:
             out[f"tool:{abbr}"] = hits
@@ -302,7 +323,7 @@ def matching_turns(rf: RunFile, kind: str) -> list[int]:
     for key in (kind, f"tool:{kind}", f"error:{kind}"):
         if key in targets:
             return targets[key]
-    known = {*targets, *TOOL_ORDER, "tool_error", "unknown_tool", "malformed", "model_error"}
+    known = {*targets, *CANONICAL_ORDER, "tool_error", "unknown_tool", "malformed", "model_error"}
     if kind in known:
         return []
     raise ValueError(f"unknown jump kind {kind!r}; this run has: {', '.join(targets)}")
@@ -330,7 +351,15 @@ def _call_line(t: Turn) -> str:
     if t.call is None:
         return ""
     args = ", ".join(f"{k}={v!r}" for k, v in t.call.params.items())
-    return f"{t.metrics.tool or '?'}  {t.call.tool}({_clip(args, 600)})"
+    line = f"{t.metrics.tool or '?'}  {t.call.tool}({_clip(args, 600)})"
+    m = t.metrics
+    if m.mapped_by:  # an imported step: which mapping rule made it canonical, and where it read
+        where = f" {m.file}" if m.file else ""
+        where += "".join(f" L{a}-{b}" for a, b in m.ranges)
+        line += f"\n  mapped by {m.mapped_by}{where}"
+        if m.exit_code is not None:
+            line += f", exit code {m.exit_code}"
+    return line
 
 
 def _state_lines(state: WorkingState, changed: list[dict[str, Any]]) -> str:
@@ -377,6 +406,8 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
                        f"{t.parse_error.message}\nraw reply: {_clip(t.raw_text, 800)}")
     obs_head = f"[{t.metrics.error_type}] " if t.metrics.error_type else ""
     out["observation"] = obs_head + _clip(t.observation, max_obs)
+    if t.observation_chars is not None and t.observation_chars > len(t.observation):
+        out["observation"] += f"\n(the source's observation had {t.observation_chars} characters)"
     if t.model_calls:
         out["observation"] += "\n" + "\n".join(
             f"(model call: {c.purpose} by {c.model}, {c.latency_s:.2f}s"
@@ -622,7 +653,8 @@ class RunView:
         if self._files is None:
             world = str(self.run["world"])
             world_reads = self.corpus.reads[self.corpus.reads["world"] == world]
-            self._files = _map_files(world, world_reads, self.fetch_world)
+            self._files = _map_files(world, world_reads, self.fetch_world,
+                                     fp.world_source(self.corpus.runs, world))
         return self._files
 
     def layout(self) -> pd.DataFrame:
@@ -643,9 +675,10 @@ class RunView:
         return plot_turn_map(files, values, current, self.layout(), title)
 
 
-def _map_files(world: str, reads: pd.DataFrame, fetch: bool) -> tuple[pd.DataFrame, str]:
+def _map_files(world: str, reads: pd.DataFrame, fetch: bool,
+               source: str | None = None) -> tuple[pd.DataFrame, str]:
     try:
-        return fp.map_files(world, reads, fetch=fetch)
+        return fp.map_files(world, reads, fetch=fetch, source=source)
     except ValueError as exc:  # world unavailable and nothing read there
         return pd.DataFrame(columns=["file", "loc"]), str(exc)
 
@@ -703,7 +736,7 @@ def render_static(corpus: Corpus | str | Path, run_id: str | None = None, turn: 
     """The static explorer: run summary, jump targets, the text of ``turns`` (default:
     :func:`landmark_turns`), and the arc and map figures at ``turn``."""
     data = _as_corpus(corpus)
-    run_id = run_id or default_run(data.runs)
+    run_id = run_id or default_run(data.runs, data.turns)
     view = RunView(data, run_id, axis=axis, fetch_world=fetch_world)
     if not view.n_turns:
         return StaticRendering(run_id, 0, [], view.summary() + "\n(no turns to show)")
@@ -781,7 +814,7 @@ class ExplorerWidgets:
         self.jump_prev.on_click(lambda _: self.jump(-1))
         self.jump_next.on_click(lambda _: self.jump(1))
         self._refresh_options()
-        self.select_run(run_id or default_run(corpus.runs), turn)
+        self.select_run(run_id or default_run(corpus.runs, corpus.turns), turn)
 
     # ------------------------------------------------------------------ selection
 

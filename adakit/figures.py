@@ -56,6 +56,14 @@ TOOL_COLORS: dict[str, str] = {
     "HNT": "#D55E00",
     "CON": "#000000",
 }
+#: Colours of the imported agents' action classes outside Ada's read-only set (issue 16).
+ACT_COLORS: dict[str, str] = {
+    "EDT": "#8C510A",
+    "EXE": "#7F7F7F",
+    "SUB": "#01665E",
+}
+#: Every canonical tool's colour: Ada's seven, then the action classes.
+CANONICAL_COLORS: dict[str, str] = {**TOOL_COLORS, **ACT_COLORS}
 #: Colour for errors (tool error, unknown tool, malformed turn) and coach messages.
 ERROR_COLOR = "#B2182B"
 COACH_COLOR = "#6A3D9A"
@@ -128,8 +136,9 @@ def task_order(values: Iterable[object]) -> list:
 
 
 def tool_order(values: Iterable[object] | None = None) -> list[str]:
-    """Tools in Table 1 order (OVW, PKR, EXP, MEM, BKM, HNT, CON); others follow."""
-    base = list(TOOL_COLORS)
+    """Tools in Table 1 order (OVW, PKR, EXP, MEM, BKM, HNT, CON), then the imported agents'
+    classes (EDT, EXE, SUB); others follow."""
+    base = list(CANONICAL_COLORS)
     if values is None:
         return base
     return _ordered(values, base)
@@ -171,8 +180,8 @@ def label_for(column: str, value: object) -> str:
 
 def palette_for(values: Sequence[object]) -> dict:
     """Colours for a list of categories, in order; tools keep their fixed colours."""
-    if values and all(v in TOOL_COLORS for v in values):
-        return {v: TOOL_COLORS[v] for v in values}
+    if values and all(v in CANONICAL_COLORS for v in values):
+        return {v: CANONICAL_COLORS[v] for v in values}
     colors = list(PALETTE)
     if len(values) > len(colors):
         cmap = matplotlib.colormaps["tab20"]

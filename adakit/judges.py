@@ -10,7 +10,10 @@ judge. "unclear" is always allowed and scores NaN.
 
 Every item is built from a run file into a compact, capped context and anonymised: no model,
 condition, study or run id reaches a judge, injected reminders and coach messages are
-stripped, and sentences that talk about budgets or coaching are redacted. Judges reply with
+stripped, sentences that talk about budgets are redacted, clauses that mention a coach, a
+reviewer or a panel returning the agent's conclusion are redacted, and in the agent's own
+words model family and vendor names ("As GPT-4", "created by Alibaba") and turn limits
+("my 12-turn limit") are replaced where they stand, so the rest of the sentence survives. Judges reply with
 JSON ``{rationale, label, evidence}`` validated against a schema; an invalid reply is retried
 with a corrective message, and a verdict that still fails is stored as missing (label None,
 score NaN, valid False), never as a low score. Verdicts are appended one per line to
@@ -21,6 +24,7 @@ tidy ``judgments.parquet`` is rebuilt from it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -51,12 +55,12 @@ from pydantic import (
 from tqdm.auto import tqdm
 
 from adakit import config
-from adakit.record import COG, NAV, TOOL_ABBR, RunFile, Turn, iter_run_files, read_run
+from adakit.record import ACT_ORDER, COG, NAV, TOOL_ABBR, RunFile, Turn, iter_run_files, read_run
 
 JUDGE_PROMPTS = config.PROMPTS / "judges"
 
 #: The offline judge: the embedded local model (registry name).
-LOCAL_JUDGE = "smollm2-135m"
+LOCAL_JUDGE = "qwen2.5-coder-1.5b"
 #: The paper's conclusion-level panel (Appendix C.1), as registered in ``models.yaml``.
 PAPER_PANEL = ("glm-5", "kimi-k2.5", "minimax-m2.7")
 #: The offline default panel: the local model in every seat.
@@ -69,6 +73,9 @@ JUDGMENT_COLUMNS = [
 ]  # fmt: skip
 
 UNCLEAR = "unclear"
+#: The judges' reply cap in tokens: the paper's 2048 (Appendix A.2.1 and C.1). Small local
+#: judges can be given less per study (``judge: max_tokens``) or with ``--max-tokens``.
+REPLY_MAX_TOKENS = 2048
 RATIONALE_MAX = 300
 EVIDENCE_ITEMS = 3
 EVIDENCE_MAX = 120
@@ -291,23 +298,70 @@ def parse_reply(text: str, family: str) -> Verdict:
 
 # ============================================================================== anonymising
 
-#: Sentences that would reveal a launch condition (budgets, reminders, coaching, the
-#: evidence-first stance) are replaced in agent text before a judge sees it.
+#: Sentences that would reveal a launch condition (budgets, reminders, the evidence-first
+#: stance) are replaced in agent text before a judge sees it.
 DEFAULT_REDACTIONS: tuple[str, ...] = (
     r"\bbudget",
     r"\b(?:\d+|one|two|three|four|five|a few|few)\s+(?:more\s+)?(?:exploration\s+)?"
     r"(?:turns?|steps?|calls?)\s+(?:left|remaining|remain)\b",
     r"\b(?:last|final|remaining)\s+(?:exploration\s+)?turns?\b",
     r"\bturns?\s+(?:left|remaining)\b",
-    r"\bcoach",
     r"\breminder",
     r"\bweak hunch\b",
     r"\bevidence[- ]first\b",
     r"\bprior (?:familiarity|knowledge)\b",
 )
+#: Clauses that would reveal the coach-judge condition (a coach, a reviewer or panel that
+#: returned, rejected or flagged something) are replaced clause by clause, so the rest of the
+#: sentence (what the agent does next) still reaches the judge.
+CLAUSE_REDACTIONS: tuple[str, ...] = (
+    r"\bcoach",
+    r"\bthe reviewers?\b",
+    r"\breviewers?\s+(?:returned|rejected|flagged|said|says|asked|asks|wants?|noted|"
+    r"suggested|pointed|found)\b",
+    r"\b(?:the|a|review|judge|judging)\s+panel\b",
+    r"\bpanel\s+(?:of\s+judges|returned|rejected|flagged|said|says|noted|suggested|found)\b",
+    r"\bthe judges?\b",
+    r"\b(?:returned|rejected|bounced)\s+my\s+(?:previous\s+|last\s+|first\s+)?"
+    r"(?:conclusion|answer|submission|finali[sz]ation)",
+    r"\bmy\s+(?:previous\s+|last\s+|first\s+)?(?:conclusion|answer|submission)\s+"
+    r"(?:was|got|has been)\s+(?:rejected|returned|bounced|refused)",
+)
+#: Phrases in the agent's own words that name a model family or vendor (the trajectory's
+#: model), or state a turn limit (the budget condition); each is replaced where it stands.
+PHRASE_REDACTIONS: tuple[str, ...] = (
+    r"\b(?:Chat)?GPT[- ]?\d(?:\.\d)?(?:o|[- ]?turbo|[- ]?mini)?\b",
+    r"\bChatGPT\b",
+    r"\bOpenAI\b",
+    r"\bAnthropic\b",
+    r"\bClaude(?:[- ]\d(?:\.\d)?)?\b",
+    r"\bAlibaba(?:\s+Cloud)?\b",
+    r"\bQwen[\w.\-]*",
+    r"\bDeep[- ]?Seek[\w.\-]*",
+    r"\bGemini\b",
+    r"\bGemma[\w.\-]*",
+    r"\bLlama[- ]?\d[\w.\-]*|\bLLaMA\b|\bMeta AI\b",
+    r"\bMi[sx]tral\b",
+    r"\bMoonshot(?:\s+AI)?\b",
+    r"\bKimi[\w.\-]*",
+    r"\bZhipu(?:\s+AI)?\b",
+    r"(?-i:\b(?:Chat)?GLM(?:[- ]?\d[\w.\-]*)?\b)",  # not sklearn's glm modules
+    r"(?-i:\bMiniMax[\w.\-]*)",  # not the minimax algorithm
+    r"\bSmolLM[\w.\-]*",
+    r"\bHugging ?Face\b",
+    r"\bGitHub Copilot\b|\bCopilot\b",
+    r"(?-i:\bGrok\b|\bxAI\b)",  # not the verb "to grok"
+    r"\b(?:my|our|the|a|an)?\s*\d+[- ]?(?:turn|step|call)s?\s*(?:limit|budget|bound|cap|"
+    r"allowance|maximum|max)\b",
+    r"\b(?:limit|budget|maximum|max|cap)\s+of\s+\d+\s+(?:turns?|steps?|calls?)\b",
+    r"\b(?:within|in|only)\s+\d+\s+(?:turns?|steps?)\b",
+    r"\bturn\s+\d+\s*(?:of|/)\s*\d+\b",
+)
 REDACTED = "[redacted]"
 # a sentence ends at . ! ? followed by white space (so "app.py" does not end one) or a newline
 _SENTENCE_RE = re.compile(r"(?:[^.!?\n]|[.!?]+(?=[^\s.!?]))*(?:[.!?]+(?=\s|$)|\n|$)")
+# a clause ends at , ; : ( ) or a dash, or where its sentence ends
+_CLAUSE_RE = re.compile(r"[^,;:()\u2013\u2014\n]+")
 
 
 @dataclass
@@ -316,6 +370,8 @@ class Anonymiser:
 
     terms: tuple[str, ...] = ()
     redactions: tuple[str, ...] = DEFAULT_REDACTIONS
+    clauses: tuple[str, ...] = CLAUSE_REDACTIONS
+    phrases: tuple[str, ...] = PHRASE_REDACTIONS
 
     def __post_init__(self) -> None:
         terms = sorted({t for t in self.terms if t and len(t.strip()) >= 3}, key=len, reverse=True)
@@ -332,17 +388,51 @@ class Anonymiser:
             if self.redactions
             else None
         )
+        self._clause = (
+            re.compile("|".join(f"(?:{p})" for p in self.clauses), re.IGNORECASE)
+            if self.clauses
+            else None
+        )
+        self._phrase = (
+            re.compile("|".join(f"(?:{p})" for p in self.phrases), re.IGNORECASE)
+            if self.phrases
+            else None
+        )
 
     def __call__(self, text: str | None, redact: bool = True) -> str:
-        """``text`` with identifying terms replaced and (``redact``) condition-revealing
-        sentences removed; tool results pass ``redact=False`` (repository text is evidence)."""
+        """``text`` with identifying terms replaced and (``redact``, the agent's own words)
+        condition-revealing sentences and clauses removed and model, vendor and turn-limit
+        phrases replaced where they stand; tool results pass ``redact=False`` (repository
+        text is evidence)."""
         if not text:
             return ""
         if redact and self._redact is not None and self._redact.search(text):
             text = _SENTENCE_RE.sub(self._redact_sentence, text)
+        if redact and self._clause is not None and self._clause.search(text):
+            text = _CLAUSE_RE.sub(self._redact_clause, text)
+        if redact and self._phrase is not None:
+            text = self._phrase.sub(self._redact_phrase, text)
         if self._terms is not None:
             text = self._terms.sub(REDACTED, text)
         return text
+
+    def _redact_clause(self, m: re.Match[str]) -> str:
+        clause = m.group(0)
+        if self._clause is not None and self._clause.search(clause):
+            lead = clause[: len(clause) - len(clause.lstrip())]
+            tail = clause[len(clause.rstrip()):]
+            end = re.search(r"[.!?]+$", clause.rstrip())  # keep the sentence's full stop
+            return lead + REDACTED + (end.group(0) if end else "") + tail
+        return clause
+
+    @staticmethod
+    def _redact_phrase(m: re.Match[str]) -> str:
+        text = m.group(0)
+        turn = re.match(r"(turn\s+\d+)\s*(?:of|/)", text, re.IGNORECASE)
+        if turn:  # "turn 5 of 12": the position stays, the limit goes
+            return turn.group(1)
+        lead = text[: len(text) - len(text.lstrip())]
+        return lead + REDACTED
 
     def _redact_sentence(self, m: re.Match[str]) -> str:
         sentence = m.group(0)
@@ -395,6 +485,14 @@ def _condition_variants(name: str) -> list[str]:
     return _variants(name)
 
 
+#: Names of the agents adakit imports, removed from every imported run's text (a judge must
+#: not learn which agent it reads, as it never learns which model).
+AGENT_NAMES: tuple[str, ...] = (
+    "SWE-agent", "SWE agent", "sweagent", "mini-swe-agent", "mini swe agent", "mini-SWE-agent",
+    "OpenHands", "Open Hands", "OpenDevin", "CodeActAgent", "CodeAct",
+)
+
+
 def anonymiser_for(rf: RunFile, redactions: Sequence[str] = DEFAULT_REDACTIONS) -> Anonymiser:
     """The anonymiser of one run: its model, run id, study and condition names (plus every
     registered model and known compound condition name) are replaced."""
@@ -412,6 +510,9 @@ def anonymiser_for(rf: RunFile, redactions: Sequence[str] = DEFAULT_REDACTIONS) 
     for cond in _condition_terms():
         terms += _condition_variants(cond)
     terms += _registry_terms()
+    if h.source is not None:  # an imported run: its agent and source file name it too
+        terms += _variants(h.source.agent) + _variants(h.source.format) + list(AGENT_NAMES)
+        terms += [h.source.file, h.source.file.rsplit("/", 1)[-1]]
     return Anonymiser(tuple(terms), tuple(redactions))
 
 
@@ -609,6 +710,9 @@ _ENDINGS = {
     "malformed_limit": "the run stopped after repeated malformed replies",
     "model_error": "the run stopped because the model could not be reached",
     "context_overflow": "the run stopped because its context was full",
+    "submit": "the agent submitted its result and ended the run",
+    "cost_limit": "the run stopped at its cost limit",
+    "agent_exit": "the run ended another way",
 }
 
 
@@ -616,14 +720,16 @@ def trajectory_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps) -> str:
     """Turns, how the run ended, tool counts and the tool sequence (run-length encoded)."""
     tools = [(_abbr(t) or "ERR") if t.call is not None else "ERR" for t in rf.turns]
     counts = Counter(tools)
-    order = [*TOOL_ABBR.values(), "ERR"]
+    order = [*TOOL_ABBR.values(), *ACT_ORDER, "ERR"]
     count_text = ", ".join(f"{k} {counts[k]}" for k in order if counts.get(k))
     errors = sum(1 for t in rf.turns if t.metrics.error_type is not None)
     ending = _ENDINGS.get(rf.end.reason, rf.end.reason) if rf.end else "the run did not finish"
     lines = [
         f"Turns: {len(rf.turns)}; ending: {ending}.",
-        f"Tool calls: {count_text or 'none'} (ERR = malformed reply).",
-        f"Tool errors: {errors}; conclusion attempts: {counts.get('CON', 0)}.",
+        f"Tool calls: {count_text or 'none'} (ERR = malformed reply"
+        + ("; EDT edit, EXE execute, SUB submit" if any(k in counts for k in ACT_ORDER) else "")
+        + ").",
+        f"Tool errors: {errors}.",
         "Sequence: " + _rle(tools),
     ]
     return clip(anon("\n".join(lines)), caps.trajectory_summary)
@@ -1056,6 +1162,43 @@ def panel_note(models: Sequence[str]) -> str | None:
     )
 
 
+def describe_panel(judges: Sequence[str]) -> str:
+    """A plain sentence on what the panel's seats are, for notebooks: independent models, one
+    model sampled at several temperatures, or one model whose verdict is copied to several
+    seats (``m#1``, ``m#2``). Seats are looked up in the model registry by name."""
+    from adakit.models import load_registry
+
+    seats = list(dict.fromkeys(str(j) for j in judges))
+    if not seats:
+        return "The table holds no judge."
+    try:
+        registry = load_registry()
+    except Exception:  # noqa: BLE001 - a broken user registry must not stop a notebook
+        registry = {}
+    bases = [re.sub(r"#\d+$", "", s) for s in seats]
+    copied = len(set(bases)) < len(bases)
+    specs = [registry.get(b) for b in dict.fromkeys(bases)]
+    if len(seats) == 1:
+        return f"The table has a single judge ({seats[0]}): agreement cannot be measured."
+    if copied and len(set(bases)) == 1:
+        return (f"The panel is one model ({bases[0]}) in {len(seats)} seats whose verdict is "
+                "copied to each seat: they agree by construction, so agreement is undefined.")
+    if all(sp is not None for sp in specs):
+        ids = {(sp.model_id or sp.name, sp.base_url) for sp in specs}  # type: ignore[union-attr]
+        if len(ids) == 1 and len(specs) > 1:
+            temps = ", ".join(str(sp.temperature) for sp in specs)  # type: ignore[union-attr]
+            model = next(iter(ids))[0]
+            return (f"The panel is ONE model ({model}) sampled at temperatures {temps} in "
+                    f"{len(specs)} seats ({', '.join(dict.fromkeys(bases))}), not independent "
+                    "judges: its agreement measures that model's sampling spread, and its "
+                    "panel vote is that model's majority over samples.")
+    unknown = [b for b, sp in zip(dict.fromkeys(bases), specs, strict=True) if sp is None]
+    note = f" (not in the model registry: {', '.join(unknown)})" if unknown else ""
+    return (f"The panel has {len(set(bases))} distinct judges: {', '.join(dict.fromkeys(bases))}"
+            f"{note}." + (" Some seats copy one model's verdict and count once." if copied
+                          else ""))
+
+
 @dataclass
 class Attempted:
     """The outcome of asking one judge about one item (after retries)."""
@@ -1072,7 +1215,7 @@ class Attempted:
 
 
 def ask_judge(
-    backend: Any, item: JudgeItem, *, retries: int = 2, max_tokens: int = 512
+    backend: Any, item: JudgeItem, *, retries: int = 2, max_tokens: int = REPLY_MAX_TOKENS
 ) -> Attempted:
     """Ask ``backend`` about ``item``; an unusable reply is retried up to ``retries`` times with
     a corrective message. Model errors propagate (the verdict is then not recorded)."""
@@ -1146,8 +1289,15 @@ def _row(item: JudgeItem, seat: Seat, res: Attempted) -> dict[str, Any]:
 
 
 def judgments_dir(corpus: str | Path) -> Path:
-    """Where the judgments of a corpus live: ``JUDGMENTS / <corpus folder name>``."""
+    """Where the judgments of a corpus live.
+
+    A shipped dataset (a folder with ``manifest.json``, its runs in ``runs/``) carries its
+    verdicts in ``judgments/`` beside the runs; any other corpus keeps them in
+    ``JUDGMENTS / <corpus folder name>``.
+    """
     p = Path(corpus)
+    if p.name == "runs" and (p.parent / "manifest.json").exists():
+        return p.parent / "judgments"
     name = p.name if p.is_dir() or not p.suffix else p.stem
     return config.JUDGMENTS / name
 
@@ -1199,8 +1349,18 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def load_judgments(source: str | Path) -> pd.DataFrame:
-    """The judgments table of a corpus folder, a judgments folder, or a .jsonl/.parquet file."""
+def load_judgments(source: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """The judgments table of a corpus folder, a judgments folder, or a .jsonl/.parquet file;
+    for a list of those, their tables stacked (a source without verdicts is left out, and
+    FileNotFoundError is raised only when none has any)."""
+    if not isinstance(source, str | Path):
+        tables = []
+        for one in source:
+            with contextlib.suppress(FileNotFoundError):
+                tables.append(load_judgments(one))
+        if not tables:
+            raise FileNotFoundError(f"no judgments for any of {[str(s) for s in source]}")
+        return pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
     p = Path(source)
     if p.suffix == ".parquet":
         return pd.read_parquet(p)
@@ -1354,7 +1514,7 @@ def run_judgments(
     out_dir: str | Path | None = None,
     caps: ContextCaps | None = None,
     retries: int = 2,
-    max_tokens: int = 512,
+    max_tokens: int = REPLY_MAX_TOKENS,
     retry_invalid: bool = False,
     workers: int = 1,
     max_consecutive_errors: int = 5,
@@ -1646,7 +1806,8 @@ def register_cli(sub: Any) -> None:
         help="response cache: use (default), replay (no endpoint), refresh, off",
     )  # fmt: skip
     p.add_argument("--retries", type=int, default=2, help="extra attempts after an invalid reply")
-    p.add_argument("--max-tokens", type=int, default=512, help="reply token limit")
+    p.add_argument("--max-tokens", type=int, default=REPLY_MAX_TOKENS,
+                   help=f"reply token limit (default {REPLY_MAX_TOKENS}, as in the paper)")
     p.add_argument("--workers", type=int, default=1, help="parallel judge calls")
     p.add_argument("--retry-invalid", action="store_true", help="ask again where a verdict failed")
     p.add_argument("--prompt-chars", type=int, help="cap of the judge prompt in characters")

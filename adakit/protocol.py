@@ -364,22 +364,34 @@ def _gbnf_literal(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+THINKING_MIN_CHARS = 24
+
+
 def tool_grammar(
     specs: Mapping[str, Any],
     files: Iterable[str] | None = None,
     thinking_chars: int = 300,
     text_chars: int = 400,
+    thinking_min_chars: int = THINKING_MIN_CHARS,
 ) -> str:
     """A GBNF grammar admitting exactly one well-formed call (free text and numbers capped).
 
-    With ``files``, file-path parameters are restricted to those paths, so a small model
-    cannot invent files; the recorded turn says the reply was constrained.
+    The thinking is one line of prose of ``thinking_min_chars`` to ``thinking_chars``
+    characters that starts with a letter, so a placeholder such as ``...`` or an empty
+    thought cannot satisfy it. With ``files``, file-path parameters are restricted to those
+    paths, so a small model cannot invent files; the recorded turn says the reply was
+    constrained.
     """
+    if not 2 <= thinking_min_chars <= thinking_chars:
+        raise ValueError("need 2 <= thinking_min_chars <= thinking_chars")
     rules: dict[str, str] = {}
     file_list = sorted(set(files or []))
     rules["root"] = '"<thinking>" think "</thinking>\\n" call'
-    # one line of prose: small models otherwise fill the thinking block with code fences
-    rules["think"] = f"[^<\\n`]{{1,{thinking_chars}}}"
+    # one line of prose: small models otherwise fill the thinking block with code fences;
+    # a letter first and a minimum length keep out "..." and other placeholders
+    rules["think"] = (
+        f"[A-Za-z] [^<\\n`]{{{thinking_min_chars - 1},{thinking_chars - 1}}}"
+    )
     rules["text"] = f"[^<]{{1,{text_chars}}}"
     rules["int"] = "[1-9] [0-9]{0,5}"
     rules["bool"] = '"true" | "false"'

@@ -5,6 +5,20 @@ A run file holds a ``header`` record, one ``turn`` record per turn and an ``end`
 Records are appended and flushed (and fsync'ed) one at a time, so a crash loses at most the
 turn in flight; a torn last line is ignored on reading. Credentials are never part of any
 record: model settings carry the *name* of the key variable, never its value.
+
+Runs imported from other agents (:mod:`adakit.importers`, schema 1.1) use the same records:
+their header's ``source`` names the format, the source file and its sha256, their turns may
+carry the action classes EDT / EXE / SUB (:data:`ACT_ORDER`), and their end record keeps the
+source's exit status and submission. Every field added in 1.1 is optional, so 1.0 files load.
+
+Time is kept on three clocks (:func:`time_totals`; the loader derives them from the turn
+records, so runs recorded before the End totals carried them get them too): ``active_s``, the
+agent's own turn time (model reply, tool, hint model); ``coach_s``, the coach-judge reviews
+that run inside a coach run's turns; ``wall_s`` (= ``elapsed_s``), launch to end, including
+any downtime between a crash and its resume. Per turn the turns table has ``coach_s``,
+``active_s`` and the turn's start/end as a fraction of the run's active time
+(``active_rel_start``/``active_rel_end``; ``t_rel_start``/``t_rel_end`` are the wall-clock
+fractions).
 """
 
 from __future__ import annotations
@@ -19,9 +33,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import models_json_schema
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 #: Ada's seven tools in Table 1 order, with the paper's abbreviations.
 TOOL_ABBR: dict[str, str] = {
@@ -37,11 +52,21 @@ ABBR_TOOL = {v: k for k, v in TOOL_ABBR.items()}
 TOOL_ORDER = list(TOOL_ABBR.values())
 NAV = frozenset({"OVW", "PKR", "EXP"})
 COG = frozenset({"MEM", "BKM", "HNT", "CON"})
+#: Canonical classes outside Ada's read-only set, for trajectories of other agents imported by
+#: :mod:`adakit.importers`: editing files, executing commands, submitting the result.
+ACT_ABBR: dict[str, str] = {"edit": "EDT", "execute": "EXE", "submit": "SUB"}
+ACT_ORDER = list(ACT_ABBR.values())
+ACT = frozenset(ACT_ORDER)
+#: Every canonical tool abbreviation: Ada's seven, then the imported agents' action classes.
+CANONICAL_ORDER = TOOL_ORDER + ACT_ORDER
 
 TerminationReason = Literal[
-    "finalize", "turn_bound", "malformed_limit", "model_error", "context_overflow"
+    "finalize", "turn_bound", "malformed_limit", "model_error", "context_overflow",
+    # imported runs (schema 1.1): the agent submitted; a cost limit stopped it; another exit
+    # of the source scaffold (its own status is kept verbatim in ``End.exit_status``)
+    "submit", "cost_limit", "agent_exit",
 ]
-ErrorType = Literal["tool_error", "unknown_tool", "malformed", "model_error"]
+ErrorType = Literal["tool_error", "unknown_tool", "malformed", "model_error", "repeated"]
 
 
 class _Record(BaseModel):
@@ -61,6 +86,9 @@ class ModelInfo(_Record):
     context_window: int | None = None
     mode: str = "xml"
     constrained: bool = False
+    weights: dict[str, Any] | None = None
+    sampling: dict[str, Any] | None = None
+    thinking_chars: int | None = None
 
 
 class WorldInfo(_Record):
@@ -83,6 +111,23 @@ class ConditionInfo(_Record):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class SourceInfo(_Record):
+    """Where an imported run came from (schema 1.1): the source format, file and sha256.
+
+    ``timing`` says how turn times were obtained: ``recorded`` (timestamps in the source),
+    ``execution`` (only per-step execution times: turns are laid end to end, model time
+    unknown) or ``none`` (no timing: turns are one second apart, so time equals turn order).
+    """
+
+    format: str
+    file: str
+    sha256: str
+    agent: str = ""
+    agent_version: str = ""
+    instance: str | None = None
+    timing: Literal["recorded", "execution", "none"] = "none"
+
+
 class Header(_Record):
     kind: Literal["header"] = "header"
     schema_version: str = SCHEMA_VERSION
@@ -98,6 +143,8 @@ class Header(_Record):
     adakit_version: str = ""
     started_at: float = Field(default_factory=time.time)
     system_prompt: str = ""
+    scaffold: dict[str, Any] = Field(default_factory=dict)
+    source: SourceInfo | None = None
 
 
 class ToolCall(_Record):
@@ -133,6 +180,8 @@ class ToolMetrics(_Record):
     error_type: ErrorType | None = None
     confidence: str | None = None
     finalize: bool | None = None
+    exit_code: int | None = None
+    mapped_by: str | None = None
 
 
 class Injection(_Record):
@@ -160,6 +209,7 @@ class Turn(_Record):
     latency_s: float = 0.0
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_reused: int | None = None
     cost_usd: float | None = None
     cached: bool = False
     constrained: bool = False
@@ -174,6 +224,7 @@ class Turn(_Record):
     coach: dict[str, Any] | None = None
     model_calls: list[ModelCall] = Field(default_factory=list)
     dropped_messages: int = 0
+    observation_chars: int | None = None
 
 
 class End(_Record):
@@ -184,17 +235,31 @@ class End(_Record):
     conclusion_title: str | None = None
     error: str | None = None
     totals: dict[str, Any] = Field(default_factory=dict)
+    #: For ``model_error``: what failed (``adakit.models.ModelError`` kind, e.g. ``missing_key``,
+    #: ``auth``, ``gave_up``, ``unreachable``; ``error`` for anything else). None otherwise and
+    #: in files written before this field existed.
+    failure: str | None = None
+    #: True when the run ended because of the model's side (a missing key, an authentication
+    #: error, retries exhausted, an endpoint that does not answer): ``adakit launch`` re-runs it.
+    retryable: bool = False
+    exit_status: str | None = None
+    submission: str | None = None
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the three record kinds (exported into the docs)."""
+    """The JSON Schema of the three record kinds (exported into the docs).
+
+    One ``$defs`` at the root holds every model, and ``oneOf`` refers to the three record
+    kinds, so the ``$ref``s resolve for any standard validator (``jsonschema``).
+    """
+    _, top = models_json_schema([(Header, "validation"), (Turn, "validation"),
+                                 (End, "validation")])
+    defs = top.get("$defs", {})
     return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"adakit trajectory record, schema {SCHEMA_VERSION}",
-        "oneOf": [
-            Header.model_json_schema(),
-            Turn.model_json_schema(),
-            End.model_json_schema(),
-        ],
+        "oneOf": [{"$ref": f"#/$defs/{m.__name__}"} for m in (Header, Turn, End)],
+        "$defs": defs,
     }
 
 
@@ -241,6 +306,12 @@ class RunFile:
         return self.end is not None
 
 
+#: Line prefixes of the records RunWriter writes (``kind`` first) -> their model.
+_FAST_KINDS: dict[bytes, type[Header] | type[Turn] | type[End]] = {
+    b'{"kind":"header",': Header, b'{"kind":"turn",': Turn, b'{"kind":"end",': End,
+}
+
+
 def read_run(path: str | Path) -> RunFile:
     """Parse and validate a run file; a torn final line (crash mid-write) is skipped."""
     path = Path(path)
@@ -254,7 +325,24 @@ def read_run(path: str | Path) -> RunFile:
     turns: list[Turn] = []
     end: End | None = None
     for i, line in enumerate(complete, 1):
-        if not line.strip():
+        line = line.strip()
+        if not line:
+            continue
+        fast = _FAST_KINDS.get(line[: line.find(b",") + 1]) if line.startswith(b'{"kind":') else None
+        if fast is not None:  # records as RunWriter writes them: parsed by pydantic's JSON parser
+            try:
+                rec = fast.model_validate_json(line)
+            except ValidationError as exc:
+                bad = next((e for e in exc.errors() if e["type"] == "json_invalid"), None)
+                if bad is None:
+                    raise
+                raise ValueError(f"{path}:{i}: not JSON ({bad['msg']})") from exc
+            if isinstance(rec, Turn):
+                turns.append(rec)
+            elif isinstance(rec, Header):
+                header = rec
+            else:
+                end = rec
             continue
         try:
             data = json.loads(line)
@@ -296,21 +384,65 @@ def truncate_torn(path: str | Path) -> int:
 RUN_COLUMNS = [
     "run_id", "study", "model", "model_kind", "world", "task", "target", "condition",
     "repeat", "seed", "turn_bound", "reason", "finished", "n_turns", "started_at",
-    "elapsed_s", "tokens_in", "tokens_out", "cost_usd", "cache_hits", "errors",
-    "conclusion", "conclusion_chars", "path",
+    "elapsed_s", "wall_s", "active_s", "coach_s", "tokens_in", "tokens_out", "cost_usd",
+    "cache_hits", "errors", "conclusion", "conclusion_chars", "path", "agent", "world_source",
 ]
 TURN_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "tool_name", "action",
     "file", "start_line", "end_line", "lines_viewed", "structural", "block", "symbol",
     "result_count", "error_type", "parse_error", "finalize", "confidence", "thinking_chars",
     "output_chars", "started_at", "ended_at", "t_rel_start", "t_rel_end", "duration_s",
-    "latency_s", "tokens_in", "tokens_out", "cached", "coach_decision", "n_injected",
-    "dropped_messages",
+    "coach_s", "active_s", "active_rel_start", "active_rel_end", "latency_s", "tokens_in",
+    "tokens_out", "cached", "coach_decision", "n_injected", "dropped_messages", "tokens_reused",
 ]
 READ_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "file", "start_line",
     "end_line", "n_lines",
 ]
+
+
+#: Bumped whenever the tidy tables change shape, so cached tables of an older loader are
+#: rebuilt from the run files.
+LOADER_VERSION = 2
+
+
+def coach_seconds(turn: Turn) -> float:
+    """Seconds of a turn spent in the coach-judge review (0 without one).
+
+    The review's own wall-clock span (``turn.coach`` ``started_at``/``ended_at``) when it is
+    recorded, else the summed latency of its judge and coach calls (``latency_s``); never
+    more than the turn itself lasted.
+    """
+    rec = turn.coach
+    if not rec:
+        return 0.0
+    a, b = rec.get("started_at"), rec.get("ended_at")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b >= a:
+        spent = float(b) - float(a)
+    else:
+        try:
+            spent = float(rec.get("latency_s") or 0.0)
+        except (TypeError, ValueError):
+            spent = 0.0
+    return min(max(spent, 0.0), max(turn.ended_at - turn.started_at, 0.0))
+
+
+def active_seconds(turn: Turn) -> float:
+    """The agent's own time in a turn: the turn's wall time less its coach review."""
+    return max(turn.ended_at - turn.started_at, 0.0) - coach_seconds(turn)
+
+
+def time_totals(turns: Iterable[Turn], started_at: float, ended_at: float) -> dict[str, float]:
+    """A run's three clocks (seconds): ``active_s``, the sum of the agent's own turn times
+    (model reply, tool, hint model; no coach review, no downtime between a crash and its
+    resume); ``coach_s``, the coach-judge reviews inside the turns; ``wall_s``, the span from
+    launch to ``ended_at`` (everything, downtime included)."""
+    turns = list(turns)
+    return {
+        "active_s": round(sum(active_seconds(t) for t in turns), 6),
+        "coach_s": round(sum(coach_seconds(t) for t in turns), 6),
+        "wall_s": round(max(ended_at - started_at, 0.0), 6),
+    }
 
 
 def iter_run_files(source: str | Path | Iterable[str | Path]) -> Iterator[Path]:
@@ -328,6 +460,18 @@ def iter_run_files(source: str | Path | Iterable[str | Path]) -> Iterator[Path]:
             yield from iter_run_files(item)
 
 
+#: The ``agent`` column of runs that adakit launched (imported runs name their source agent).
+ADA_AGENT = "ada"
+
+
+def run_agent(header: Header) -> str:
+    """The agent that produced a run: ``ada`` for launched runs, else the imported source's
+    agent (e.g. ``swe-agent``), so mixed corpora can be grouped by agent."""
+    if header.source is None:
+        return ADA_AGENT
+    return header.source.agent or header.source.format
+
+
 def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     h = rf.header
     axes = {
@@ -339,9 +483,19 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
     t0 = h.started_at
     t_end = rf.end.ended_at if rf.end else (rf.turns[-1].ended_at if rf.turns else t0)
     span = max(t_end - t0, 1e-9)
+    coach_s = [coach_seconds(t) for t in rf.turns]
+    active_s = [active_seconds(t) for t in rf.turns]
+    active_total = sum(active_s)
+    active_before = 0.0
+    n = len(rf.turns)
     turn_rows: list[dict[str, Any]] = []
     read_rows: list[dict[str, Any]] = []
-    for t in rf.turns:
+    for k, t in enumerate(rf.turns):
+        if active_total > 0:
+            a_start, a_end = active_before / active_total, (active_before + active_s[k]) / active_total
+        else:  # no measurable time: turns share the run evenly
+            a_start, a_end = k / n, (k + 1) / n
+        active_before += active_s[k]
         m = t.metrics
         first = m.ranges[0] if m.ranges else (None, None)
         error = m.error_type
@@ -373,9 +527,14 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
                 "t_rel_start": (t.started_at - t0) / span,
                 "t_rel_end": (t.ended_at - t0) / span,
                 "duration_s": t.ended_at - t.started_at,
+                "coach_s": coach_s[k],
+                "active_s": active_s[k],
+                "active_rel_start": a_start,
+                "active_rel_end": a_end,
                 "latency_s": t.latency_s,
                 "tokens_in": t.tokens_in,
                 "tokens_out": t.tokens_out,
+                "tokens_reused": t.tokens_reused,
                 "cached": t.cached,
                 "coach_decision": coach_decision,
                 "n_injected": len(t.injected),
@@ -415,6 +574,9 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
         "n_turns": len(rf.turns),
         "started_at": t0,
         "elapsed_s": t_end - t0,
+        "wall_s": t_end - t0,
+        "active_s": active_total,
+        "coach_s": sum(coach_s),
         "tokens_in": sum(t.tokens_in for t in rf.turns),
         "tokens_out": sum(t.tokens_out for t in rf.turns),
         "cost_usd": totals.get("cost_usd"),
@@ -423,6 +585,8 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
         "conclusion": conclusion,
         "conclusion_chars": len(conclusion) if conclusion else 0,
         "path": str(rf.path),
+        "agent": run_agent(h),
+        "world_source": h.world.source,
     }
     return run_row, turn_rows, read_rows
 
@@ -470,7 +634,7 @@ def corpus_from_runs(run_files: Iterable[RunFile]) -> Corpus:
 
 
 def _fingerprint(paths: list[Path]) -> str:
-    h = hashlib.sha256(SCHEMA_VERSION.encode())
+    h = hashlib.sha256(f"{SCHEMA_VERSION}|loader {LOADER_VERSION}".encode())
     for p in paths:
         st = p.stat()
         h.update(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
@@ -516,7 +680,7 @@ def _as_values(value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def open_corpus(
-    corpus: str | Path,
+    corpus: str | Path | Iterable[str | Path],
     models: str | Iterable[str] = (),
     worlds: str | Iterable[str] = (),
     tasks: str | Iterable[str] = (),
@@ -525,14 +689,26 @@ def open_corpus(
     verbose: bool = True,
 ) -> Corpus:
     """Load a corpus the way the notebooks do: a path relative to the project root (or
-    absolute), the runs kept by the model / world / task / condition filters (empty: all),
-    optionally only finished runs, and a one-line count printed.
+    absolute), or a list of such folders read as one corpus, the runs kept by the model /
+    world / task / condition filters (empty: all), optionally only finished runs, and a
+    one-line count printed.
 
     Raises FileNotFoundError for a missing corpus, and ValueError naming the values on hand
-    when no run is left.
+    when no run is left (or when two folders hold the same run id).
     """
     from adakit import config
 
+    if not isinstance(corpus, str | Path):
+        parts = [open_corpus(c, finished_only=finished_only, verbose=False) for c in corpus]
+        if not parts:
+            raise ValueError("no corpus folder given")
+        data = Corpus(*(pd.concat([getattr(p, k) for p in parts], ignore_index=True)
+                        for k in ("runs", "turns", "reads")))
+        dup = data.runs["run_id"][data.runs["run_id"].duplicated()]
+        if len(dup):
+            raise ValueError(f"run {dup.iloc[0]!r} is in more than one of the corpus folders")
+        shown: Path | str = " + ".join(str(c) for c in corpus)
+        return _filtered(data, shown, models, worlds, tasks, conditions, finished_only, verbose)
     path = config.resolve(corpus)
     try:
         shown: Path | str = path.relative_to(config.ROOT)
@@ -547,6 +723,19 @@ def open_corpus(
     if data.runs.empty:
         what = "finished runs" if finished_only else "run files"
         raise ValueError(f"no {what} in the corpus {shown}")
+    return _filtered(data, shown, models, worlds, tasks, conditions, finished_only, verbose)
+
+
+def _filtered(
+    data: Corpus,
+    shown: Path | str,
+    models: str | Iterable[str],
+    worlds: str | Iterable[str],
+    tasks: str | Iterable[str],
+    conditions: str | Iterable[str],
+    finished_only: bool,
+    verbose: bool,
+) -> Corpus:
     filters = {
         col: values
         for col, values in (("model", _as_values(models)), ("world", _as_values(worlds)),
@@ -575,6 +764,7 @@ def _filter_text(filters: dict[str, tuple[str, ...]]) -> str:
 
 
 _WALL_CLOCK = {"started_at", "ended_at", "cached"}
+_CLOCK_TOTALS = {"cache_hits", "active_s", "coach_s", "wall_s"}
 
 
 def _strip_clock(obj: Any) -> Any:
@@ -594,7 +784,7 @@ def content_digest(run: RunFile) -> str:
     records = [run.header.model_dump(mode="json")] + [t.model_dump(mode="json") for t in run.turns]
     if run.end is not None:
         end = run.end.model_dump(mode="json")
-        end["totals"] = {k: v for k, v in end["totals"].items() if k != "cache_hits"}
+        end["totals"] = {k: v for k, v in end["totals"].items() if k not in _CLOCK_TOTALS}
         records.append(end)
     blob = json.dumps(_strip_clock(records), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -4,11 +4,18 @@ A study file names its output folder and one or more ``matrix`` blocks, each a p
 models x worlds x tasks x conditions x repeats with optional per-block settings. Run ids are
 deterministic (``model__world__task__condition__rN``), so re-launching a study skips
 finished runs and resumes interrupted ones from their last recorded turn.
+
+Before a launch, :func:`adakit.preflight.preflight` checks what the remaining runs need and
+the CLI shows the estimated cost (:mod:`adakit.plan`), asking for confirmation above a
+threshold. Runs that a model failure ended (``adakit.retry``) are re-run by default: resumed
+after their last good turn when nothing about them changed, else restarted clean, the failed
+attempt kept beside them either way.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import sys
 import threading
@@ -23,13 +30,34 @@ import yaml
 from tqdm.auto import tqdm
 
 from adakit import config
-from adakit.agent import LaunchContext, Run, RunConfig, hint_model_from
+from adakit.agent import LaunchContext, Run, RunConfig, hint_model_from, make_header, system_prompt
 from adakit.conditions import get_condition
+from adakit.models import DEFAULT_LOCAL_MODEL
+from adakit.plan import REMAINING, make_plan, run_state, usd_text
+from adakit.preflight import Preflight, preflight
 from adakit.record import WorldInfo, load_corpus, read_run
+from adakit.retry import Failure, failure_of, fix_for, reopen, same_header
 from adakit.tasks import make_task, task_families
 
-RUN_SETTINGS = ("turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit", "budget")
+RUN_SETTINGS = (
+    "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
+    "budget", "repeat_guard", "thinking_min_chars",
+)
 _LOCAL_LOCK = threading.Lock()
+#: USD above which ``adakit launch`` asks before spending (``--confirm-above`` changes it).
+CONFIRM_ABOVE_USD = 5.0
+RETRY_FROM = ("last_turn", "start")
+
+
+class PreflightFailed(RuntimeError):
+    """A study needs something that is missing here; nothing was launched or recorded."""
+
+    def __init__(self, report: Preflight) -> None:
+        super().__init__(
+            f"preflight: {len(report.missing)} thing(s) missing; nothing was launched or "
+            f"recorded\n{report.table()}"
+        )
+        self.report = report
 
 
 @dataclass(frozen=True)
@@ -166,7 +194,9 @@ def _backend(model: str, world: Any, index: Any, seed: int, cache_mode: str, sco
         return BaselinePolicy(baseline_spec(model), world, index, seed=seed)
     from adakit.models import ResponseCache, backend_for, get_model
 
-    return backend_for(get_model(model), cache=ResponseCache(), cache_mode=cache_mode, cache_scope=scope)
+    return backend_for(
+        get_model(model), cache=ResponseCache(), cache_mode=cache_mode, cache_scope=scope, seed=seed
+    )
 
 
 def run_one(
@@ -174,16 +204,22 @@ def run_one(
     spec: RunSpec,
     worlds: _Worlds | None = None,
     on_turn: Any = None,
+    retry: bool = True,
+    retry_any: bool = False,
+    retry_from: str = "last_turn",
 ) -> tuple[str, str]:
-    """Launch (or resume) one run; returns (run_id, outcome). ``on_turn(spec, turn)`` reports progress."""
+    """Launch, resume or retry one run; returns (run_id, outcome). ``on_turn(spec, turn)``
+    reports progress. ``retry``: re-run a run a retryable model failure ended (``retry_any``:
+    any model failure), resuming after its last good turn when ``retry_from`` is
+    ``last_turn`` and the run would be launched exactly as recorded, else from the start; the
+    failed attempt is kept beside the run file."""
     worlds = worlds or _Worlds()
     path = study.output / f"{spec.run_id}.jsonl"
-    if path.exists():
-        try:
-            if read_run(path).finished:
-                return spec.run_id, "skipped"
-        except ValueError:
-            pass
+    state = run_state(path, spec, retry, retry_any)
+    if state.status == "finished":
+        return spec.run_id, "skipped"
+    if state.status == "failed":
+        return spec.run_id, f"left:{state.failure.kind if state.failure else 'error'}"
     world, index, info = worlds.get(spec.world)
     backend = _backend(spec.model, world, index, spec.seed, study.cache_mode, spec.run_id)
     hint = None
@@ -199,7 +235,7 @@ def run_one(
     if condition.coach:
         from adakit.coach import make_coach
 
-        coach = make_coach(study.coach_model or "smollm2-135m", cache_mode=study.cache_mode)
+        coach = make_coach(study.coach_model or DEFAULT_LOCAL_MODEL, cache_mode=study.cache_mode)
     ctx = LaunchContext(
         world=world,
         task=make_task(spec.task, spec.world),
@@ -217,14 +253,19 @@ def run_one(
         repeat=spec.repeat,
         **{k: v for k, v in spec.settings if k in RunConfig.__dataclass_fields__},
     )
-    resumed = path.exists()
+    prefix = "resumed:" if state.status == "to_resume" else ""
+    if state.status == "to_retry":
+        now = make_header(ctx, cfg, system_prompt(world, condition, cfg.tree_max_files))
+        resume = retry_from == "last_turn" and same_header(read_run(path).header, now)
+        reopen(path, resume)
+        prefix = "retried:" if resume else "restarted:"
     local = getattr(backend.spec, "kind", "") == "local"
     lock = _LOCAL_LOCK if local else _NullLock()
     with lock:
         callback = (lambda turn: on_turn(spec, turn)) if on_turn else None
         rf = Run(ctx, cfg, path, on_turn=callback).execute()
     outcome = rf.end.reason if rf.end else "unfinished"
-    return spec.run_id, ("resumed:" if resumed else "") + outcome
+    return spec.run_id, prefix + outcome
 
 
 class _NullLock:
@@ -235,14 +276,48 @@ class _NullLock:
         return None
 
 
-def launch(study: Study, max_runs: int | None = None, progress: bool = True) -> pd.DataFrame:
-    """Run every spec of a study (skipping finished runs); returns the summary table."""
+def launch(
+    study: Study,
+    max_runs: int | None = None,
+    progress: bool = True,
+    retry: bool = True,
+    retry_any: bool = False,
+    retry_from: str = "last_turn",
+    check: bool = False,
+    skip_unavailable: bool = False,
+    preflight_first: bool = True,
+) -> pd.DataFrame:
+    """Run every spec of a study (skipping finished runs, retrying failed ones; see
+    :func:`run_one`); returns the summary table.
+
+    First, unless ``preflight_first`` is off, :func:`adakit.preflight.preflight` checks what
+    the remaining runs need (``check``: also call each endpoint once) and raises
+    :class:`PreflightFailed` before anything is written, or with ``skip_unavailable`` leaves
+    out the runs that cannot run here. The summary's ``attrs`` hold ``failures`` (runs that
+    raised: run id -> error), ``failed`` (every run of the launch that ended in a model
+    failure and was not retried, as :class:`adakit.retry.Failure`), ``left_out`` (the
+    preflight report of what was left out, or None) and ``outcomes``.
+    """
+    specs = study.specs[:max_runs] if max_runs else list(study.specs)
+    left_report: Preflight | None = None
+    if preflight_first:
+        todo = [s for s in specs
+                if run_state(study.output / f"{s.run_id}.jsonl", s, retry, retry_any).status in REMAINING]
+        report = preflight(study, todo, check=check)
+        if not report.ok:
+            if not skip_unavailable:
+                raise PreflightFailed(report)
+            left = report.left_out()
+            specs = [s for s in specs if s.run_id not in left]
+            left_report = report
     study.output.mkdir(parents=True, exist_ok=True)
     (study.output / "study.yaml").write_text(yaml.safe_dump(_jsonable(study.raw), sort_keys=False), encoding="utf-8")
-    specs = study.specs[:max_runs] if max_runs else study.specs
     worlds = _Worlds()
-    # open worlds (and build their indexes) up front, once, in this thread
-    for name in dict.fromkeys(s.world for s in specs):
+    # open the worlds of the runs with work left (and build their indexes) up front, once
+    for name in dict.fromkeys(
+        s.world for s in specs
+        if run_state(study.output / f"{s.run_id}.jsonl", s, retry, retry_any).status in REMAINING
+    ):
         worlds.get(name)
     outcomes: dict[str, str] = {}
     failures: dict[str, str] = {}
@@ -254,7 +329,10 @@ def launch(study: Study, max_runs: int | None = None, progress: bool = True) -> 
         bar.set_postfix_str(f"{spec.run_id[:48]}: turn {turn.turn}/{bound}", refresh=True)
 
     with ThreadPoolExecutor(max_workers=study.concurrency) as pool:
-        futures = {pool.submit(run_one, study, s, worlds, on_turn): s for s in specs}
+        futures = {
+            pool.submit(run_one, study, s, worlds, on_turn, retry, retry_any, retry_from): s
+            for s in specs
+        }
         for fut in as_completed(futures):
             spec = futures[fut]
             try:
@@ -270,10 +348,49 @@ def launch(study: Study, max_runs: int | None = None, progress: bool = True) -> 
         print(f"FAILED {run_id}: {err}", file=sys.stderr)
     summary = summarize(study.output)
     summary.attrs["failures"] = failures
+    summary.attrs["failed"] = _failed_runs(study, specs, failures)
+    summary.attrs["left_out"] = left_report
+    summary.attrs["outcomes"] = outcomes
     counts = pd.Series(outcomes).value_counts()
     if progress:
         print(f"\n{len(specs)} runs in {time.time() - t0:.1f}s: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return summary
+
+
+def _failed_runs(study: Study, specs: list[RunSpec], raised: dict[str, str]) -> list[Failure]:
+    """The runs of a launch that raised or whose record ends in a model failure."""
+    out: list[Failure] = []
+    for s in specs:
+        if s.run_id in raised:
+            out.append(Failure(s.run_id, s.model, "exception", True, raised[s.run_id]))
+            continue
+        path = study.output / f"{s.run_id}.jsonl"
+        try:
+            failure = failure_of(read_run(path)) if path.exists() else None
+        except ValueError:
+            failure = None
+        if failure is not None:
+            out.append(failure)
+    return out
+
+
+def failure_summary(failed: list[Failure], study_arg: str = "STUDY", show: int = 5) -> str:
+    """The failed runs grouped by model and reason, each group with its fix."""
+    from adakit.models import load_registry
+
+    registry = load_registry()
+    groups: dict[tuple[str, str, bool], list[str]] = {}
+    for f in failed:
+        groups.setdefault((f.model, f.kind, f.retryable), []).append(f.run_id)
+    lines = [f"{len(failed)} run(s) failed and were not retried:"]
+    for (model, kind, retryable), runs in sorted(groups.items()):
+        then = (f"then `adakit launch {study_arg}` retries them" if retryable
+                else "not retried by default")
+        lines.append(f"  {model}, {kind} ({len(runs)} runs): {fix_for(kind, registry.get(model), model)}; {then}")
+        lines += [f"    {r}" for r in sorted(runs)[:show]]
+        if len(runs) > show:
+            lines.append(f"    ... and {len(runs) - show} more")
+    return "\n".join(lines)
 
 
 def _jsonable(data: Any) -> Any:
@@ -310,6 +427,19 @@ def summarize(output: str | Path) -> pd.DataFrame:
 # --------------------------------------------------------------------------- CLI
 
 
+def confirm_cost(usd: float, threshold: float, yes: bool, ask: Any = input) -> bool:
+    """Whether a launch estimated at ``usd`` may go ahead: below ``threshold``, with ``yes``,
+    or when the user types y at the prompt (never without a terminal to ask on)."""
+    if usd <= threshold or yes:
+        return True
+    if not sys.stdin.isatty():
+        print(f"the estimate ${usd_text(usd)} is above ${usd_text(threshold)}: pass --yes to launch "
+              "(or raise --confirm-above)", file=sys.stderr)
+        return False
+    answer = ask(f"the estimate ${usd_text(usd)} is above ${usd_text(threshold)}; launch? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
 def _cmd_launch(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.output:
@@ -318,31 +448,123 @@ def _cmd_launch(args: argparse.Namespace) -> int:
         overrides["cache_mode"] = args.cache_mode
     if args.concurrency:
         overrides["concurrency"] = args.concurrency
-    study = load_study(args.study, overrides)
+    try:
+        study = load_study(args.study, overrides)
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    if args.max_runs:
+        study = dataclasses.replace(study, specs=study.specs[: args.max_runs])
     if args.list:
         for s in study.specs:
             print(s.run_id, dict(s.settings))
         return 0
+    retry = not args.no_retry
+    options = {"retry": retry, "retry_any": args.retry_any, "retry_from": args.retry_from}
+    if args.plan:
+        try:
+            plan = make_plan(study, args.reference, **options)
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(plan.describe())
+        return 0
+    return gated_launch(study, check=args.check, skip_unavailable=args.skip_unavailable,
+                        reference=args.reference, confirm_above=args.confirm_above, yes=args.yes,
+                        study_arg=args.study, **options)
+
+
+def gated_launch(
+    study: Study,
+    *,
+    check: bool = False,
+    skip_unavailable: bool = False,
+    retry: bool = True,
+    retry_any: bool = False,
+    retry_from: str = "last_turn",
+    reference: str | Path | None = None,
+    confirm_above: float = CONFIRM_ABOVE_USD,
+    yes: bool = False,
+    study_arg: str = "STUDY",
+) -> int:
+    """A launch as ``adakit launch`` runs it: preflight (its table and status 2 when something
+    is missing), the estimate (status 3 when it is above ``confirm_above`` and not confirmed),
+    the launch, and the failure summary (status 1 when a run failed and was not retried)."""
+    options = {"retry": retry, "retry_any": retry_any, "retry_from": retry_from}
+    todo = [s for s in study.specs
+            if run_state(study.output / f"{s.run_id}.jsonl", s, retry, retry_any).status in REMAINING]
+    report = preflight(study, todo, check=check)
+    if not report.ok:
+        if not skip_unavailable:
+            print(PreflightFailed(report), file=sys.stderr)
+            return 2
+        left = report.left_out()
+        print(f"preflight: left out {len(left)} run(s) that cannot run here:\n{report.table()}",
+              file=sys.stderr)
+        study = dataclasses.replace(study, specs=[s for s in study.specs if s.run_id not in left])
+    try:
+        plan = make_plan(study, reference, **options)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"study {study.name}: {len(study.specs)} runs -> {study.output}")
-    summary = launch(study, max_runs=args.max_runs)
+    print(f"estimated cost of this launch: ${usd_text(plan.total_usd)}"
+          + (f" (plus unpriced: {', '.join(plan.unpriced)})" if plan.unpriced else "")
+          + f"; details: adakit launch {study_arg} --plan")
+    if not confirm_cost(plan.total_usd, confirm_above, yes):
+        if plan.total_usd > confirm_above:
+            print(plan.cost_text())
+        print("nothing was launched", file=sys.stderr)
+        return 3
+    summary = launch(study, preflight_first=False, **options)
     if not summary.empty:
         print(summary.to_string(index=False))
-    failures = summary.attrs.get("failures") or {}
-    if failures:
-        print(f"{len(failures)} run(s) failed (listed above); launch again to retry them", file=sys.stderr)
+    if not report.ok:
+        print(f"left out {len(report.left_out())} run(s): " + "; ".join(
+            f"{m.what} {m.name}: {m.problem}" for m in report.missing if m.runs))
+    failed = summary.attrs.get("failed") or []
+    if failed:
+        print(failure_summary(failed, study_arg), file=sys.stderr)
         return 1
     return 0
 
 
 def register_cli(sub: Any) -> None:
     """``adakit launch STUDY.yaml``."""
-    p = sub.add_parser("launch", help="launch (or resume) every run of a study file")
+    p = sub.add_parser(
+        "launch",
+        help="launch (or resume, or retry) every run of a study file",
+        epilog="exit status: 0 every launched run finished; 1 some run failed and was not "
+        "retried (the summary says why and what fixes it); 2 preflight found something "
+        "missing or the study file is wrong (nothing launched or recorded); 3 the estimate is "
+        "above --confirm-above and was not confirmed (nothing launched)",
+    )
     p.add_argument("study", help="study YAML (a path, or a name under studies/)")
     p.add_argument("--output", help="override the study's output folder")
     p.add_argument("--cache-mode", choices=["use", "replay", "refresh", "off"], help="response cache mode")
     p.add_argument("--concurrency", type=int, help="parallel runs")
     p.add_argument("--max-runs", type=int, help="launch only the first N runs")
     p.add_argument("--list", action="store_true", help="list the run ids and exit")
+    p.add_argument("--plan", action="store_true",
+                   help="print the matrix, what is finished / to resume / to retry / to run, and "
+                   "the estimated tokens and USD; launch nothing")
+    p.add_argument("--reference", metavar="FOLDER",
+                   help="corpus whose measured prompt and reply sizes the estimate uses "
+                   "(default data/reference/local-v1/runs when it exists)")
+    p.add_argument("--check", action="store_true",
+                   help="preflight also sends each endpoint model one minimal request (a few tokens)")
+    p.add_argument("--skip-unavailable", action="store_true",
+                   help="launch what can run here and list what was left out")
+    p.add_argument("--no-retry", action="store_true",
+                   help="leave runs that a model failure ended as they are")
+    p.add_argument("--retry-any", action="store_true",
+                   help="also re-run runs ended by a model failure that is not retryable "
+                   "(e.g. a refused request, after you fixed the registry entry)")
+    p.add_argument("--retry-from", choices=RETRY_FROM, default="last_turn",
+                   help="a retried run resumes after its last good turn (default) or starts again")
+    p.add_argument("--confirm-above", type=float, default=CONFIRM_ABOVE_USD, metavar="USD",
+                   help=f"ask before a launch estimated above this (default {CONFIRM_ABOVE_USD:g})")
+    p.add_argument("--yes", action="store_true", help="launch whatever the estimate")
     p.set_defaults(func=_cmd_launch)
 
 

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from adakit import __version__
 from adakit.record import (
     ABBR_TOOL,
+    ADA_AGENT,
     READ_COLUMNS,
     RUN_COLUMNS,
     TOOL_ABBR,
@@ -937,15 +938,21 @@ def synthetic_tables(
         t_end = run.ended_at if run.reason is not None else run.turns[-1].ended_at
         span = max(t_end - t0, 1e-9)
         axes = (run.run_id, run.model, run.world, run.task, run.condition)
-        for t in run.turns:
+        active = [t.ended_at - t.started_at for t in run.turns]  # synthetic coaches take no time
+        total = sum(active)
+        before = 0.0
+        for k, t in enumerate(run.turns):
+            a_start, a_end = before / total, (before + active[k]) / total
+            before += active[k]
             first = t.ranges[0] if t.ranges else (None, None)
             turns.append((
                 *axes, t.turn, t.tool, t.call_name if t.parse_error is None else None, t.action, t.file, first[0], first[1],
                 t.lines_viewed, t.structural, t.block, t.symbol, t.result_count, t.error_type,
                 t.parse_error, t.finalize, t.confidence, t.thinking_chars, len(t.raw_text),
                 t.started_at, t.ended_at, (t.started_at - t0) / span, (t.ended_at - t0) / span,
-                t.ended_at - t.started_at, t.latency_s, t.tokens_in, t.tokens_out, False,
-                t.coach.get("decision") if t.coach else None, len(t.injected), 0,
+                t.ended_at - t.started_at, 0.0, active[k], a_start, a_end, t.latency_s,
+                t.tokens_in, t.tokens_out, False,
+                t.coach.get("decision") if t.coach else None, len(t.injected), 0, None,
             ))
             if t.file and t.error_type is None:
                 for a, b in t.ranges:
@@ -953,10 +960,11 @@ def synthetic_tables(
         runs.append((
             run.run_id, "synthetic", run.model, "baseline", run.world, run.task, run.target,
             run.condition, run.repeat, run.seed, run.turn_bound, run.reason,
-            run.reason is not None, len(run.turns), t0, t_end - t0,
+            run.reason is not None, len(run.turns), t0, t_end - t0, t_end - t0, total, 0.0,
             sum(t.tokens_in for t in run.turns), sum(t.tokens_out for t in run.turns), None, 0,
             sum(1 for t in run.turns if t.error_type is not None), run.conclusion,
             len(run.conclusion) if run.conclusion else 0, f"synthetic://{run.run_id}",
+            ADA_AGENT, "synthetic",
         ))
     return Corpus(
         runs=pd.DataFrame.from_records(runs, columns=RUN_COLUMNS),
@@ -1281,6 +1289,9 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
     fin_col[tool == _CON] = finalize[tool == _CON]
     act_col = _obj(np.array(_EXP_ACTIONS, dtype=object)[np.maximum(action, 0)],
                    is_exp_t & (action >= 0))
+    active_cum = np.cumsum(ended - started)
+    active_total = np.bincount(run, weights=ended - started, minlength=R)
+    active_before = active_cum - (ended - started) - np.concatenate([[0.0], active_cum])[offsets][run]
     turns_df = pd.DataFrame({
         "run_id": np.array([s.run_id for s in specs], dtype=object)[run],
         "model": np.array([s.model for s in specs], dtype=object)[run],
@@ -1310,6 +1321,10 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "t_rel_start": (started - starts_at[run]) / span[run],
         "t_rel_end": (ended - starts_at[run]) / span[run],
         "duration_s": ended - started,
+        "coach_s": np.zeros(T),
+        "active_s": ended - started,
+        "active_rel_start": active_before / active_total[run],
+        "active_rel_end": (active_before + ended - started) / active_total[run],
         "latency_s": latency,
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
@@ -1317,6 +1332,7 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "coach_decision": decision,
         "n_injected": n_injected,
         "dropped_messages": np.zeros(T, dtype=np.int64),
+        "tokens_reused": np.full(T, None, dtype=object),
     }, columns=TURN_COLUMNS)
     keep = rng_ok & has_file & (error_type == None)  # noqa: E711 (object array)
     reads_df = turns_df.loc[keep, ["run_id", "model", "world", "task", "condition", "turn",
@@ -1344,6 +1360,9 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "n_turns": n,
         "started_at": starts_at,
         "elapsed_s": t_end - starts_at,
+        "wall_s": t_end - starts_at,
+        "active_s": active_total,
+        "coach_s": np.zeros(R),
         "tokens_in": np.bincount(run, weights=tokens_in, minlength=R).astype(np.int64),
         "tokens_out": np.bincount(run, weights=tokens_out, minlength=R).astype(np.int64),
         "cost_usd": np.full(R, None, dtype=object),
@@ -1352,6 +1371,8 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "conclusion": conclusion,
         "conclusion_chars": np.array([len(c) if c else 0 for c in conclusion], dtype=np.int64),
         "path": [f"synthetic://{s.run_id}" for s in specs],
+        "agent": ADA_AGENT,
+        "world_source": "synthetic",
     }, columns=RUN_COLUMNS)
     return Corpus(runs=runs_df, turns=turns_df, reads=reads_df)
 

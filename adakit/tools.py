@@ -56,10 +56,6 @@ SIGNATURE_CAP = 120
 
 ParamType = Literal["string", "integer", "boolean", "enum"]
 
-_CYTHON_DEF = re.compile(
-    r"\s*(?:(?:cdef|cpdef)\s+(?:(?:public|api|inline|packed|readonly)\s+)*"
-    r"(?:class|struct|enum)\b|class\s|(?:async\s+)?def\s|cpdef\s.*\(|cdef\s[^=]*\()"
-)
 
 
 # --------------------------------------------------------------------------- specs
@@ -545,26 +541,11 @@ class Toolbox:
                     break
             if heads:
                 return "\n".join([head, "Headings:", *heads])
-        if low.endswith((".pyx", ".pxd", ".pxi")) and not block:
-            found = []
-            for i, ln in enumerate(lines, 1):
-                if _CYTHON_DEF.match(ln):
-                    indent = len(ln) - len(ln.lstrip(" "))
-                    found.append(f"{' ' * (indent // 2)}L{i}  {_clip(ln.strip().rstrip(':'), SIGNATURE_CAP)}")
-            if found:
-                more = len(found) - OUTLINE_MAX_ITEMS
-                tail = [f"({more} more definitions not listed)"] if more > 0 else []
-                return "\n".join([
-                    head,
-                    "Cython is not parsed; definition lines found by pattern (start lines only, "
-                    "nesting by indentation):",
-                    *found[:OUTLINE_MAX_ITEMS], *tail,
-                ])
         stop = min(max(n, 1), PEEK_MAX_LINES)
         what = f" for block {block!r}" if block else ""
         return (
             f"{head}\nNo structural outline{what}: this file type is not parsed (outlines cover "
-            "Python, TypeScript, JavaScript and Rust). "
+            "Python, Cython, TypeScript, JavaScript and Rust). "
             + (f"Read it with {call_text('peek_code_region', file_path=rel, start_line=1, end_line=stop)}."
                if n else "The file is empty.")
         )

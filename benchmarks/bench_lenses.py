@@ -98,7 +98,8 @@ def steps(corpus: Corpus) -> list[tuple[str, str, Callable[[dict[str, Any]], Any
          lambda r: footprint.region_density(reads, runs, by="world", bin_lines=50)),
         *[(l4, f"density_difference ({c} A - B)", difference(k))
           for k, c in enumerate(("model", "condition", "task"))],
-        (l4, "anchor_files (D13)", lambda r: footprint.anchor_files(reads, runs, top=3)),
+        (l4, "anchor_files (D13)",
+         lambda r: footprint.anchor_files(reads, runs, top=3, turns=turns)),
         (l4, "file_corridors (D14)",
          lambda r: footprint.file_corridors(turns, runs, by="world", top=5)),
         (l4, "run_route (3 runs)",

@@ -50,6 +50,12 @@ def requests_world():
     return _real_world("requests")
 
 
+@pytest.fixture(scope="session")
+def sklearn_world():
+    """The scikit-learn world of paper Table 3 (Python and Cython), as a read-only World."""
+    return _real_world("scikit-learn")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under ``ADAKIT_STRICT=1`` (set by ``make test``) a skipped test fails: CI must run them all."""

@@ -36,6 +36,15 @@ A reply is one of:
 Token counts default to a deterministic estimate (whitespace-separated words of all message
 contents in, of the reply text out), so tests can hand-compute costs. The server is threaded:
 a stalled request does not block the next one.
+
+Injected rate limits: ``FakeOpenAI(script, rate_limit=0.3, retry_after=0.05)`` answers 30% of
+the chat requests with HTTP 429 (and that ``Retry-After``) before the script is asked, spread
+evenly and deterministically (request n is refused when ``floor(n * 0.3)`` grows), so a test
+knows exactly how many were refused. With ``hold=True`` the server also means its
+Retry-After, as a rate-limited provider does: after a refusal every request is refused until
+that time has passed (the fraction then applies to the requests that arrive while it is open).
+``refused``, ``answered`` (HTTP 200 replies), ``in_flight`` and ``max_in_flight`` (the most
+chat requests open at once) count what happened.
 """
 
 from __future__ import annotations
@@ -136,8 +145,22 @@ class FakeOpenAI:
         script: Iterable[Any] | Callable[[dict[str, Any]], Any] | None = None,
         *,
         model: str = "fake-model",
+        rate_limit: float = 0.0,
+        retry_after: float | None = None,
+        hold: bool = False,
     ) -> None:
+        if not 0.0 <= rate_limit < 1.0:
+            raise ValueError("rate_limit is the fraction of requests refused, in [0, 1)")
         self.model = model
+        self.rate_limit = rate_limit
+        self.retry_after = retry_after
+        self.hold = hold
+        self._open_until = 0.0
+        self._open_arrivals = 0
+        self.refused = 0
+        self.answered = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._func = script if callable(script) else None
         self._queue: deque[Any] = deque() if callable(script) or script is None else deque(script)
         self.requests: list[dict[str, Any]] = []
@@ -194,6 +217,17 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(request)
             self.headers.append(headers)
+            now = time.monotonic()
+            if self.hold and now < self._open_until:
+                self.refused += 1
+                return error(429, retry_after=self._open_until - now, message="rate limit (held)")
+            self._open_arrivals += 1
+            n = self._open_arrivals
+            if int(n * self.rate_limit) > int((n - 1) * self.rate_limit):
+                self.refused += 1
+                if self.hold:
+                    self._open_until = now + (self.retry_after or 0.0)
+                return error(429, retry_after=self.retry_after, message="rate limit (injected)")
             if self._func is not None:
                 return _as_reply(self._func(request))
             if not self._queue:
@@ -255,6 +289,16 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:  # noqa: N802 (stdlib name)
+            with fake._lock:
+                fake.in_flight += 1
+                fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+            try:
+                self._post()
+            finally:
+                with fake._lock:
+                    fake.in_flight -= 1
+
+        def _post(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             if not self.path.rstrip("/").endswith("/chat/completions"):
@@ -277,5 +321,7 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(r.status, err, r.headers)
                 return
             self._send(200, fake._body(request, r), r.headers)
+            with fake._lock:
+                fake.answered += 1
 
     return Handler

@@ -337,3 +337,80 @@ def test_a_changed_run_under_the_same_id_is_set_aside_not_overwritten(world, tmp
     kept = list(tmp_path.glob("same.stale-*.jsonl.bak"))
     assert len(kept) == 1 and kept[0].read_text().splitlines() == lines[:-1]
     assert first.header.turn_bound == 5 and second.header.turn_bound == 9
+
+
+def test_repeat_guard_off_note_and_refuse(world, tmp_path):
+    """An exact repeat (same tool, same parameters) runs as usual when the guard is off, runs
+    with a system note under "note", and is not run under "refuse"; a call that differs in one
+    parameter is never a repeat. The header records the guard."""
+    script = [peek(), peek(), peek(end=6), FINAL]
+    with FakeOpenAI(list(script)) as fake:
+        off = launch(world, fake, tmp_path / "off.jsonl")
+    assert off.header.scaffold["repeat_guard"] == "off"
+    assert [t.injected for t in off.turns] == [[], [], [], []]
+    assert off.turns[1].observation == off.turns[0].observation
+
+    with FakeOpenAI(list(script)) as fake:
+        note = launch(world, fake, tmp_path / "note.jsonl", repeat_guard="note")
+    assert note.header.scaffold["repeat_guard"] == "note"
+    t1, t2, t3, _ = note.turns
+    assert t2.observation == t1.observation and t2.metrics.ranges == [(1, 5)]
+    assert [i.source for i in t2.injected] == ["system"] and "turn 1" in t2.injected[0].text
+    assert t3.injected == []  # end_line 6 differs: not a repeat
+    assert "[SYSTEM] This call is exactly the one you made on turn 1" in (
+        fake.requests[2]["messages"][-1]["content"])
+
+    with FakeOpenAI(list(script)) as fake:
+        refuse = launch(world, fake, tmp_path / "refuse.jsonl", repeat_guard="refuse")
+    t1, t2, t3, t4 = refuse.turns
+    assert t2.metrics.error_type == "repeated" and t2.metrics.tool == "PKR"
+    assert t2.metrics.ranges == [] and "def serve" not in t2.observation
+    assert t2.observation.startswith("Not run again") and "turn 1" in t2.observation
+    assert t3.metrics.error_type is None and t3.metrics.ranges == [(1, 6)]
+    assert refuse.end.reason == "finalize" and refuse.end.totals["errors"] == 1
+    with pytest.raises(ValueError, match="repeat_guard"):
+        RunConfig(run_id="x", repeat_guard="sometimes")
+
+
+class _SlowCoach:
+    """A coach that spends 0.05 s on each review and always passes."""
+
+    def review(self, turn, context):
+        import time
+
+        started = time.time()
+        time.sleep(0.05)
+        return {"decision": "PASS", "latency_s": 0.05, "started_at": started,
+                "ended_at": time.time()}
+
+    def resume(self, turns, context):
+        pass
+
+
+def test_end_totals_keep_active_coach_and_wall_time_apart(world, tmp_path):
+    from adakit.record import active_seconds, coach_seconds, load_corpus
+
+    path = tmp_path / "clock.jsonl"
+    with FakeOpenAI([peek(), MEMORY, 400]) as fake:
+        launch(world, fake, path)
+    # a crash after two turns, resumed "an hour later": the header's launch moves back 3600 s
+    lines = path.read_text().splitlines(keepends=True)[:-1]
+    head = json.loads(lines[0])
+    head["started_at"] -= 3600.0
+    path.write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
+    with FakeOpenAI([FINAL]) as fake:
+        spec = spec_for(fake)
+        backend = OpenAIBackend(spec, retry=RetryPolicy(attempts=1, base=0.01, cap=0.05))
+        ctx = LaunchContext(world=world, task=make_task("feature_tracing", "toy"),
+                            condition=get_condition("natural"), backend=backend,
+                            coach=_SlowCoach())
+        rf = Run(ctx, RunConfig(run_id="clock", turn_bound=10), path).execute()
+    totals = rf.end.totals
+    assert totals["wall_s"] > 3600.0
+    assert totals["coach_s"] == pytest.approx(coach_seconds(rf.turns[-1]), abs=1e-6)
+    assert totals["coach_s"] >= 0.05
+    assert totals["active_s"] == pytest.approx(sum(active_seconds(t) for t in rf.turns), abs=1e-5)
+    assert totals["active_s"] < 60.0  # the hour of downtime is not agent time
+    run = load_corpus(tmp_path, cache=False).runs.set_index("run_id").loc["clock"]
+    assert run["active_s"] == pytest.approx(totals["active_s"], abs=1e-5)
+    assert run["coach_s"] == pytest.approx(totals["coach_s"], abs=1e-5)

@@ -282,9 +282,11 @@ def test_conclusion_length_tables_c11_d12():
     assert c11.loc["a", "mean_words"] == 2 and c11.loc["b", "median_words"] == 3
     assert list(c11.index) == ["b", "a"]
     d12 = ag.length_diagnostic_by_model(ag.run_scores(length_judgments(), runs)).set_index("model")
-    # a: words 1, 3 with scores 1, 2 -> r = 1 ; b: words 2, 4 with scores 3, 4 -> r = 1
+    # a: words 1, 3 with scores 1, 2 ; b: words 2, 4 with scores 3, 4: two points each lie on
+    # a line (r would be 1 by construction), so r is undefined and the note says why
     assert d12.loc["a", "mean_task_relevance"] == 1.5 and d12.loc["b", "n"] == 2
-    assert d12.loc["a", "r"] == pytest.approx(1.0)
+    assert np.isnan(d12.loc["a", "r"]) and np.isnan(d12.loc["b", "r"])
+    assert d12.loc["a", "note"] == "correlation undefined: n = 2 pair(s), at least 3 needed"
     with pytest.raises(ValueError, match="no length column"):
         ag.length_robustness(ag.run_scores(length_judgments()), length="conclusion_words")
 
@@ -348,3 +350,55 @@ def test_synthetic_judgments_are_seeded_and_well_formed():
     assert set(a.loc[a["tool"] == "MEM", "family"]) == {"reasoning_prior"}
     ag.clean_judgments(a)  # on the scale, one verdict per judge and item
     assert not a.equals(ag.synthetic_judgments(runs, turns, seed=6))
+
+
+def test_degenerate_statistics_are_undefined_not_perfect():
+    assert np.isnan(ag.pearson([1, 2], [5, 3])) and np.isnan(ag.spearman([1, 2], [5, 3]))
+    assert ag.correlation_note([1, 2], [5, 3]).startswith("correlation undefined: n = 2")
+    assert ag.pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(np.corrcoef([1, 2, 3],
+                                                                         [1, 2, 4])[0, 1])
+    # one pair: kappa would be 0 (disagreeing) or NaN (agreeing) by construction
+    assert np.isnan(ag.weighted_kappa([1], [4])) and np.isnan(ag.weighted_kappa([2], [2]))
+    assert ag.kappa_note([1], [4]) == ("weighted kappa undefined: n = 1 pair(s), at least 2 "
+                                       "needed")
+    assert ag.kappa_note([3, 3], [3, 3]).endswith("one and the same value")
+    # saturated: 3 observations, intercept + 2 model dummies = 3 parameters
+    y = np.array([1.0, 2.0, 4.0])
+    design = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    assert np.isnan(ag.r_squared(y, design))
+    assert "n = 3 observations for 3 independent parameters" in ag.saturation_note(y, design)
+    # not saturated: 4 observations, 2 parameters; group means 1.5 and 4.5 -> SSE 1, SST 10
+    two_groups = np.array([[0.0], [0.0], [1.0], [1.0]])
+    assert ag.r_squared(np.array([1.0, 2.0, 4.0, 5.0]), two_groups) == pytest.approx(0.9)
+
+
+def test_added_r2_of_a_saturated_fit_is_undefined():
+    runs = pd.DataFrame({"run_id": ["r1", "r2", "r3"], "model": ["a", "b", "c"],
+                         "condition": ["natural"] * 3, "task": ["t"] * 3, "world": ["w"] * 3,
+                         "conclusion": ["x", "x y", "x y z"], "n_turns": [3] * 3,
+                         "errors": [0] * 3})
+    rows = [verdict(r, "A", lab, run=r) for r, lab in (("r1", "1"), ("r2", "3"), ("r3", "2"))]
+    out = ag.length_robustness(ag.run_scores(pd.DataFrame(rows), runs)).set_index("family")
+    row = out.loc["task_relevance"]
+    # three models -> intercept + 2 dummies: the controls alone fit the 3 runs exactly
+    assert np.isnan(row["r2_controls"]) and np.isnan(row["added_r2"])
+    assert "saturated fit, n = 3 observations for 4 independent parameters" not in row["note"]
+    assert "saturated fit, n = 3 observations for 3 independent parameters" in row["note"]
+    assert row["r"] == pytest.approx(0.5)  # words 1 2 3, scores 1 3 2
+
+
+def test_agreement_of_one_model_copied_into_every_seat_is_undefined(capsys):
+    rows = []
+    for item, lab in (("i1", "4"), ("i2", "2"), ("i3", "3")):
+        rows += [verdict(item, f"m#{k}", lab) for k in (1, 2, 3)]
+    c5 = ag.judge_agreement(pd.DataFrame(rows)).iloc[0]
+    assert c5["n_judges"] == 1 and np.isnan(c5["pair_exact"]) and np.isnan(c5["all_same_rate"])
+    assert "seats m#1, m#2, m#3 hold one copied verdict of m and count once" in c5["note"]
+    assert "fewer than two independent judges" in c5["note"]
+    # a copied model beside an independent judge: one pair per item, m#1 against X
+    rows += [verdict("i1", "X", "4"), verdict("i2", "X", "1"), verdict("i3", "X", "3")]
+    c5 = ag.judge_agreement(pd.DataFrame(rows)).iloc[0]
+    assert c5["n_judges"] == 2 and c5["n_pairs"] == 3
+    assert c5["pair_exact"] == pytest.approx(2 / 3)
+    ag.print_notes(ag.judge_agreement(pd.DataFrame(rows)))
+    assert capsys.readouterr().out.startswith("task_relevance: seats m#1, m#2, m#3")

@@ -375,16 +375,35 @@ def test_parse_judge_reply_normalises_and_caps():
         cj.parse_coach_reply('{"decision": "APPROVE"}')
 
 
+def test_a_partly_grounded_closure_is_rejected_in_the_loop(world, tmp_path):
+    """Table A3 rejects closures "premature or insufficiently grounded": partial grounding
+    alone (no concern of its own) reaches the coach, whose REJECT stands."""
+    reject = "Only part of this is grounded: read pkg/util.py before concluding."
+    plan = {1: {"conclusion": {"saturation": "saturated", "grounding": "partial"},
+                "coach": {"rationale": "thin", "decision": "REJECT", "message": reject}}}
+    panel = Panel(plan)
+    with FakeOpenAI([FINAL, FINAL]) as agent, FakeOpenAI(panel) as judges:
+        coach = cj.CoachJudge(backend(judges, "judge-model", constrain="json"))
+        rf = launch(world, agent, coach, tmp_path / "p.jsonl")
+    assert [t.coach["decision"] for t in rf.turns] == ["REJECT", "PASS"]
+    assert rf.turns[0].coach["concerns"] == [] and rf.turns[0].coach["consulted"] is True
+    assert [n for r, n, _ in panel.log if r == "coach"] == [1]
+
+
 @pytest.mark.parametrize(
     ("proposal", "final", "concerns", "expected", "note"),
     [
         (None, True, ["conclusion.saturation=premature"], "PASS", "no usable coach reply"),
         ({"decision": "PASS"}, False, ["overall.laziness=high"], "PASS", None),
-        ({"decision": "HINT"}, False, ["overall.laziness=high"], "HINT", None),
-        ({"decision": "HINT"}, False, [], "PASS", "needs at least 1"),
-        ({"decision": "REJECT"}, False, ["overall.laziness=high"], "HINT", "not a finalize"),
+        # the paper's coach intervenes on multiple signals: one concern is not enough
+        ({"decision": "HINT"}, False, ["overall.laziness=high"], "PASS", "needs at least 2"),
+        ({"decision": "HINT"}, False, ["overall.laziness=high", "navigation.scent_rating=weak"],
+         "HINT", None),
+        ({"decision": "HINT"}, False, [], "PASS", "needs at least 2"),
+        ({"decision": "REJECT"}, False, ["overall.laziness=high", "bias.detected_bias=anchoring"],
+         "HINT", "not a finalize"),
         ({"decision": "REJECT"}, False, [], "PASS", "not a finalize"),
-        ({"decision": "REJECT"}, True, ["overall.laziness=high"], "HINT", "conclusion-judge"),
+        ({"decision": "REJECT"}, True, ["overall.laziness=high"], "PASS", "conclusion-judge"),
         ({"decision": "REJECT"}, True, ["conclusion.grounding=unsupported"], "REJECT", None),
     ],
 )
@@ -394,10 +413,31 @@ def test_guard(proposal, final, concerns, expected, note):
     assert (note is None and notes == []) or any(note in n for n in notes)
 
 
+def test_reject_on_insufficient_grounding_and_the_same_defaults_everywhere():
+    import inspect
+
+    # Table A3: a closure "judged premature or insufficiently grounded" is rejected; partial
+    # grounding is not a concern of its own, so the signal is passed explicitly
+    assert cj.apply_guard({"decision": "REJECT"}, is_finalizing=True, concerns=[],
+                          reject_signals=["conclusion.grounding=partial"])[0] == "REJECT"
+    report = [{"role": "conclusion", "valid": True, "ratings": {
+        "saturation": "saturated", "grounding": "partial", "missed_files": []}},
+              {"role": "overall", "valid": False, "ratings": {"flow_state": "looping"}}]
+    assert cj.rating_signals(report) == ["conclusion.saturation=saturated",
+                                         "conclusion.grounding=partial"]
+    assert set(cj.REJECT_ON) == {"conclusion.saturation=premature",
+                                 "conclusion.grounding=unsupported",
+                                 "conclusion.grounding=partial"}
+    guard = inspect.signature(cj.apply_guard).parameters["min_concerns_for_hint"].default
+    sidecar = inspect.signature(cj.CoachJudge).parameters["min_concerns_for_hint"].default
+    assert guard == sidecar == 2
+
+
 def test_guard_rejection_limit_and_hint_threshold():
     c = ["conclusion.saturation=premature"]
     assert cj.apply_guard({"decision": "REJECT"}, is_finalizing=True, concerns=c,
-                          rejections_so_far=2, max_rejections=2)[0] == "HINT"
+                          rejections_so_far=2, max_rejections=2,
+                          min_concerns_for_hint=1)[0] == "HINT"
     assert cj.apply_guard({"decision": "HINT"}, is_finalizing=False, concerns=c,
                           min_concerns_for_hint=2)[0] == "PASS"
 

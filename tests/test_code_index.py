@@ -234,7 +234,7 @@ def test_references_limit_total_and_first_file(index: CodeIndex) -> None:
     assert [r.file for r in res.refs] == ["pkg/shapes.py"] * 3
     assert res.per_file == {"core/src/lib.rs": 4, "pkg/__init__.py": 1, "pkg/service.py": 3,
                             "pkg/shapes.py": 5}
-    assert res.files_searched == 8
+    assert res.files_searched == 10  # 8 sources + 2 Cython files
     # 'Shap' occurs as bytes in several files but never as a whole identifier
     assert index.references("Shap") == ([], 0)
 
@@ -262,34 +262,34 @@ def test_disk_cache_is_reused_and_refreshed(world: World, tmp_path: Path) -> Non
     a = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
     sa = a.build()
     # a cold build scans every file for names and parses none
-    assert (sa.scanned, sa.parsed, sa.reused, sa.complete) == (8, 0, 0, False)
+    assert (sa.scanned, sa.parsed, sa.reused, sa.complete) == (10, 0, 0, False)
     assert a.parse_count == 0
     assert Path(sa.cache_path).exists() and Path(sa.cache_path).parent == tmp_path / "c"
     assert Path(sa.cache_path).name.startswith("fixture-0-")
     # a query parses only the files that may define the name
     circle = a.definitions("Circle")
     assert [s.file for s in circle] == ["pkg/shapes.py"]
-    assert a.parse_count == len(a.candidate_files("Circle")) < 8
+    assert a.parse_count == len(a.candidate_files("Circle")) < 10
     a.save()
 
     b = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
     sb = b.build()
-    assert (sb.scanned, sb.parsed, sb.reused) == (0, 0, 8)
+    assert (sb.scanned, sb.parsed, sb.reused) == (0, 0, 10)
     assert b.definitions("Circle") == circle
     assert b.parse_count == 0  # the parsed entries came back from disk
     full = b.build(parse=True)
-    assert full.parsed == 8 - len(a.candidate_files("Circle")) and full.complete
+    assert full.parsed == 10 - len(a.candidate_files("Circle")) and full.complete
     assert b.outline("pkg/broken.py").has_errors
 
     bump(world.root / "web" / "util.js", "\nfunction later() {}\n")
     c = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
     sc = c.build()
-    assert (sc.scanned, sc.parsed, sc.reused) == (1, 0, 7)
+    assert (sc.scanned, sc.parsed, sc.reused) == (1, 0, 9)
     assert c.definitions("later")[0].file == "web/util.js"
     assert c.parse_count == 1
     c.save()  # the lazily parsed file joins the on-disk index
     sd = CodeIndex(world, cache_dir=tmp_path / "c", workers=1).build(parse=True)
-    assert (sd.scanned, sd.parsed, sd.reused) == (0, 0, 8) and sd.complete
+    assert (sd.scanned, sd.parsed, sd.reused) == (0, 0, 10) and sd.complete
 
 
 def test_cache_key_changes_with_the_file_list(world: World, tmp_path: Path) -> None:
@@ -315,7 +315,7 @@ def test_parallel_build_matches_serial(world: World, tmp_path: Path) -> None:
     others = [t for t in threading.enumerate()
               if t is not threading.current_thread() and t.name != "tqdm_monitor"]
     # forked workers are used unless other threads run (then the build stays in-process)
-    assert stats.workers == (1 if others else 2) and stats.parsed == 14
+    assert stats.workers == (1 if others else 2) and stats.parsed == 16
     if not others:
         assert stats.worker_cpu_seconds > 0 and parallel.parse_count == 0
     for name in ("C3_7", "m", "Shape", "greet"):
@@ -326,9 +326,9 @@ def test_binary_and_oversized_sources_are_skipped(world: World, tmp_path: Path) 
     (world.root / "pkg" / "blob.py").write_bytes(b"\x00\x01binary")
     idx = CodeIndex(world, use_disk_cache=False, workers=1)
     stats = idx.build()
-    assert stats.skipped == 1 and stats.scanned == 8
+    assert stats.skipped == 1 and stats.scanned == 10
     stats = idx.build(parse=True)
-    assert stats.skipped == 1 and stats.parsed == 8 and stats.complete
+    assert stats.skipped == 1 and stats.parsed == 10 and stats.complete
     assert idx.references("binary") == ([], 0)
 
 
@@ -435,7 +435,78 @@ def test_a_damaged_on_disk_index_is_rebuilt(world: World, tmp_path: Path) -> Non
     path.write_text(json.dumps(blob))
     again = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
     stats = again.build(parse=True)
-    assert (stats.parsed, stats.reused) == (2, 6) and stats.complete
+    assert (stats.parsed, stats.reused) == (2, 8) and stats.complete
     assert [s.file for s in again.definitions("Circle")] == [rel]
     path.write_text("{ not json")
-    assert CodeIndex(world, cache_dir=tmp_path / "c", workers=1).build().scanned == 8
+    assert CodeIndex(world, cache_dir=tmp_path / "c", workers=1).build().scanned == 10
+
+
+# --------------------------------------------------------------------------- Cython
+
+
+def test_cython_outline_by_hand(index: CodeIndex) -> None:
+    """Line ranges read off the numbered fixture (tests/fixtures/code/cy/_splitting.pyx)."""
+    out = index.outline("cy/_splitting.pyx")
+    assert out.language == "cython" and not out.has_errors
+    got = [(s.qualname, s.kind, s.start_line, s.end_line) for s in out.symbols]
+    assert got == [
+        ("SplitInfo", "class", 7, 26),  # its docstring's closing line at column 0 is no dedent
+        ("SplitInfo.__cinit__", "method", 13, 14),
+        ("SplitInfo.reset", "method", 16, 18),
+        ("SplitInfo.score", "method", 20, 22),  # a header continued over two lines
+        ("SplitInfo.empty", "method", 24, 26),  # from its decorator
+        ("CyHalfTweedieLossIdentity", "class", 29, 33),
+        ("CyHalfTweedieLossIdentity.__init__", "method", 32, 33),
+        ("log_loss", "function", 36, 38),
+        ("find_splits", "function", 41, 43),  # its 'cdef object result = sorted(...)' is no def
+        ("best_gain", "function", 46, 48),
+        ("PlainHelper", "class", 51, 53),
+        ("PlainHelper.run", "method", 52, 53),
+    ]
+    assert out.symbols[3].signature == "cpdef float64 score(self, float64 weight)"
+
+
+def test_cython_declarations_by_hand(index: CodeIndex) -> None:
+    got = [(s.qualname, s.kind, s.start_line, s.end_line)
+           for s in index.outline("cy/_splitting.pxd").symbols]
+    assert got == [
+        ("float64", "type", 4, 4), ("intp_t", "type", 5, 5),
+        ("loss_fn", "type", 6, 6),  # a function-pointer ctypedef
+        ("numeric", "type", 8, 10),  # ctypedef fused
+        ("SplitRecord", "struct", 12, 15), ("Node", "struct", 17, 19),
+        ("Criterion", "enum", 21, 23),
+        ("clamp", "function", 26, 27),  # declared in a cdef extern block
+        ("heap_t", "struct", 28, 29),
+        ("SplitInfo", "class", 31, 34), ("SplitInfo.reset", "method", 34, 34),
+        ("log_loss", "function", 36, 36),
+    ]
+
+
+def test_cython_definitions_and_references(index: CodeIndex) -> None:
+    where = [(s.file, s.kind, s.start_line) for s in index.definitions("SplitInfo")]
+    assert where == [("cy/_splitting.pxd", "class", 31), ("cy/_splitting.pyx", "class", 7)]
+    assert [s.start_line for s in index.definitions("SplitInfo.reset")] == [34, 16]
+    assert [(s.file, s.start_line) for s in index.definitions("CyHalfTweedieLossIdentity")] == [
+        ("cy/_splitting.pyx", 29)]
+    refs = index.search_references("SplitInfo")
+    pyx = sorted(r.line for r in refs.refs if r.file == "cy/_splitting.pyx")
+    assert pyx == [7, 29]  # the class line and the base of CyHalfTweedieLossIdentity
+    assert index.definitions("float64")[0].kind == "type"
+
+
+@pytest.mark.slow
+def test_cython_definitions_in_scikit_learn(sklearn_world: World) -> None:
+    """Classes defined in .pyx/.pxd files, which an agent reading scikit-learn meets often;
+    ranges read off the pinned sdist. The scan covers every name the patterns list."""
+    idx = CodeIndex(sklearn_world, use_disk_cache=False, workers=1)
+    cython = [f for f in idx.source_files() if f.endswith((".pyx", ".pxd", ".pxi"))]
+    assert len(cython) > 50
+    for rel in cython:
+        assert parsed_names(idx, rel) <= scanned_names(sklearn_world, rel), rel
+    split = idx.definitions("SplitInfo")
+    assert [(s.file, s.kind, s.start_line, s.end_line) for s in split] == [
+        ("sklearn/ensemble/_hist_gradient_boosting/splitting.pyx", "class", 54, 110)]
+    loss = idx.definitions("CyHalfTweedieLossIdentity")
+    assert [(s.file, s.kind, s.start_line, s.end_line) for s in loss][0] == (
+        "sklearn/_loss/_loss.pxd", "class", 75, 79)
+    assert idx.definitions("intp_t")[0].file == "sklearn/utils/_typedefs.pxd"

@@ -216,6 +216,28 @@ def test_run_selection_filters_each_axis_by_the_others():
         explorer.default_run(runs.iloc[:0])
 
 
+def test_default_run_opens_on_an_instructive_run():
+    """A concluded run of a real model with more tools and files beats the corpus order."""
+    runs = pd.DataFrame({
+        "run_id": ["b1", "m1", "m2", "m3", "m4"],
+        "model_kind": ["baseline", "local", "local", "local", "local"],
+        "reason": ["finalize", "turn_bound", "finalize", "finalize", "finalize"],
+        "conclusion": ["done", None, "short", "the path is ...", ""],
+    })
+    turns = pd.DataFrame({
+        "run_id": ["b1"] * 4 + ["m1"] * 5 + ["m2"] * 2 + ["m3"] * 4 + ["m4"] * 5,
+        "tool": ["OVW", "PKR", "EXP", "CON", "BKM", "BKM", "BKM", "BKM", "BKM", "PKR", "CON",
+                 "OVW", "PKR", "PKR", "CON", "OVW", "PKR", "EXP", "MEM", "CON"],
+        "file": ["a", "b", "c", None, "a", "a", "a", "a", "a", "a", None,
+                 "a", "b", "c", None, "a", "b", "c", None, None],
+        "error_type": [None] * 20,
+    })
+    # m4 ends by finalizing but with an empty conclusion: not counted as concluded
+    assert explorer.default_run(runs, turns) == "m3"  # 3 tools, 3 files beats m2's 2 and 1
+    assert explorer.default_run(runs) == "m2"  # without turns: the first concluded real run
+    assert explorer.default_run(runs[runs["model_kind"] == "baseline"], turns) == "b1"
+
+
 # --------------------------------------------------------------------------- text and pictures
 
 

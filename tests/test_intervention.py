@@ -105,10 +105,15 @@ def corpus():
 def test_run_metrics(corpus):
     m = iv.run_metrics(corpus.runs, corpus.turns).set_index("run_id")
     a = m.loc["coa-A"]
-    assert (a["turns"], a["conclusion_attempts"], a["error_turns"]) == (6, 2, 1)
+    # two conclusion calls: the rejected finalize attempt counts, the accepted closing one not
+    assert (a["turns"], a["conclusion_attempts"], a["error_turns"]) == (6, 1, 1)
     assert (a["hint_turns"], a["reject_turns"], a["coach_message_turns"]) == (1, 1, 2)
     assert (a["OVW"], a["PKR"], a["CON"], a["MEM"]) == (1, 3, 2, 0)
-    assert a["elapsed_s"] == pytest.approx(6.06)  # six 1 s turns, 0.05 s lead-in, 0.01 s close
+    assert a["elapsed_s"] == pytest.approx(6.0)  # six 1 s turns of active time
+    wall = iv.run_metrics(corpus.runs, corpus.turns, time="wall").set_index("run_id")
+    assert wall.loc["coa-A", "elapsed_s"] == pytest.approx(6.06)  # + 0.05 lead-in, 0.01 close
+    fin = iv.run_metrics(corpus.runs, corpus.turns, attempts="finalize").set_index("run_id")
+    assert fin.loc["coa-A", "conclusion_attempts"] == 2 and fin.loc["nat-A", "conclusion_attempts"] == 1
     assert m.loc["nat-A", "coach_message_turns"] == 0
     assert list(m.columns) == iv.METRIC_COLUMNS[1:]
 
@@ -124,7 +129,7 @@ def test_paired_comparison_hand_computed(corpus):
     msgs = table.loc["coach_message_turns"]  # A 2, B 0, C 1 against zeros
     assert (msgs["mean_diff"], msgs["n_pos"], msgs["n_ties"]) == (pytest.approx(1.0), 2, 1)
     assert msgs["sign_p"] == pytest.approx(0.5)
-    att = table.loc["conclusion_attempts"]  # A 2-1, B 1-1, C 1-1
+    att = table.loc["conclusion_attempts"]  # A 1-0, B 0-0, C 0-0
     assert att["mean_diff"] == pytest.approx(1 / 3) and att["sign_p"] == 1.0
     assert table.loc["elapsed_s", "mean_diff"] == pytest.approx(0.0, abs=1e-9)
     tools = iv.surface_comparison(corpus.runs, corpus.turns, metrics=iv.TOOL_METRICS)
@@ -137,6 +142,35 @@ def test_paired_comparison_hand_computed(corpus):
     shown = iv.format_comparison(tools)
     assert shown.loc[1, "Mean difference"] == "+0.00" and shown.loc[1, "Sign-test p"] == "1.0000"
     assert shown.loc[6, "Mean difference"] == "+0.33" and shown.loc[6, "+ / − / 0"] == "1 / 0 / 2"
+
+
+def test_d15_definitions_match_what_the_agent_saw():
+    """Conclusion attempts leave out the accepted closing call; a coach message counts when a
+    later turn read it (values by hand)."""
+    hold = {"tool": "CON", "finalize": False}
+    runs = [
+        # natural: an interim conclusion, then the closing one -> 1 attempt
+        run("n1", "w1", "natural", [PKR_A, hold, FIN]),
+        # natural, closes at once -> 0 attempts (why the paper's natural mean can be 0.5)
+        run("n2", "w2", "natural", [PKR_A, FIN]),
+        # coach: rejected finalize, interim, accepted finalize carrying a HINT Ada never sees
+        run("c1", "w1", "coach_judge", [{**FIN, "coach": "REJECT"}, {**hold, "coach": "HINT"},
+                                        {**FIN, "coach": "HINT"}]),
+        # coach, cut by the turn bound: both conclusion calls count, the last HINT is unread
+        run("c2", "w2", "coach_judge", [hold, {**hold, "coach": "HINT"}]),
+    ]
+    c = corpus_from_runs(runs)
+    m = iv.run_metrics(c.runs, c.turns).set_index("run_id")
+    assert m["conclusion_attempts"].to_dict() == {"n1": 1, "n2": 0, "c1": 2, "c2": 2}
+    assert m["hint_turns"].to_dict() == {"n1": 0, "n2": 0, "c1": 1, "c2": 0}
+    assert m["reject_turns"].to_dict() == {"n1": 0, "n2": 0, "c1": 1, "c2": 0}
+    assert (m["coach_message_turns"] == m["hint_turns"] + m["reject_turns"]).all()
+    every = iv.run_metrics(c.runs, c.turns, attempts="all", messages="decided")
+    every = every.set_index("run_id")
+    assert every["conclusion_attempts"].to_dict() == {"n1": 2, "n2": 1, "c1": 3, "c2": 2}
+    assert every["coach_message_turns"].to_dict() == {"n1": 0, "n2": 0, "c1": 3, "c2": 1}
+    with pytest.raises(ValueError, match="attempts must be one of"):
+        iv.run_metrics(c.runs, c.turns, attempts="finalizing")
 
 
 def test_pairs_in_long_form(corpus):
@@ -188,13 +222,21 @@ def judgments():
 
 def test_grounding_distribution_hand_computed(corpus, judgments):
     d = iv.grounding_distribution(judgments, corpus.runs)
-    assert d["label"].tolist() == ["well supported", "mostly supported", "weakly supported",
+    # the paper's words (Table D17), and the unclear item outside the denominators
+    assert d["label"].tolist() == ["well supported", "partially supported", "thinly supported",
                                    "unsupported", "split", "unclear"]
     assert d["baseline_n"].tolist() == [1, 2, 0, 0, 1, 0]  # A 4, B 3, C0 median 3, C1 3.5
-    assert d["treatment_n"].tolist() == [1, 0, 1, 1, 0, 1]
-    assert d["baseline_share"].tolist() == [0.25, 0.5, 0, 0, 0.25, 0]
+    assert d["treatment_n"].tolist() == [1, 0, 1, 1, 0, 1]  # D 4, A 2, C 1, B unclear
+    assert d["baseline_share"].tolist()[:5] == [0.25, 0.5, 0, 0, 0.25]
+    assert d["treatment_share"].tolist()[:5] == pytest.approx([1 / 3, 0, 1 / 3, 1 / 3, 0])
+    assert d["treatment_share"].isna().tolist() == [False] * 5 + [True]
     shown = iv.format_distribution(d)
-    assert shown.loc[0].tolist() == ["Well supported", "1 (25.0%)", "1 (25.0%)"]
+    assert shown.loc[0].tolist() == ["Well supported", "1 (25.0%)", "1 (33.3%)"]
+    assert shown.loc[5].tolist() == ["Unclear", "0 (–)", "1 (–)"]
+    judges = iv.grounding_distribution(judgments, corpus.runs, vocabulary="judges",
+                                       unclear="drop")
+    assert judges["label"].tolist() == ["well supported", "mostly supported",
+                                        "weakly supported", "unsupported", "split"]
     assert isinstance(iv.plot_grounding_distribution(d), Figure)
     with pytest.raises(ValueError, match="conclusion-level"):
         iv.grounding_distribution(judgments, corpus.runs, family="navigation_prior")
@@ -275,7 +317,11 @@ def test_notebook_is_stripped_and_documents_its_parameters():
     pm = pytest.importorskip("papermill")
     params = pm.inspect_notebook(str(NOTEBOOK))
     assert set(params) == {"corpus", "judgments", "model", "baseline", "treatment", "pair_on",
-                           "focus_world", "figure_prefix"}
+                           "focus_world", "time", "attempts", "messages", "vocabulary",
+                           "figure_prefix"}
+    assert params["attempts"]["default"] == '"unaccepted"' and params["time"]["default"] == \
+        '"active"'
+    assert "docs/deviations.md" in json.dumps(nb["cells"][0]["source"])
     assert all(p["help"] for p in params.values())
     assert params["corpus"]["default"] == '"data/runs/quick"'
 

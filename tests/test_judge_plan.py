@@ -57,7 +57,7 @@ def test_a_bare_corpus_is_judged_whole_with_the_defaults(corpus):
     assert plan.run_files == [corpus] and plan.whole_corpus
     assert plan.families == list(J.FAMILIES)
     assert plan.judges == list(J.DEFAULT_PANEL) and plan.turn_judge == J.DEFAULT_PANEL[0]
-    assert plan.max_turn_items is None and plan.max_tokens == 512
+    assert plan.max_turn_items is None and plan.max_tokens == 2048  # the paper's cap
     assert plan.out_dir == config.JUDGMENTS / "mycorpus"
     assert judge_plan(corpus=corpus, default_max_tokens=384).max_tokens == 384
 

@@ -929,3 +929,71 @@ def test_clip_says_exactly_how_much_was_cut() -> None:
         == "a" * 10 + "\n" + "a" * 10 + "\n(... 3 more lines omitted)"
     )
     assert J.clip_lines(["1", "2", "3"], 4, keep="tail") == "(... 1 earlier lines omitted)\n2\n3"
+
+
+def test_describe_panel_says_when_the_panel_is_one_model():
+    from adakit.judges import describe_panel
+
+    temps = describe_panel(["smollm2-135m", "smollm2-135m-t07", "smollm2-135m-t10"])
+    assert temps.startswith("The panel is ONE model (SmolLM2-135M-Instruct.Q4_1) sampled at "
+                            "temperatures 0.2, 0.7, 1.0 in 3 seats")
+    copies = describe_panel(["smollm2-135m#1", "smollm2-135m#2", "smollm2-135m#3"])
+    assert "copied to each seat" in copies and "agreement is undefined" in copies
+    paper = describe_panel(["glm-5", "kimi-k2.5", "minimax-m2.7"])
+    assert paper == "The panel has 3 distinct judges: glm-5, kimi-k2.5, minimax-m2.7."
+    assert "single judge" in describe_panel(["smollm2-135m"])
+
+
+@pytest.mark.parametrize(
+    ("said", "judged"),
+    [
+        ("As GPT-4, I believe the router lives in src/flask/app.py.",
+         "As [redacted], I believe the router lives in src/flask/app.py."),
+        ("I'm Qwen, created by Alibaba Cloud. The session object lives in sessions.py.",
+         "I'm [redacted], created by [redacted]. The session object lives in sessions.py."),
+        ("I am a model by DeepSeek, so I recall that Flask wraps Werkzeug.",
+         "I am a model by [redacted], so I recall that Flask wraps Werkzeug."),
+        ("As an OpenAI model, I cannot run code, but app.py defines Flask.",
+         "As an [redacted] model, I cannot run code, but app.py defines Flask."),
+        ("Given my 12-turn limit, I will read app.py next.",
+         "Given [redacted], I will read app.py next."),
+        ("This is turn 5 of 12; I read views.py.", "This is turn 5; I read views.py."),
+        ("The reviewer returned my conclusion, so I will check blueprints.py first.",
+         "[redacted], so I will check blueprints.py first."),
+        ("The panel flagged weak navigation; I'll open the routing code in app.py.",
+         "[redacted]; I'll open the routing code in app.py."),
+        ("My conclusion was rejected, so I read sansio/app.py next.",
+         "[redacted], so I read sansio/app.py next."),
+        # ordinary words and paths stay
+        ("As a reviewer of this code, I see a smell in helpers.py.",
+         "As a reviewer of this code, I see a smell in helpers.py."),
+        ("Next I open sklearn/linear_model/_glm/glm.py; I grok the minimax step.",
+         "Next I open sklearn/linear_model/_glm/glm.py; I grok the minimax step."),
+    ],
+)
+def test_the_agents_own_words_are_neutralised_phrase_by_phrase(said: str, judged: str) -> None:
+    anon = J.Anonymiser(())
+    assert anon(said) == judged
+    assert anon(said, redact=False) == said  # repository text (tool results) is evidence
+
+
+def test_termination_summary_does_not_count_conclusion_attempts(tmp_path: Path) -> None:
+    rf = read_run(write_hand_run(tmp_path / "r.jsonl"))
+    summary = J.trajectory_summary(rf, J.anonymiser_for(rf), J.ContextCaps())
+    assert "conclusion attempts" not in summary.lower()
+    assert summary.splitlines()[2] == "Tool errors: 1."  # the malformed reply
+
+
+def test_judges_reply_up_to_2048_tokens_by_default() -> None:
+    """The paper capped judge outputs at 2048 tokens (Appendix A.2.1, C.1)."""
+    import argparse
+    import inspect
+
+    from adakit.pipeline import judge_plan
+
+    parser = argparse.ArgumentParser()
+    J.register_cli(parser.add_subparsers())
+    assert parser.parse_args(["judge", "data/runs/x"]).max_tokens == 2048
+    assert inspect.signature(J.run_judgments).parameters["max_tokens"].default == 2048
+    assert inspect.signature(J.ask_judge).parameters["max_tokens"].default == 2048
+    assert inspect.signature(judge_plan).parameters["default_max_tokens"].default == 2048

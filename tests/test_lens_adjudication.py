@@ -182,8 +182,29 @@ def test_grounding_by_task_table6(judgments, runs):
     assert printed.loc[asr].tolist() == ["0.333/0.750", "0.000/-", "0.500/0.750"]
 
 
+def test_table6_and_tool_scores_leave_out_the_coach_runs_by_default(judgments, runs):
+    """One coach-judge item (prior-led, 0 grounding) beside a natural one (evidence-led, 1):
+    the main-grid cell stays 1.0; pooled it would be 0.5."""
+    extra = pd.DataFrame([
+        v("k1", "navigation_prior", "A", "evidence-led", turn=0, tool="EXP"),
+        v("k2", "navigation_prior", "A", "prior-led", turn=0, tool="EXP"),
+    ])
+    both = pd.DataFrame({"run_id": ["k1", "k2"], "model": ["gpt-4.1"] * 2,
+                         "condition": ["natural", "coach_judge"],
+                         "task": ["feature_tracing"] * 2, "world": ["w"] * 2})
+    t6 = l3.grounding_by_task(extra, both)
+    assert t6.loc["feature_tracing", ("gpt-4.1", "navigation")] == pytest.approx(1.0)
+    pooled = l3.grounding_by_task(extra, both, exclude_conditions=())
+    assert pooled.loc["feature_tracing", ("gpt-4.1", "navigation")] == pytest.approx(0.5)
+    tools = l3.tool_prior_scores(extra, both).set_index("tool")
+    assert tools.loc["EXP", "n"] == 1 and tools.loc["EXP", "grounding"] == pytest.approx(1.0)
+    assert l3.tool_prior_scores(extra, exclude_conditions=()).iloc[0]["grounding"] == 0.5
+    with pytest.raises(ValueError, match="needs the runs table"):
+        l3.tool_prior_scores(extra)
+
+
 def test_tool_prior_scores(judgments, runs):
-    tp = l3.tool_prior_scores(judgments).set_index("tool")
+    tp = l3.tool_prior_scores(judgments, runs).set_index("tool")
     # OVW 1, .5, 1 (one unclear) -> 2.5/3 ; EXP 0, 0 ; PKR .5, 1 ; MEM .5, 0 ; CON 1, .5
     assert list(tp.index) == ["OVW", "PKR", "EXP", "MEM", "CON"]
     assert tp.loc["OVW", "n"] == 3
@@ -197,7 +218,7 @@ def test_tool_prior_scores(judgments, runs):
     assert ovw["natural"] == 1.0 and ovw["budget_pressure"] == pytest.approx(0.75)
     with pytest.raises(ValueError, match="needs the runs table"):
         l3.tool_prior_scores(judgments, by=["condition"])
-    ax = l3.plot_tool_prior_scores(l3.tool_prior_scores(judgments)).axes[0]
+    ax = l3.plot_tool_prior_scores(l3.tool_prior_scores(judgments, runs)).axes[0]
     bars = sorted(ax.patches, key=lambda r: -r.get_y())  # top to bottom
     assert [r.get_width() for r in bars] == pytest.approx([1 / 6, 0.25, 1.0, 0.75, 0.25])
     names = [t.get_text() for t in ax.get_yticklabels()]

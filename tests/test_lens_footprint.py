@@ -118,7 +118,8 @@ def test_density_difference_by_hand(reads, runs):
 
 def test_compare_pairs_by_hand(reads, runs):
     out = fp.compare_pairs(reads, runs.iloc[::-1], {"model": [], "condition": ["natural",
-                                                                     "budget_pressure"]})
+                                                                     "budget_pressure"]},
+                           hold={})  # pooled over tasks (the runs have none)
     assert list(out) == ["model", "condition"]
     models = out["model"]
     assert (models.a, models.b, models.skipped) == ("m1", "m2", "")  # display order, not row order
@@ -138,18 +139,51 @@ def test_compare_pairs_by_hand(reads, runs):
     assert inside.difference["n_runs_a"].tolist() == [1, 1]
 
 
+def test_fig10b_compares_models_on_the_same_task(reads, runs):
+    """m1 ran task t1 (r1) and t2 (r2); m2 ran t1 (r3, r4). Only t1 has both models, so the
+    model contrast holds t1: m1's r1 (a.py 20, b.py 5) minus m2's r3 + r4 (c.py 10 over 2)."""
+    tasks = runs.assign(task=["t1", "t2", "t1", "t1"])
+    out = fp.compare_pairs(reads, tasks, {"model": [], "condition": []})
+    models = out["model"]
+    assert models.scope == {"task": "t1"}
+    assert models.difference.set_index("file")["diff"].to_dict() == {
+        "a.py": 20.0, "b.py": 5.0, "c.py": -5.0}
+    assert models.summary() == "m1 (1 runs) minus m2 (2 runs), 3 files (task t1)"
+    assert out["condition"].scope == {}  # a condition contrast pools tasks
+    given = fp.compare_pairs(reads, tasks, {"model": []}, hold={"model": {"task": "t2"}})
+    assert "have no runs with {'task': 't2'}" in given["model"].skipped
+    apart = fp.compare_pairs(reads, runs.assign(task=["t1", "t1", "t2", "t2"]), {"model": []})
+    assert apart["model"].skipped == "no task with runs of both 'm1' and 'm2'"
+
+
+def test_fig10a_overview_is_cumulative_by_default(reads, runs):
+    files = pd.DataFrame({"file": ["a.py", "b.py", "c.py"], "loc": [20, 10, 120]})
+    density = fp.trace_density(reads, runs)
+    fig = fp.plot_overview_map(files, density, clip_quantile=1.0)
+    bar = fig.axes[-1]
+    assert bar.get_ylabel() == "Cumulative trace density (lines shown, all runs)"
+    assert bar.get_ylim()[1] == pytest.approx(30.0)  # a.py: 30 lines shown over all runs
+    per_run = fp.plot_overview_map(files, density, values="per_run", clip_quantile=1.0)
+    assert per_run.axes[-1].get_ylabel() == "Trace density (lines shown per run)"
+    assert per_run.axes[-1].get_ylim()[1] == pytest.approx(7.5)
+    with pytest.raises(ValueError, match="values must be one of"):
+        fp.plot_overview_map(files, density, values="total")
+    plt.close("all")
+
+
 def test_compare_pairs_skips_what_cannot_be_compared(reads, runs):
-    out = fp.compare_pairs(reads, runs, {"model": ["m1", "m9"], "condition": ["natural"]},
+    runs_t = runs.assign(task="t1")
+    out = fp.compare_pairs(reads, runs_t, {"model": ["m1", "m9"], "condition": ["natural"]},
                            within={"model": "m1"})
     assert out["model"].difference is None
     assert "['m9'] not among the runs within {'model': 'm1'}" in out["model"].skipped
     assert out["model"].summary().startswith("skipped (")
     assert "give two values of condition as [A, B]" in out["condition"].skipped
-    alone = fp.compare_pairs(reads, runs, {"model": []}, within={"condition": "natural",
+    alone = fp.compare_pairs(reads, runs_t, {"model": []}, within={"condition": "natural",
                                                                   "model": "m2"})["model"]
     assert alone.skipped == ("need two values of model, have ['m2'] within "
                              "{'condition': 'natural', 'model': 'm2'}")
-    same = fp.compare_pairs(reads, runs, {"model": ["m2", "m2"]})["model"]
+    same = fp.compare_pairs(reads, runs_t, {"model": ["m2", "m2"]})["model"]
     assert same.difference is None and same.skipped == "A and B are both 'm2'"
     with pytest.raises(ValueError, match="task"):
         fp.compare_pairs(reads, runs, {"task": []})
@@ -187,19 +221,21 @@ def test_labelled_routes(turns):
 
 
 def test_anchor_files_by_hand(reads, runs):
-    a = fp.anchor_files(reads, runs, top=None)
+    a = fp.anchor_files(reads, runs, top=None, rank_by="lines")
     # natural: a 10/run, c 5, b 2.5 -> ranks 1, 2, 3; budget: only a (rank 1), b and c rank 2
     assert list(a["file"]) == ["a.py", "c.py", "b.py"]
     assert list(a["mean_rank"]) == pytest.approx([1.0, 2.0, 2.5])
     assert list(a["ranked_in"]) == [2, 1, 1] and set(a["groups"]) == {2}
     assert list(a["position"]) == [1, 2, 3]
-    assert len(fp.anchor_files(reads, runs, top=2)) == 2
+    assert len(fp.anchor_files(reads, runs, top=2, rank_by="lines")) == 2
+    with pytest.raises(ValueError, match="needs the turns table"):
+        fp.anchor_files(reads, runs)
 
 
 def test_anchor_ties_go_to_more_lines(runs):
     r = pd.DataFrame([("r1", 1, "x.py", 1, 10), ("r3", 1, "y.py", 1, 30),
                       ("r2", 1, "y.py", 1, 10), ("r4", 1, "x.py", 1, 20)], columns=READ_COLS)
-    a = fp.anchor_files(r, runs, top=None)
+    a = fp.anchor_files(r, runs, top=None, rank_by="lines")
     # natural: y (30) rank 1, x (10) rank 2; budget: x (20) 1, y (10) 2 -> both 1.5
     assert list(a["mean_rank"]) == [1.5, 1.5]
     assert list(a["file"]) == ["y.py", "x.py"]  # 40 lines shown beat 30
@@ -223,6 +259,31 @@ def turns():
     ]
     return pd.DataFrame(rows, columns=["run_id", "turn", "tool", "file", "error_type",
                                        "lines_viewed"])
+
+
+def test_anchors_rank_by_visits_by_default(turns, reads, runs):
+    # natural (r1): a 3 visits (PKR, PKR, OVW), b 1 (its failed PKR does not count), c 1
+    #   -> ranks a 1, b 2, c 2; budget (r2): a 2, b 2 -> both 1, c never visited -> 3
+    a = fp.anchor_files(reads, runs, top=None, turns=turns)
+    assert a["file"].tolist() == ["a.py", "b.py", "c.py"]
+    assert a["mean_rank"].tolist() == pytest.approx([1.0, 1.5, 2.5])
+    assert a["visits"].tolist() == [5, 3, 1] and a["ranked_in"].tolist() == [2, 2, 1]
+
+
+def test_a_file_reached_only_by_outlines_is_an_anchor_by_visits(runs):
+    """x.py was outlined twice (no line shown), y.py read once: the most visited file is
+    x.py, which a ranking by lines shown never lists; lens 0 counts both as visited."""
+    turns = pd.DataFrame([("r1", 1, "OVW", "x.py", None, 0), ("r1", 2, "OVW", "x.py", None, 0),
+                          ("r1", 3, "PKR", "y.py", None, 50)],
+                         columns=["run_id", "turn", "tool", "file", "error_type", "lines_viewed"])
+    reads = pd.DataFrame([("r1", 3, "y.py", 1, 50)], columns=READ_COLS)
+    one = runs[runs["run_id"] == "r1"]
+    by_visits = fp.anchor_files(reads, one, top=None, turns=turns)
+    assert by_visits["file"].tolist() == ["x.py", "y.py"]
+    assert by_visits["lines_shown"].tolist() == [0, 50]
+    assert fp.anchor_files(reads, one, top=None, rank_by="lines")["file"].tolist() == ["y.py"]
+    v = fp.file_visits(turns, one).set_index("file")
+    assert v.loc["x.py", "visits"] == 2 and v.loc["y.py", "visits_per_run"] == 1.0
 
 
 def test_file_corridors_by_hand(turns, runs):

@@ -77,7 +77,14 @@ def test_normalized_times_by_hand():
     durations = [1.0, 2.0, 3.0, 4.0]
     script = [_step("PKR", d, file="a.py", ranges=[(1, 5)]) for d in durations[:-1]]
     script.append(_step("CON", durations[-1]))
-    ev = j.arc_events(corpus_from_runs([syn.synthetic_run("t", files=FILES, tools=script)]))
+    corpus = corpus_from_runs([syn.synthetic_run("t", files=FILES, tools=script)])
+    # active clock (default): the turns laid end to end, 10 s in all
+    ev = j.arc_events(corpus)
+    assert ev["elapsed_s"].iloc[0] == pytest.approx(10.0)
+    assert ev["t_s"].to_numpy() == pytest.approx([0.0, 1.0, 3.0, 6.0], abs=1e-9)
+    assert ev["t_rel_end"].to_numpy() == pytest.approx([0.1, 0.3, 0.6, 1.0], abs=1e-9)
+    # wall clock: launch lead-in and close included
+    ev = j.arc_events(corpus, time="wall")
     starts = np.array([0.05, 1.05, 3.05, 6.05])
     elapsed = 0.05 + sum(durations) + 0.01
     assert ev["elapsed_s"].iloc[0] == pytest.approx(elapsed, abs=1e-4)
@@ -104,7 +111,7 @@ def test_turn_time_output_correlation_on_known_data():
         _turns("tiny", [1.0, 2.0], [3.0, 4.0]),
         _turns("flat", x, np.ones_like(x)),
     ], ignore_index=True)
-    out = j.turn_time_output_correlation(turns).set_index("model")
+    out = j.turn_time_output_correlation(turns, time="duration_s").set_index("model")
     assert out.loc["lin", "pearson_r"] == pytest.approx(1.0)
     assert out.loc["lin", "spearman_rho"] == pytest.approx(1.0)
     assert out.loc["rev", "pearson_r"] == pytest.approx(-1.0)
@@ -115,8 +122,11 @@ def test_turn_time_output_correlation_on_known_data():
     assert out.loc["noise", "pearson_p"] == pytest.approx(p)
     assert out.loc["noise", "n"] == 40
     assert np.isnan(out.loc["tiny", "pearson_r"]) and out.loc["tiny", "n"] == 2
+    assert out.loc["tiny", "note"] == "undefined: n = 2 turns (a correlation needs at least 3)"
     assert np.isnan(out.loc["flat", "spearman_rho"])
-    overall = j.turn_time_output_correlation(turns, by=None)
+    assert out.loc["flat", "note"] == "undefined: output_chars is constant"
+    assert out.loc["lin", "note"] == ""
+    overall = j.turn_time_output_correlation(turns, by=None, time="duration_s")
     assert len(overall) == 1 and overall.loc[0, "n"] == len(turns)
     with pytest.raises(KeyError):
         j.turn_time_output_correlation(turns, output="tokens_out")
@@ -126,7 +136,7 @@ def test_plot_time_output(no_saving):
     x = np.arange(1.0, 11.0)
     turns = pd.concat([_turns("A", x, 3 * x), _turns("B", x, x[::-1]), _turns("C", x, x ** 2)],
                       ignore_index=True)
-    fig = j.plot_time_output(turns, max_points=5)
+    fig = j.plot_time_output(turns, max_points=5, time="duration_s")
     assert len(fig.axes) == 3  # no empty panels left over
     assert fig.axes[0].get_title().startswith("A: r = 1.000, rho = 1.000 (n = 10)")
     assert fig.axes[1].get_title().startswith("B: r = -1.000")
@@ -169,7 +179,7 @@ def test_plot_journey_arcs(no_saving):
     nat, bud = fig.axes
     assert nat.get_title(loc="left") == "Natural" and bud.get_title(loc="left") == "Budget Pres."
     assert len(nat.get_yticks()) == 3 and len(bud.get_yticks()) == 2  # capped at 3 per panel
-    longest = corpus.runs[corpus.runs["run_id"].isin(["b0", "b1"])]["elapsed_s"].max()
+    longest = corpus.runs[corpus.runs["run_id"].isin(["b0", "b1"])]["active_s"].max()
     assert bud.get_title(loc="right") == j.format_reference(longest)
     assert len(nat.lines) == 3 and len(bud.lines) == 2  # one baseline per run
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
@@ -201,3 +211,21 @@ def test_lens1_on_a_written_corpus(tmp_path):
     fig = j.plot_journey_arcs(ev, corpus.runs, max_runs_per_panel=2)
     assert len(fig.axes) == corpus.runs[["condition", "model"]].drop_duplicates().shape[0]
     matplotlib.pyplot.close("all")
+
+
+def test_coach_review_time_does_not_stretch_the_arc_or_the_time_check():
+    """A 2 s turn whose last 1.5 s were the coach's review: on the active clock it is a 0.5 s
+    turn, so the arc ends at 1.5 s (1 s + 0.5 s) and the time/output check sees 0.5 s."""
+    script = [_step("PKR", 1.0, file="a.py", ranges=[(1, 5)]), _step("CON", 2.0)]
+    rf = syn.synthetic_run("c", files=FILES, tools=script, condition="coach_judge")
+    last = rf.turns[-1]
+    last.coach = {"decision": "HINT", "started_at": last.ended_at - 1.5,
+                  "ended_at": last.ended_at}
+    corpus = corpus_from_runs([rf])
+    ev = j.arc_events(corpus)
+    assert ev["elapsed_s"].iloc[0] == pytest.approx(1.5)
+    assert ev["duration_s"].tolist() == pytest.approx([1.0, 0.5])
+    assert ev["t_rel"].tolist() == pytest.approx([0.0, 1.0 / 1.5])
+    assert corpus.turns["active_s"].tolist() == pytest.approx([1.0, 0.5])
+    with pytest.raises(ValueError, match="time must be one of"):
+        j.arc_events(corpus, time="cpu")

@@ -56,8 +56,11 @@ def test_run_surface_by_hand(corpus):
     assert row["loc_viewed"] == 41 + 25  # a.py: 1-40 and 100; b.py: 1-25
     assert row["lines_shown"] == 30 + 20 + 1 + 19 + 6 + 16
     assert row["files_visited"] == 2  # c.py failed
-    assert row["elapsed_s"] == pytest.approx(0.05 + 11 * 1.0 + 0.01, abs=1e-4)
-    assert row["time_per_turn_s"] == pytest.approx(11.06 / 11, abs=1e-5)
+    assert row["elapsed_s"] == pytest.approx(11 * 1.0, abs=1e-4)  # active: the turns only
+    assert row["time_per_turn_s"] == pytest.approx(1.0, abs=1e-5)
+    wall = s.run_surface(corpus, time="wall").iloc[0]
+    assert wall["elapsed_s"] == pytest.approx(0.05 + 11 * 1.0 + 0.01, abs=1e-4)
+    assert wall["time_per_turn_s"] == pytest.approx(11.06 / 11, abs=1e-5)
     assert row["thinking_chars"] == 110 and row["thinking_per_turn"] == pytest.approx(10.0)
     assert row["errors"] == 2
     counts = {t: row[t] for t in ("OVW", "PKR", "EXP", "MEM", "BKM", "HNT", "CON")}
@@ -81,9 +84,11 @@ def test_run_without_reads_and_missing_columns():
     corpus = corpus_from_runs([_run("only", script=[_step("MEM"), _step("CON")])])
     row = s.run_surface(corpus).iloc[0]
     assert (row["loc_viewed"], row["lines_shown"], row["files_visited"]) == (0, 0, 0)
-    with pytest.raises(KeyError, match="elapsed_s"):
-        s.run_surface(type(corpus)(corpus.runs.drop(columns="elapsed_s"), corpus.turns,
+    with pytest.raises(KeyError, match="active_s"):
+        s.run_surface(type(corpus)(corpus.runs.drop(columns="active_s"), corpus.turns,
                                    corpus.reads))
+    with pytest.raises(ValueError, match="time must be one of"):
+        s.run_surface(corpus, time="cpu")
 
 
 def test_aggregate_means_and_sem_in_paper_order():
@@ -253,3 +258,17 @@ def test_orderings_and_colours():
     figures.use_style()
     assert matplotlib.rcParams["axes.spines.top"] is False
     assert np.isclose(matplotlib.rcParams["savefig.dpi"], 200)
+
+
+def test_time_per_turn_leaves_out_coach_review_and_resume_downtime():
+    """Two 1 s turns; the second also held a 3 s coach review, and an hour of downtime lay
+    between them (a crash and its resume): 1 s of agent time per turn, not (3600 + 5) / 2."""
+    rf = _run("c1", script=[_step("PKR", file="a.py", ranges=[(1, 5)]),
+                            _step("CON", duration=4.0, gap=3600.0)], condition="coach_judge")
+    last = rf.turns[-1]
+    last.coach = {"decision": "PASS", "started_at": last.ended_at - 3.0,
+                  "ended_at": last.ended_at, "latency_s": 2.9}
+    row = s.run_surface(corpus_from_runs([rf])).iloc[0]
+    assert row["elapsed_s"] == pytest.approx(2.0) and row["time_per_turn_s"] == pytest.approx(1.0)
+    wall = s.run_surface(corpus_from_runs([rf]), time="wall").iloc[0]
+    assert wall["elapsed_s"] == pytest.approx(0.05 + 1.0 + 3600.0 + 4.0 + 0.01, abs=1e-3)

@@ -1,12 +1,20 @@
-"""The embedded local model end to end: llama-cpp-python's server started on a loopback port,
-SmolLM2-135M answering a grammar-constrained request with a well-formed XML tool call, and the
-server stopped again. Only the plumbing is checked; the model's choices are weak by design."""
+"""The embedded local models end to end: llama-cpp-python's server started on a loopback port,
+SmolLM2-135M answering a grammar-constrained request with a well-formed XML tool call, the
+offline default (Qwen2.5-Coder-1.5B) answering the real scaffold with real thinking, and the
+servers stopped again, also when the process that started them is killed. Only the plumbing
+and the protocol are checked; what the models choose is measured by `make bench-models`."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +22,10 @@ from adakit import models as m
 
 pytestmark = pytest.mark.slow
 
-AVAILABLE, REASON = m.local_model_available()
+AVAILABLE, REASON = m.local_model_available("smollm2-135m")
 needs_local_model = pytest.mark.skipif(not AVAILABLE, reason=REASON)
+DEFAULT_OK, DEFAULT_REASON = m.local_model_available(m.DEFAULT_LOCAL_MODEL)
+needs_default_model = pytest.mark.skipif(not DEFAULT_OK, reason=DEFAULT_REASON)
 
 # <thinking>...</thinking> then exactly one peek_code_region call; every free field is capped so
 # the reply always finishes within max_tokens.
@@ -75,7 +85,7 @@ def report(**numbers: float) -> None:
 @needs_local_model
 def test_local_server_answers_a_constrained_tool_call_and_stops() -> None:
     spec = m.get_model("smollm2-135m")
-    server = m.LocalServer(n_ctx=spec.context_window)
+    server = m.LocalServer(m.find_gguf(spec), n_ctx=spec.context_window)
     with server:
         assert server.running and port_open(server.port)
         backend = m.OpenAIBackend(spec, base_url=server.base_url)  # no cache: a live call
@@ -131,7 +141,7 @@ def test_missing_install_is_reported_clearly(monkeypatch) -> None:
     ok, reason = m.local_model_available()
     assert not ok and "llama_cpp" in reason and "make local-model" in reason
     with pytest.raises(m.ModelError, match="make local-model"):
-        m.LocalServer().start()
+        m.LocalServer(Path("any.gguf")).start()
 
 
 def test_server_that_dies_reports_its_output(tmp_path) -> None:
@@ -147,3 +157,72 @@ def test_server_that_dies_reports_its_output(tmp_path) -> None:
         server.start()
     assert "model" in str(ei.value).lower()
     assert not server.running
+
+
+@needs_default_model
+def test_default_agent_answers_the_real_scaffold_with_real_thinking(flask_world) -> None:
+    """The 1.5B, the real system prompt, task and tool grammar: one valid call whose thinking
+    is prose, even when the prompt itself shows the placeholder ``<thinking>...</thinking>``."""
+    from adakit.agent import first_message, system_prompt
+    from adakit.conditions import get_condition
+    from adakit.protocol import parse_reply, tool_grammar
+    from adakit.tasks import make_task
+    from adakit.tools import TOOL_SPECS
+
+    spec = m.get_model(m.DEFAULT_LOCAL_MODEL)
+    condition = get_condition("natural")
+    task = make_task("feature_tracing", "flask")
+    system = system_prompt(flask_world, condition, tree_max_files=60)
+    nudge = "\nAnswer in the form <thinking>...</thinking> followed by the call."
+    messages = [{"role": "system", "content": system},
+                {"role": "user", "content": first_message(task, condition, "") + nudge}]
+    grammar = tool_grammar(TOOL_SPECS, flask_world.source_files(), thinking_chars=300)
+    server = m.LocalServer(m.find_gguf(spec), n_ctx=spec.context_window)
+    with server:
+        backend = m.OpenAIBackend(spec, base_url=server.base_url)
+        c = backend.complete(messages, grammar=grammar, max_tokens=spec.max_tokens)
+    report(call_latency_s=c.latency_s, tokens_in=c.tokens_in, tokens_out=c.tokens_out)
+    parsed = parse_reply(c.text, TOOL_SPECS)
+    assert parsed.error is None and parsed.call is not None, c.text
+    thought = parsed.thinking
+    assert len(thought) >= 24 and thought[0].isalpha(), thought
+    assert "..." not in thought[:5] and len(thought.split()) >= 4, thought
+    assert c.finish_reason == "stop"
+
+
+_ORPHAN_SCRIPT = """
+import sys, time
+from adakit import models as m
+server = m.LocalServer(m.find_gguf(m.get_model("smollm2-135m")), n_ctx=2048).start()
+print(server.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@needs_local_model
+def test_server_stops_when_the_process_that_started_it_is_killed() -> None:
+    """SIGKILL skips atexit: the server watches its parent and exits on its own."""
+    env = {**os.environ, "PYTHONPATH": str(Path(m.__file__).resolve().parents[1])}
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT], stdout=subprocess.PIPE,
+                              text=True, env=env)
+    try:
+        server_pid = int(parent.stdout.readline())
+        os.kill(server_pid, 0)  # alive
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            try:
+                os.kill(server_pid, 0)
+            except ProcessLookupError:
+                break
+            with open(f"/proc/{server_pid}/stat") as fh:  # a zombie has exited already
+                if fh.read().split()[2] == "Z":
+                    break
+            time.sleep(0.2)
+        else:
+            os.kill(server_pid, signal.SIGKILL)
+            pytest.fail("the server outlived its parent by 15 s")
+    finally:
+        if parent.poll() is None:
+            parent.kill()

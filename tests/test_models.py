@@ -382,7 +382,7 @@ def test_api_key_never_written_to_the_cache(key: str, tmp_path: Path) -> None:
 
 def test_local_spec_cache_key_is_port_independent(tmp_path: Path) -> None:
     """A local model's requests are keyed by its stable endpoint, not the loopback port."""
-    spec = ModelSpec(name="loc", kind="local", model_id="tiny.gguf")
+    spec = ModelSpec(name="loc", kind="local", model_id="tiny.gguf", gguf="tiny.gguf")
     cache = ResponseCache(tmp_path)
     with FakeOpenAI(["a"]) as one:
         OpenAIBackend(spec, cache, base_url=one.url, retry=FAST).complete(MESSAGES)
@@ -450,3 +450,124 @@ def test_cli_check(capsys, monkeypatch, tmp_path: Path) -> None:
         monkeypatch.delenv(KEY_ENV)
         assert main(["models", "check", "fake"]) == 1
         assert KEY_ENV in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- per-endpoint rate limiting
+
+
+def test_auth_errors_have_their_own_kind(key: str) -> None:
+    with FakeOpenAI([error(401, message="invalid api key")]) as fake:
+        with pytest.raises(ModelError, match="HTTP 401") as ei:
+            OpenAIBackend(spec_for(fake), retry=FAST).complete(MESSAGES)
+    assert ei.value.kind == "auth" and ei.value.kind in m.RETRYABLE_KINDS
+
+
+def test_connection_refused_gives_up_as_unreachable(key: str) -> None:
+    spec = ModelSpec(name="gone", base_url=f"http://127.0.0.1:{m.free_port()}/v1", model_id="x",
+                     api_key_env=KEY_ENV)  # fmt: skip
+    with pytest.raises(ModelError) as ei:
+        OpenAIBackend(spec, retry=RetryPolicy(attempts=2, base=0.01, cap=0.01)).complete(MESSAGES)
+    assert ei.value.kind == "unreachable" and ei.value.kind in m.RETRYABLE_KINDS
+
+
+def test_429s_have_their_own_retry_budget(key: str) -> None:
+    # eight 429s in a row would exhaust attempts=4; a rate limit is waited out instead
+    with FakeOpenAI([error(429, retry_after=0.01)] * 8 + ["ok"]) as fake:
+        c = OpenAIBackend(spec_for(fake, model_id="budget-429"), retry=FAST).complete(MESSAGES)
+    assert c.text == "ok" and c.attempts == 9
+    policy = RetryPolicy(attempts=4, base=0.01, cap=0.02, rate_limit_attempts=3)
+    with FakeOpenAI([error(429, retry_after=0.01)] * 3) as fake:
+        with pytest.raises(ModelError, match="giving up after 3 attempts; last error: HTTP 429") as ei:
+            OpenAIBackend(spec_for(fake, model_id="budget-429b"), retry=policy).complete(MESSAGES)
+    assert ei.value.kind == "gave_up"
+
+
+def _two_threads(fake: FakeOpenAI, shared: bool) -> None:
+    """After a warm-up call, thread A meets a 429 asking for 0.4 s; thread B calls 0.1 s later."""
+    import threading
+
+    spec = spec_for(fake, model_id=f"pause-{shared}-{fake.port}")
+    limiter = "shared" if shared else None
+    backends = [OpenAIBackend(spec, retry=FAST, limiter=limiter) for _ in range(2)]
+    backends[0].complete(MESSAGES)  # the client exists before the timed part
+    a = threading.Thread(target=backends[0].complete, args=(MESSAGES,))
+    a.start()
+    time.sleep(0.1)
+    backends[1].complete(MESSAGES)
+    a.join()
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_429_pauses_the_whole_endpoint(key: str, shared: bool) -> None:
+    arrivals: list[float] = []
+
+    def script(request: dict) -> object:
+        arrivals.append(time.monotonic())
+        return error(429, retry_after=0.4) if len(arrivals) == 2 else "ok"
+
+    with FakeOpenAI(script) as fake:
+        _two_threads(fake, shared)
+    assert len(arrivals) == 4
+    after = sorted(t - arrivals[1] for t in arrivals[2:])  # seconds after the 429
+    if shared:  # B waits out the pause A's 429 started: nothing arrives before 0.4 s
+        assert after[0] >= 0.38
+    else:  # each thread on its own: B goes straight through at ~0.1 s
+        assert after[0] < 0.3
+
+
+def test_max_concurrency_caps_requests_in_flight_across_threads(key: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with FakeOpenAI(lambda request: reply("ok", delay=0.05)) as fake:
+        spec = spec_for(fake, model_id="capped", max_concurrency=3)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda _: OpenAIBackend(spec, retry=FAST).complete(MESSAGES), range(16)))
+        limiter = m.endpoint_limiter(spec)
+    assert fake.answered == 16 and fake.max_in_flight == 3
+    assert limiter.stats["max_in_flight"] == 3 and limiter.limit == 3
+    with pytest.raises(ModelError, match="max_concurrency must be a positive integer"):
+        ModelSpec(name="x", base_url="http://h/v1", model_id="x", max_concurrency=0)
+
+
+def test_eight_threads_under_injected_429s_all_complete(key: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with FakeOpenAI(lambda request: reply("ok", delay=0.01), rate_limit=0.3, retry_after=0.02) as fake:
+        spec = spec_for(fake, model_id="injected-429", max_concurrency=4)
+
+        def worker(_: int) -> int:
+            backend = OpenAIBackend(spec, retry=FAST)
+            return sum(backend.complete(MESSAGES).text == "ok" for _ in range(10))
+
+        with ThreadPoolExecutor(8) as pool:
+            done = sum(pool.map(worker, range(8)))
+    assert done == 80 == fake.answered
+    # exactly 30% of the requests were refused: 114 sent for 80 replies (1.43x)
+    assert fake.refused == int(len(fake.requests) * 0.3) and len(fake.requests) <= 1.5 * done
+    assert fake.max_in_flight <= 4
+
+
+def test_after_a_pause_the_endpoint_starts_with_one_request_and_doubles() -> None:
+    limiter = m.EndpointLimiter(("http://h/v1", "slow"), limit=6)
+    policy = RetryPolicy(base=0.0, cap=0.0)
+    assert limiter._cap() == 6
+    with limiter.slot() as sent:
+        pass
+    limiter.rate_limited(sent, 0.0, policy)
+    caps = [limiter._cap()]
+    for _ in range(3):
+        with limiter.slot() as sent:
+            pass
+        limiter.succeeded(sent)
+        caps.append(limiter._cap())
+    assert caps == [1, 2, 4, 6]  # the window reached the cap and was lifted
+    # a 429 for a request sent before the episode began neither escalates nor restarts it
+    limiter.rate_limited(sent, 0.0, policy)
+    with limiter.slot() as fresh:
+        pass
+    limiter.rate_limited(sent, 0.0, policy)
+    assert limiter._strikes == 1 and limiter._cap() == 1
+    limiter.succeeded(sent)  # an answer to a request sent before the episode: no signal
+    assert limiter._strikes == 1 and limiter._cap() == 1
+    limiter.succeeded(fresh)  # a fresh answer ends the episode and widens the window
+    assert limiter._strikes == 0 and limiter._cap() == 2

@@ -129,3 +129,57 @@ def test_key_names_only_and_schema_doc_is_current():
     assert json.loads(SCHEMA_DOC.read_text()) == json.loads(json.dumps(json_schema())), (
         "docs/trajectory.schema.json is stale: run `adakit schema --write`"
     )
+
+
+def test_fast_and_plain_parsing_agree(tmp_path):
+    """RunWriter lines (kind first) go through pydantic's JSON parser; lines in any other key
+    order through json.loads; both give the same records, and a broken line says not JSON."""
+    records = [header(), turn(1), turn(2, ranges=((5, 20),)), End(reason="finalize", ended_at=104.0)]
+    fast = write(tmp_path / "fast.jsonl", records)
+    shuffled = tmp_path / "plain.jsonl"
+    shuffled.write_text("".join(json.dumps(dict(reversed(list(r.model_dump(mode="json").items()))))
+                                + "\n" for r in records))
+    assert not shuffled.read_text().startswith('{"kind"')
+    a, b = read_run(fast), read_run(shuffled)
+    assert (a.header, a.turns, a.end) == (b.header, b.turns, b.end)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(fast.read_text().splitlines()[0] + '\n{"kind":"turn","turn": 1, oops\n')
+    with pytest.raises(ValueError, match=r"broken.jsonl:2: not JSON"):
+        read_run(broken)
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text(fast.read_text().splitlines()[0] + '\n{"kind":"turn","turn":"first"}\n')
+    with pytest.raises(ValidationError):
+        read_run(wrong)
+
+
+def test_three_clocks_keep_downtime_and_coach_time_out_of_active_time(tmp_path):
+    """A coach run that crashed after turn 1 and resumed an hour later (values by hand)."""
+    # turn 1: 100 -> 102 s, of which the coach review took 101.5 -> 102 (its calls 0.4 s)
+    t1 = turn(1).model_copy(update={"ended_at": 102.0, "coach": {
+        "decision": "PASS", "started_at": 101.5, "ended_at": 102.0, "latency_s": 0.4}})
+    t2 = turn(2, t0=3600.0).model_copy(update={"started_at": 3600.0, "ended_at": 3603.0,
+                                               "coach": {"decision": "HINT", "latency_s": 1.0}})
+    write(tmp_path / "c.jsonl", [header(condition="coach_judge"), t1, t2,
+                                 End(reason="turn_bound", ended_at=3603.5)])
+    c = load_corpus(tmp_path, cache=False)
+    run = c.runs.iloc[0]
+    assert run["wall_s"] == pytest.approx(3503.5) and run["elapsed_s"] == pytest.approx(3503.5)
+    assert run["coach_s"] == pytest.approx(0.5 + 1.0)  # review span, else the calls' latency
+    assert run["active_s"] == pytest.approx((2.0 - 0.5) + (3.0 - 1.0))
+    t = c.turns.set_index("turn")
+    assert t.loc[1, "coach_s"] == pytest.approx(0.5) and t.loc[2, "active_s"] == pytest.approx(2.0)
+    # journey positions on the active clock: turn 2 starts where turn 1's 1.5 s end
+    assert t.loc[1, "active_rel_start"] == 0.0
+    assert t.loc[2, "active_rel_start"] == pytest.approx(1.5 / 3.5)
+    assert t.loc[2, "active_rel_end"] == pytest.approx(1.0)
+    # the wall clock puts turn 2 at the far end of the hour-long gap
+    assert t.loc[2, "t_rel_start"] == pytest.approx(3500.0 / 3503.5)
+
+
+def test_time_totals_match_the_loader_and_never_go_negative():
+    from adakit.record import coach_seconds, time_totals
+
+    t = turn(1).model_copy(update={"coach": {"decision": "PASS", "latency_s": 9.0}})
+    assert coach_seconds(t) == 1.0  # clipped to the 1 s turn
+    assert time_totals([t, turn(2)], 100.0, 103.0) == {"active_s": 1.0, "coach_s": 1.0,
+                                                       "wall_s": 3.0}

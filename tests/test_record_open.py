@@ -95,3 +95,19 @@ def test_open_corpus_fails_clearly_on_missing_or_empty_corpora(tmp_path, corpus)
         p.unlink()
     with pytest.raises(ValueError, match="no finished runs in the corpus"):
         open_corpus(corpus, finished_only=True)
+
+
+def test_open_corpus_reads_several_folders_as_one(corpus, tmp_path, capsys):
+    other = tmp_path / "more"
+    rf = synthetic_run("x1", model="m3", files=FILES,
+                       tools=[{"tool": "PKR", "file": "pkg/a.py", "ranges": [(1, 5)]}])
+    write_run(rf, other / "x1.jsonl")
+    data = open_corpus([corpus, other], models=["m1", "m3"])
+    assert sorted(data.runs["run_id"]) == ["r1", "r2", "r3", "x1"]
+    assert set(data.turns["run_id"]) == {"r1", "r2", "r3", "x1"}
+    out = capsys.readouterr().out
+    assert out.startswith(f"corpus {corpus} + {other}: 4 runs") and "m3" in out
+    # the same run in two folders is refused, not counted twice
+    write_run(rf, corpus / "x1.jsonl")
+    with pytest.raises(ValueError, match="'x1' is in more than one"):
+        open_corpus([corpus, other])

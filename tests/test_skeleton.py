@@ -32,15 +32,21 @@ def test_environment_yml_mirrors_pyproject():
     editable = next(p for p in pip if p.startswith("-e ."))
     extras = set(re.search(r"\[(.*)\]", editable).group(1).split(","))
     assert extras == set(project["optional-dependencies"]), "environment.yml must install every extra"
-    # packages conda installs itself carry the same pins as in pyproject.toml
-    pinned = {re.split(r"[<>=!~ ]", d, maxsplit=1)[0]: d for d in project["dependencies"]}
-    for extra in project["optional-dependencies"].values():
-        pinned.update({re.split(r"[<>=!~ ]", d, maxsplit=1)[0]: d for d in extra})
-    for dep in deps:
-        if isinstance(dep, str) and not dep.startswith(("python", "pip")):
-            name = re.split(r"[<>=!~ ]", dep, maxsplit=1)[0]
-            assert pinned.get(name) == dep, f"environment.yml pins {dep}, pyproject {pinned.get(name)}"
-    assert "hypothesis>=6.100,<7" in deps  # the property tests need it in both
+
+
+def test_environment_yml_pins_match_pyproject():
+    """A package environment.yml names explicitly carries pyproject's specifier, verbatim."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = [*project["dependencies"], *(d for extra in project["optional-dependencies"].values()
+                                         for d in extra)]
+    by_name = {re.match(r"[A-Za-z0-9_.-]+", s).group(0).lower(): s for s in specs}
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    named = [d for d in env["dependencies"] if isinstance(d, str) and not d.startswith(("python", "pip"))]
+    assert "jsonschema>=4.18,<5" in named  # the schema tests' validator
+    assert "hypothesis>=6.100,<7" in named  # the property tests (tests/test_properties.py)
+    for dep in named:
+        name = re.match(r"[A-Za-z0-9_.-]+", dep).group(0).lower()
+        assert by_name.get(name) == dep, f"environment.yml {dep!r} differs from pyproject ({by_name.get(name)!r})"
 
 
 def test_make_help_lists_the_targets():

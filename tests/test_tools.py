@@ -145,7 +145,7 @@ def test_overview_of_other_files(box: Toolbox) -> None:
     assert "<peek_code_region><file_path>pkg/__init__.py</file_path><start_line>1</start_line><end_line>6</end_line></peek_code_region>" in r.text
 
 
-def test_overview_of_cython_by_line_pattern(world: World, box: Toolbox) -> None:
+def test_overview_and_definitions_of_cython(world: World, box: Toolbox) -> None:
     (world.root / "pkg" / "fast.pyx").write_text(
         "cdef int LIMIT = 3\n\ncdef class Tree:\n    cdef int n\n\n"
         "    cpdef int depth(self, int x):\n        return x\n\n"
@@ -153,12 +153,16 @@ def test_overview_of_cython_by_line_pattern(world: World, box: Toolbox) -> None:
         "cdef inline double _half(double v) nogil:\n    return v / 2\n")
     r = ok(box, "get_structural_overview", file_path="pkg/fast.pyx")
     assert r.text.splitlines()[2:] == [
-        "L3  cdef class Tree",
-        "  L6  cpdef int depth(self, int x)",
-        "  L9  def __cinit__(self)",
-        "L12  cdef inline double _half(double v) nogil",
+        "cdef class Tree  L3-10",
+        "  cpdef int depth(self, int x)  L6-7",
+        "  def __cinit__(self)  L9-10",
+        "cdef inline double _half(double v) nogil  L12-13",
     ]
-    assert "Cython is not parsed" in r.text
+    assert r.text.splitlines()[0].endswith("| cython]")
+    d = ok(box, "explore_code", action_type="go_to_definition",
+           current_file_path="pkg/fast.pyx", current_line_number=12, symbol_name="Tree")
+    assert "1. class Tree in pkg/fast.pyx, lines 3-10" in d.text
+    assert d.metrics.ranges == [(3, 10)]
 
 
 def test_overview_folds_large_files(world: World, box: Toolbox) -> None:
@@ -270,7 +274,7 @@ def test_go_to_definition_not_found_says_where_it_looked(box: Toolbox) -> None:
     r = ok(box, "explore_code", action_type="go_to_definition", current_file_path="pkg/shapes.py",
            current_line_number=26, symbol_name="dataclass")
     assert "No definition of 'dataclass' found" in r.text
-    assert "8 indexed source files" in r.text
+    assert "10 indexed source files" in r.text
     assert "pkg/shapes.py imports it at line 4: from dataclasses import dataclass" in r.text
     assert r.metrics.result_count == 0 and r.metrics.ranges == []
     r = ok(box, "explore_code", action_type="go_to_definition", current_file_path="pkg/__init__.py",
@@ -303,7 +307,7 @@ def test_find_all_references(box: Toolbox) -> None:
     r = ok(box, "explore_code", action_type="find_all_references", current_file_path="pkg/shapes.py",
            current_line_number=38, symbol_name="area_of")
     lines = r.text.splitlines()
-    assert lines[0].startswith("4 references to 'area_of' in 3 files (8 indexed source files; "
+    assert lines[0].startswith("4 references to 'area_of' in 3 files (10 indexed source files; "
                                "identifiers matched by name, not by type")
     assert lines[1:] == [
         "pkg/shapes.py (1):", "  L38 [definition] def area_of(shape: Shape) -> float:",

@@ -322,11 +322,19 @@ def plot_label_shares(
 
 
 def _item_table(
-    judgments: pd.DataFrame, runs: pd.DataFrame, columns: Sequence[str]
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame,
+    columns: Sequence[str],
+    exclude_conditions: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """Scored turn-level items with the run columns ``columns`` joined on."""
+    """Scored turn-level items with the run columns ``columns`` joined on; items of runs in
+    ``exclude_conditions`` are left out."""
     agg = ag.aggregate_votes(judgments)
     agg = agg[agg["family"].isin(ag.TURN_FAMILIES) & agg["score"].notna()]
+    if exclude_conditions:
+        if "condition" not in runs.columns:
+            raise ValueError("leaving out conditions needs the runs table's condition column")
+        runs = runs[~runs["condition"].isin(list(exclude_conditions))]
     keep = ["run_id", *[c for c in columns if c not in agg.columns]]
     return agg.merge(runs[list(dict.fromkeys(keep))], on="run_id", how="inner")
 
@@ -337,15 +345,18 @@ def grounding_by_task(
     rows: str = "task",
     cols: str = "model",
     overall: str = "Overall",
+    exclude_conditions: Sequence[str] = ag.NON_GRID_CONDITIONS,
 ) -> pd.DataFrame:
     """Table 6: mean navigation and synthesis grounding (1 - prior index) over the judged
     items of each (``rows``, ``cols``) cell, with an ``overall`` column pooling the items of
     every ``cols`` value.
 
-    Returns a frame indexed by ``rows`` with two-level columns (``cols`` value or
-    ``overall``, ``navigation``/``synthesis``).
+    Items of runs in ``exclude_conditions`` are left out: by default the coach-judge runs, as
+    the paper's main grid (n = 6309 of the 7193 navigation items) leaves out the intervention;
+    ``exclude_conditions=()`` pools them in. Returns a frame indexed by ``rows`` with
+    two-level columns (``cols`` value or ``overall``, ``navigation``/``synthesis``).
     """
-    items = _item_table(judgments, runs, [rows, cols])
+    items = _item_table(judgments, runs, [rows, cols], exclude_conditions)
     items["grounding"] = 1.0 - items["score"]
     items["dim"] = items["family"].map({"navigation_prior": "navigation",
                                         "reasoning_prior": "synthesis"})
@@ -378,15 +389,23 @@ def tool_prior_scores(
     judgments: pd.DataFrame,
     runs: pd.DataFrame | None = None,
     by: Sequence[str] = (),
+    exclude_conditions: Sequence[str] = ag.NON_GRID_CONDITIONS,
 ) -> pd.DataFrame:
     """Per-tool prior leaning of the turn-level items (the paper's OVW vs EXP and CON vs MEM
     contrast): ``n`` items, mean ``prior_index``, ``grounding`` = 1 - prior index, and its
-    standard error, optionally split by run columns ``by`` (needs ``runs``)."""
+    standard error, optionally split by run columns ``by``.
+
+    As in Table 6, items of runs in ``exclude_conditions`` (default: the coach-judge runs,
+    outside the paper's main grid) are left out, which needs ``runs``; with
+    ``exclude_conditions=()`` and no ``by`` the runs table is optional."""
     by = list(by)
-    if by:
-        if runs is None:
-            raise ValueError("splitting tool scores by run columns needs the runs table")
-        items = _item_table(judgments, runs, by)
+    if runs is None and (by or exclude_conditions):
+        why = "splitting tool scores by run columns" if by else (
+            f"leaving out the {list(exclude_conditions)} runs (pass exclude_conditions=() to "
+            "pool every run)")
+        raise ValueError(f"{why} needs the runs table")
+    if runs is not None:
+        items = _item_table(judgments, runs, by, exclude_conditions)
     else:
         agg = ag.aggregate_votes(judgments)
         items = agg[agg["family"].isin(ag.TURN_FAMILIES) & agg["score"].notna()]
@@ -417,7 +436,7 @@ def plot_tool_prior_scores(table: pd.DataFrame, ax: Axes | None = None) -> Figur
     t = table.set_index("tool").loc[order].reset_index()
     fig, ax = _axes(ax, figsize=(5.5, 0.35 * len(t) + 1.2))
     ypos = np.arange(len(t))[::-1]
-    colors = [figures.TOOL_COLORS.get(tool, figures.NEUTRAL_COLOR) for tool in t["tool"]]
+    colors = [figures.CANONICAL_COLORS.get(tool, figures.NEUTRAL_COLOR) for tool in t["tool"]]
     ax.barh(ypos, t["grounding"], xerr=np.nan_to_num(t["sem"]), color=colors, height=0.7,
             error_kw={"elinewidth": 0.8, "capsize": 2})
     for y, r in zip(ypos, t.itertuples(), strict=True):
@@ -463,8 +482,10 @@ def plot_length_robustness(
         slope, intercept = np.polyfit(d[length].astype(float), d[family].astype(float), 1)
         xs = np.linspace(d[length].min(), d[length].max(), 50)
         ax.plot(xs, intercept + slope * xs, color="0.25", lw=1.2, ls="--")
-    ax.text(0.02, 0.97, f"Pearson r = {stats['r']:+.2f}\nAdded R² (controls) = "
-            f"{stats['added_r2']:+.3f}\nn = {int(stats['n'])}", transform=ax.transAxes,
+    r_text = "undefined" if pd.isna(stats["r"]) else f"{stats['r']:+.2f}"
+    r2_text = "undefined" if pd.isna(stats["added_r2"]) else f"{stats['added_r2']:+.3f}"
+    ax.text(0.02, 0.97, f"Pearson r = {r_text}\nAdded R² (controls) = "
+            f"{r2_text}\nn = {int(stats['n'])}", transform=ax.transAxes,
             va="top", fontsize=8, bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
     ax.set_xlabel("Conclusion length (words)" if length == "conclusion_words" else length)
     scale = "1-4" if family in ag.CONCLUSION_FAMILIES else "prior index"

@@ -11,10 +11,20 @@ end_line; failed tool calls are not in it).
 
 Choices made where the paper is silent:
 
-* **Anchors (D13).** For each world and each condition, files are ranked by density
-  (1 = densest, ties share the better rank). A file a condition never read ranks just after
-  that condition's last read file. A file's position is its rank averaged over the world's
-  conditions; ties go to the larger total of lines shown.
+* **Anchors (D13).** The paper's anchors are the "most visited" files. For each world and each
+  condition, files are ranked by visits (``rank_by="visits"``, the default: successful tool
+  calls naming the file, any tool, the same count behind lens 0's files visited, so a file
+  reached only by an outline or a reference search counts), 1 = most visited, ties sharing
+  the better rank. ``rank_by="lines"`` ranks by lines shown instead. A file a condition never
+  visited ranks just after that condition's last listed file. A file's position is its rank
+  averaged over the world's conditions; ties go to the larger total of the ranking measure,
+  then of the other one.
+* **Overview maps (Fig. 10a).** The paper's overview shows *cumulative* trace density across
+  the whole matrix: :func:`plot_overview_map` colours files by the lines shown summed over all
+  runs (``values="cumulative"``, the default) or per run (``values="per_run"``).
+* **Model contrasts (Fig. 10b).** Two models are compared on the same world *and task*
+  (:func:`compare_pairs` holds the task fixed, choosing the task with most runs of both models
+  unless one is given), as the paper's panel does; conditions are pooled.
 * **Corridors (D14).** A move is two consecutive successful tool calls of a run that name
   different files; turns naming no file (MEM, CON, ...) are skipped, so a -> MEM -> b is a
   move a -> b. Moves count every occurrence, trajectories count the runs with at least one.
@@ -28,7 +38,7 @@ Choices made where the paper is silent:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import circlify
@@ -305,13 +315,15 @@ def density_difference(
 @dataclass(frozen=True)
 class PairComparison:
     """One signed A - B density comparison along a runs column (Fig. 10b-d), or the reason
-    it was skipped (``difference`` is then None)."""
+    it was skipped (``difference`` is then None). ``scope`` holds the columns held fixed
+    (e.g. the world and task of a model contrast)."""
 
     column: str
     a: Any = None
     b: Any = None
     difference: pd.DataFrame | None = None
     skipped: str = ""
+    scope: dict[str, Any] = field(default_factory=dict)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -326,7 +338,25 @@ class PairComparison:
         n_a = int(d["n_runs_a"].iloc[0]) if len(d) else 0
         n_b = int(d["n_runs_b"].iloc[0]) if len(d) else 0
         la, lb = self.labels
-        return f"{la} ({n_a} runs) minus {lb} ({n_b} runs), {len(d)} files"
+        where = ", ".join(f"{k} {v}" for k, v in self.scope.items())
+        return (f"{la} ({n_a} runs) minus {lb} ({n_b} runs), {len(d)} files"
+                + (f" ({where})" if where else ""))
+
+
+#: Columns held fixed per comparison column (None: the value with most runs of both sides).
+HOLD: dict[str, dict[str, Any]] = {"model": {"task": None}}
+
+
+def _held_value(scope: pd.DataFrame, column: str, a: Any, b: Any, held: str) -> Any:
+    """The value of ``held`` with runs of both A and B and the most runs in all (ties: the
+    first in display order); None when no value has both."""
+    both = scope[scope[column].isin([a, b])]
+    sides = both.groupby(held)[column].nunique()
+    candidates = [v for v in figures.order_for(held, sides.index) if sides.get(v, 0) == 2]
+    if not candidates:
+        return None
+    size = both.groupby(held).size()
+    return max(candidates, key=lambda v: size[v])  # max keeps the first of equal sizes
 
 
 def compare_pairs(
@@ -334,16 +364,22 @@ def compare_pairs(
     runs: pd.DataFrame,
     pairs: Mapping[str, Sequence[Any]],
     within: Mapping[str, Any] | None = None,
+    hold: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, PairComparison]:
     """Signed difference tables for several A - B comparisons, one per runs column.
 
     ``pairs`` maps a runs column to the two values to compare, ``[A, B]``; an empty list takes
     the first two values present in display order (e.g. the paper's model order). ``within``
-    restricts both groups, e.g. ``{"world": "flask"}``. A comparison that cannot be made (fewer
-    than two values, a value without runs, A equal to B) is returned with its reason in
-    ``skipped`` instead of failing the others. Results keep the order of ``pairs``.
+    restricts both groups, e.g. ``{"world": "flask"}``. ``hold`` fixes further columns per
+    comparison (default :data:`HOLD`: a model contrast holds the task, Fig. 10b); a held value
+    of None picks the value with most runs of both A and B. A comparison that cannot be made
+    (fewer than two values, a value without runs, A equal to B, no held value with both) is
+    returned with its reason in ``skipped`` instead of failing the others. Results keep the
+    order of ``pairs``.
     """
-    _require(runs, ["run_id", *pairs, *(within or {})], "the runs table")
+    hold = HOLD if hold is None else hold
+    held_cols = [c for col in pairs for c in (hold.get(col) or {})]
+    _require(runs, ["run_id", *pairs, *(within or {}), *held_cols], "the runs table")
     scope = runs[_select(runs, within or {})]
     out: dict[str, PairComparison] = {}
     for column, wanted in pairs.items():
@@ -363,8 +399,28 @@ def compare_pairs(
             out[column] = PairComparison(column, a, b, skipped=why)
             continue
         base = dict(within or {})
+        held = {}
+        for col, value in (hold.get(column) or {}).items():
+            if col in base:
+                continue
+            chosen_value = value if value is not None else _held_value(scope, column, a, b, col)
+            if chosen_value is None:
+                held = None
+                break
+            held[col] = chosen_value
+        if held is None:
+            out[column] = PairComparison(column, a, b, skipped=(
+                f"no {col} with runs of both {a!r} and {b!r}{where}"))
+            continue
+        base.update(held)
+        sides = runs[_select(runs, base)][column]
+        lacking = [v for v in (a, b) if not (sides == v).any()]
+        if lacking:
+            out[column] = PairComparison(column, a, b, skipped=(
+                f"{lacking} have no runs with {base}"), scope=base)
+            continue
         diff = density_difference(reads, runs, {**base, column: a}, {**base, column: b})
-        out[column] = PairComparison(column, a, b, difference=diff)
+        out[column] = PairComparison(column, a, b, difference=diff, scope=base)
     return out
 
 
@@ -407,12 +463,20 @@ def _manifest_extensions(name: str) -> tuple[str, ...]:
     return tuple(spec.extensions) if spec is not None else ()
 
 
+#: Caption of a map whose files come from the trajectory alone (no world at hand).
+FROM_READS_NOTE = ("Files and sizes from the trajectories only (no world): the files the runs "
+                   "read, each sized by the highest line read.")
+
+
 def files_from_reads(reads: pd.DataFrame) -> pd.DataFrame:
     """A stand-in files table when the world is not at hand: the files the corpus read, with
-    LOC unknown and taken as the highest line read."""
+    LOC unknown and taken as the highest line read. The table is marked
+    (``attrs["from_reads"]``) so :func:`plot_repo_map` says so under the map."""
     r = _clean_reads(reads)
     out = r.groupby("file")["end_line"].max().rename("loc").reset_index()
-    return out.sort_values("file").reset_index(drop=True)
+    out = out.sort_values("file").reset_index(drop=True)
+    out.attrs["from_reads"] = True
+    return out
 
 
 def complete_files(files: pd.DataFrame, reads: pd.DataFrame) -> pd.DataFrame:
@@ -424,21 +488,51 @@ def complete_files(files: pd.DataFrame, reads: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([files[["file", "loc"]], extra], ignore_index=True)
 
 
+def world_source(runs: pd.DataFrame, world: str) -> str | None:
+    """Where a world's files can be found, from the runs table's ``world_source`` column: a
+    local checkout (``folder:PATH``) first, then a manifest source, then ``trajectory`` (runs
+    imported without a world); None when the column is absent."""
+    if "world_source" not in runs.columns or "world" not in runs.columns:
+        return None
+    found = [str(v) for v in runs.loc[runs["world"] == world, "world_source"].dropna().unique()]
+    for pick in (lambda v: v.startswith("folder:"), lambda v: v not in ("", "trajectory"),
+                 lambda v: v == "trajectory"):
+        hit = sorted(v for v in found if pick(v))
+        if hit:
+            return hit[0]
+    return None
+
+
 def map_files(
-    world: str, reads: pd.DataFrame, fetch: bool = False
+    world: str, reads: pd.DataFrame, fetch: bool = False, source: str | None = None
 ) -> tuple[pd.DataFrame, str]:
     """The files table (file, loc) for a world's map and a sentence saying where it came from.
 
-    The world's source files (with every file the corpus read there added) when the world is
-    on disk (or ``fetch`` downloads it); otherwise, or when none of the files the corpus read
-    exist in it (e.g. a synthetic corpus), the files the corpus read stand in with LOC taken
-    as the highest line read.
+    ``source`` is the world's recorded source (:func:`world_source`): ``folder:PATH`` maps onto
+    a local checkout; ``trajectory`` (runs imported without a world) maps only what the runs
+    read. Otherwise the world's source files (with every file the corpus read there added)
+    when the manifest world is on disk (or ``fetch`` downloads it); when it is not, or when
+    none of the files the corpus read exist in it (e.g. a synthetic corpus), the files the
+    corpus read stand in with LOC taken as the highest line read.
     """
-    from adakit.world import WorldUnavailable, open_world
+    from adakit.world import World, WorldUnavailable, open_world
 
     r = reads[reads["world"] == world] if "world" in reads.columns else reads
+    if source == "trajectory":
+        if r.empty:
+            raise ValueError(f"world {world!r} was imported without a world and its runs read "
+                             "nothing: no files to draw")
+        return files_from_reads(r), (
+            f"World {world!r} was imported without a world (adakit import --world): the map "
+            f"shows only the {r['file'].nunique()} files the runs read, sized by the highest "
+            "line read (LOC unknown).")
     try:
-        w = open_world(world, fetch=fetch)
+        if source and source.startswith("folder:"):
+            w = World(source.removeprefix("folder:"), name=world)
+            where = f"the local checkout {w.root}"
+        else:
+            w = open_world(world, fetch=fetch)
+            where = str(w.root)
     except (WorldUnavailable, KeyError, ValueError, OSError) as exc:
         if r.empty:
             raise ValueError(f"world {world!r} is not available ({exc}) and the corpus read "
@@ -452,7 +546,7 @@ def map_files(
             f"None of the files the corpus read exist in world {world!r} as fetched; the map "
             "shows the files the corpus read, sized by the highest line read (LOC unknown).")
     out = complete_files(files, r) if not r.empty else files
-    return out, (f"World {world!r}: {len(files)} source files from {w.root} "
+    return out, (f"World {world!r}: {len(files)} source files from {where} "
                  f"({len(out) - len(files)} more read by the corpus).")
 
 
@@ -631,6 +725,8 @@ def plot_repo_map(
     clip_quantile: float = 0.95,
     colorbar_label: str | None = None,
     title: str | None = None,
+    note: str | None = None,
+    vmax: float | None = None,
 ) -> Figure:
     """The repository map (Fig. 10): folders as nested circles, file area = LOC, colour =
     density (sequential) or a signed difference (diverging, centred at zero); unread files grey.
@@ -640,7 +736,10 @@ def plot_repo_map(
     ``diverging`` defaults to True when any value is negative. Colours saturate at the
     ``clip_quantile`` of the absolute values (the colour bar then shows "+"). Folders down to
     ``label_depth`` whose circle radius is at least ``min_label_radius`` (the world is the unit
-    circle) and the ``label_top`` strongest files are labelled.
+    circle) and the ``label_top`` strongest files are labelled. ``note`` is printed under the
+    map; a files table built from the trajectories (:func:`files_from_reads`) adds
+    :data:`FROM_READS_NOTE` by itself. ``vmax`` fixes where the colours saturate (e.g. one
+    scale for several panels) instead of the quantile.
     """
     figures.use_style()
     vals = _values_series(values, value_column)
@@ -657,8 +756,9 @@ def plot_repo_map(
     leaf["value"] = leaf["path"].map(vals).astype(float)
     seen = leaf["value"].notna() & (leaf["value"] != 0 if not diverging else True)
     mags = leaf.loc[seen, "value"].abs()
-    vmax = float(np.quantile(mags, clip_quantile)) if len(mags) else 1.0
-    vmax = vmax if vmax > 0 else (float(mags.max()) if len(mags) and mags.max() > 0 else 1.0)
+    if vmax is None or vmax <= 0:
+        vmax = float(np.quantile(mags, clip_quantile)) if len(mags) else 1.0
+        vmax = vmax if vmax > 0 else (float(mags.max()) if len(mags) and mags.max() > 0 else 1.0)
     clipped = bool(len(mags) and mags.max() > vmax)
     if diverging:
         norm: Normalize = TwoSlopeNorm(0.0, -vmax, vmax)
@@ -687,7 +787,17 @@ def plot_repo_map(
     fig.colorbar(sm, ax=ax, shrink=0.6, label=label, extend=extend)
     if title:
         ax.set_title(title)
+    _caption(ax, note, files)
     return fig
+
+
+def _caption(ax: Axes, note: str | None, files: pd.DataFrame | None) -> None:
+    """The map's source note under the axes (always when the files came from the reads)."""
+    if note is None and files is not None and files.attrs.get("from_reads"):
+        note = FROM_READS_NOTE
+    if note:
+        ax.text(0.5, -0.02, note, transform=ax.transAxes, ha="center", va="top", fontsize=7,
+                color="#555555", wrap=True)
 
 
 def plot_difference_map(
@@ -703,6 +813,29 @@ def plot_difference_map(
     kwargs.setdefault("colorbar_label", f"{labels[0]} minus {labels[1]} (lines per run)")
     kwargs.setdefault("title", f"{labels[0]} − {labels[1]}")
     return plot_repo_map(files, difference, ax=ax, value_column="diff", diverging=True, **kwargs)
+
+
+OVERVIEW_VALUES: dict[str, tuple[str, str]] = {
+    "cumulative": ("lines_shown", "Cumulative trace density (lines shown, all runs)"),
+    "per_run": ("density", "Trace density (lines shown per run)"),
+}
+
+
+def plot_overview_map(
+    files: pd.DataFrame,
+    density: pd.DataFrame,
+    values: str = "cumulative",
+    ax: Axes | None = None,
+    **kwargs: Any,
+) -> Figure:
+    """Fig. 10a for one world: the map coloured by the cumulative lines shown over all runs
+    (``values="cumulative"``, the paper's overview) or by lines shown per run
+    (``values="per_run"``). ``density`` is :func:`trace_density` output for the world."""
+    if values not in OVERVIEW_VALUES:
+        raise ValueError(f"values must be one of {list(OVERVIEW_VALUES)}, not {values!r}")
+    column, label = OVERVIEW_VALUES[values]
+    kwargs.setdefault("colorbar_label", label)
+    return plot_repo_map(files, density, ax=ax, value_column=column, diverging=False, **kwargs)
 
 
 # --------------------------------------------------------------------------- routes
@@ -804,6 +937,7 @@ def plot_route(
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.02), frameon=False)
     if title:
         ax.set_title(title)
+    _caption(ax, None, files)
     return fig
 
 
@@ -850,28 +984,81 @@ def labelled_routes(turns: pd.DataFrame, chosen: pd.DataFrame) -> dict[str, pd.D
 # --------------------------------------------------------------------------- tables
 
 
+def file_visits(
+    turns: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Visits per file (and group): successful tool calls naming the file, any tool (an
+    outline or a reference search counts although it shows no line), which is what lens 0
+    counts as files visited.
+
+    Columns: *by, file, visits, runs_visiting, n_runs (from ``runs`` when given, so runs that
+    visited nothing count), visits_per_run.
+    """
+    keys = list(_as_tuple(by))
+    t = _with_groups(_file_turns(turns, keys), runs, keys, "the turns table")
+    cols = [*keys, "file", "visits", "runs_visiting", "n_runs", "visits_per_run"]
+    if t.empty:
+        return pd.DataFrame(columns=cols)
+    out = t.groupby([*keys, "file"], dropna=False).agg(
+        visits=("run_id", "size"), runs_visiting=("run_id", "nunique")).reset_index()
+    counts = _group_run_counts(t, runs, keys)
+    out = out.merge(counts, on=keys, how="left") if keys else out.assign(
+        n_runs=int(counts["n_runs"].iloc[0]))
+    out["visits_per_run"] = out["visits"] / out["n_runs"]
+    out = out.sort_values([*keys, "visits", "file"], ascending=[True] * len(keys) + [False, True])
+    return out[cols].reset_index(drop=True)
+
+
+ANCHOR_RANKINGS: tuple[str, ...] = ("visits", "lines")
+
+
 def anchor_files(
     reads: pd.DataFrame,
     runs: pd.DataFrame | None = None,
     world: str = "world",
     across: str = "condition",
     top: int | None = 3,
+    rank_by: str = "visits",
+    turns: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Recurring anchor files per world ranked by average position across ``across`` (D13).
 
-    Columns: world, position, file, mean_rank, ranked_in (groups that read the file),
-    groups (groups of the world), lines_shown.
+    ``rank_by="visits"`` (default, the paper's "most visited"; needs ``turns``) or
+    ``"lines"`` (lines shown); see the module docstring. Columns: world, position, file,
+    mean_rank, ranked_in (groups that visited the file), groups (groups of the world),
+    visits (NaN without ``turns``), lines_shown.
     """
-    d = trace_density(reads, runs, by=(world, across))
-    cols = [world, "position", "file", "mean_rank", "ranked_in", "groups", "lines_shown"]
+    if rank_by not in ANCHOR_RANKINGS:
+        raise ValueError(f"rank_by must be one of {list(ANCHOR_RANKINGS)}, not {rank_by!r}")
+    if rank_by == "visits" and turns is None:
+        raise ValueError("ranking anchors by visits needs the turns table (turns=...); "
+                         "rank_by='lines' ranks by lines shown instead")
+    cols = [world, "position", "file", "mean_rank", "ranked_in", "groups", "visits",
+            "lines_shown"]
+    keys = [world, across]
+    lines = trace_density(reads, runs, by=keys)[[*keys, "file", "lines_shown"]]
+    if turns is not None:
+        visits = file_visits(turns, runs, by=keys)[[*keys, "file", "visits"]]
+        d = visits.merge(lines, on=[*keys, "file"], how="outer")
+        d["visits"] = d["visits"].fillna(0)
+    else:
+        d = lines.assign(visits=np.nan)
+    d["lines_shown"] = d["lines_shown"].fillna(0)
     if d.empty:
         return pd.DataFrame(columns=cols)
-    d["rank"] = d.groupby([world, across], dropna=False)["density"].rank(
+    measure = "visits" if rank_by == "visits" else "lines_shown"
+    other = "lines_shown" if rank_by == "visits" else "visits"
+    d = d[d[measure] > 0].copy()
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    d["rank"] = d.groupby([world, across], dropna=False)[measure].rank(
         ascending=False, method="min")
     files = d[[world, "file"]].drop_duplicates()
     groups = d[[world, across]].drop_duplicates()
     grid = files.merge(groups, on=world)
-    grid = grid.merge(d[[world, across, "file", "rank", "lines_shown"]],
+    grid = grid.merge(d[[world, across, "file", "rank", "visits", "lines_shown"]],
                       on=[world, across, "file"], how="left")
     worst = d.groupby([world, across], dropna=False)["file"].size().rename("n_read") + 1
     grid = grid.merge(worst.reset_index(), on=[world, across])
@@ -879,12 +1066,14 @@ def anchor_files(
     grid["rank"] = grid["rank"].fillna(grid["n_read"])
     out = grid.groupby([world, "file"], dropna=False).agg(
         mean_rank=("rank", "mean"), ranked_in=("ranked", "sum"), groups=(across, "nunique"),
-        lines_shown=("lines_shown", "sum"))
-    out = out.reset_index().sort_values([world, "mean_rank", "lines_shown", "file"],
-                                        ascending=[True, True, False, True])
+        visits=("visits", lambda v: v.sum(min_count=1)), lines_shown=("lines_shown", "sum"))
+    out = out.reset_index().sort_values([world, "mean_rank", measure, other, "file"],
+                                        ascending=[True, True, False, False, True])
     out["position"] = out.groupby(world).cumcount() + 1
     out["lines_shown"] = out["lines_shown"].astype(int)
     out["ranked_in"] = out["ranked_in"].astype(int)
+    if turns is not None:
+        out["visits"] = out["visits"].fillna(0).astype(int)
     if top is not None:
         out = out[out["position"] <= top]
     return out[cols].reset_index(drop=True)

@@ -20,13 +20,29 @@ Fig. 13 (signed footprint)     :func:`footprint_shift` -> :func:`plot_footprint_
 
 Definitions (where the paper leaves them open):
 
-* **turns** counts every recorded turn; **elapsed_s** is the run's wall-clock span (in a live
-  coach run it includes the judges' and the coach's time, which the loop spends inside a turn);
-  **conclusion_attempts** counts ``stash_conclusion`` calls with ``proceed_to_finalize=true``
-  (accepted or rejected); **error_turns** counts turns with any error type (tool error, unknown
-  tool, malformed reply); **coach_message_turns** counts turns whose coach decision was HINT
-  or REJECT (``hint_turns`` and ``reject_turns`` split them); per-tool metrics count the turns
-  that called each tool.
+* **turns** counts every recorded turn; **elapsed_s** is the run's **active** time by default
+  (``time="active"``: the agent's own turn times; the judges' and the coach's calls, which the
+  loop makes inside a turn, and any downtime between a crash and its resume are left out, as
+  the paper's near-equal time per turn, 5.50 s coach vs 5.32 s natural, implies);
+  ``time="wall"`` takes the wall-clock span instead.
+* **conclusion_attempts** (``attempts="unaccepted"``, the default) counts every
+  ``stash_conclusion`` call except the one that ended the run: interim conclusions and
+  rejected finalize attempts. It is the reading consistent with the paper's D15 figures: a
+  natural run that closes at its first conclusion scores 0, so the natural mean of 0.5 is
+  possible (counting finalize calls, every concluded natural run scores at least 1), and a
+  coach run's 8.3 are its rejected closures plus the interim conclusions it cycles through.
+  ``attempts="all"`` counts every ``stash_conclusion`` call, ``attempts="finalize"`` only
+  those with ``proceed_to_finalize=true`` (accepted or rejected).
+* **error_turns** counts turns with any error type (tool error, unknown tool, malformed reply).
+* **coach_message_turns** counts turns whose coach decision was HINT or REJECT *and whose
+  message reached Ada* (``messages="delivered"``, the default: a later turn of the run exists;
+  a HINT on the accepted closing conclusion, or on the last turn before the turn bound, is
+  never read). ``messages="decided"`` counts every HINT or REJECT decision. ``hint_turns`` and
+  ``reject_turns`` split it, so coach_message_turns = hint_turns + reject_turns always. The
+  paper's prose (179 hint turns + 39 rejection turns "among 269 coach-message turns") does not
+  add up; its table's 11.2 per run x 24 runs = 269 is the total it reports, and no split of our
+  counts reproduces both (see docs/deviations.md).
+* per-tool metrics count the turns that called each tool.
 * **Sign test.** Two-sided and exact: ties (zero differences) are dropped, and with ``n``
   non-zero differences of which ``k`` are in the rarer direction, ``p = min(1, 2 * P(X <= k))``
   for ``X ~ Binomial(n, 1/2)``; ``p = 1`` when every difference is zero.
@@ -35,9 +51,12 @@ Definitions (where the paper leaves them open):
   repeats, rounded); every later turn is its *extended lifetime*. A transition belongs to the
   regime of the turn it lands on (:func:`adakit.lenses.policy.split_regimes`).
 * **Trace grounding labels (D17).** The panel's verdict per conclusion (majority, else
-  median; :func:`adakit.agreement.aggregate_votes`) is named by its score with the judges'
-  labels (4 well supported ... 1 unsupported); a half-step median is ``split``, an item with
-  no counted verdict is ``unclear``.
+  median; :func:`adakit.agreement.aggregate_votes`) is named by its score in the paper's
+  words (``vocabulary="paper"``: 4 well supported, 3 partially supported, 2 thinly supported,
+  1 unsupported; ``vocabulary="judges"`` keeps the judges' labels, well / mostly / weakly /
+  unsupported); a half-step median is ``split``. Shares are out of the conclusions with a
+  panel score: an item with no counted verdict is ``unclear``, shown as its own row with a
+  count but no share (``unclear="drop"`` leaves the row out).
 """
 
 from __future__ import annotations
@@ -136,32 +155,65 @@ def format_p(p: float) -> str:
 # ============================================================================== D15 / D16
 
 
-def run_metrics(runs: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
-    """One row per run with the surface and action metrics of Tables D15 and D16 (module doc).
+ATTEMPT_RULES: tuple[str, ...] = ("unaccepted", "all", "finalize")
+MESSAGE_RULES: tuple[str, ...] = ("delivered", "decided")
+TIME_COLUMNS: dict[str, str] = {"active": "active_s", "wall": "wall_s"}
 
-    ``runs`` and ``turns`` are the corpus tables of :func:`adakit.record.load_corpus`; runs
-    without turns get zeros. Columns: :data:`METRIC_COLUMNS`.
+
+def run_metrics(
+    runs: pd.DataFrame,
+    turns: pd.DataFrame,
+    time: str = "active",
+    attempts: str = "unaccepted",
+    messages: str = "delivered",
+) -> pd.DataFrame:
+    """One row per run with the surface and action metrics of Tables D15 and D16.
+
+    ``time``, ``attempts`` and ``messages`` choose the definitions of elapsed time,
+    conclusion attempts and coach-message turns (module docstring; the defaults are the
+    readings consistent with the paper). ``runs`` and ``turns`` are the corpus tables of
+    :func:`adakit.record.load_corpus`; runs without turns get zeros. Columns:
+    :data:`METRIC_COLUMNS`.
     """
-    _require(runs, ["run_id", "model", "world", "task", "condition", "n_turns", "elapsed_s"],
+    for name, value, allowed in (("time", time, tuple(TIME_COLUMNS)),
+                                 ("attempts", attempts, ATTEMPT_RULES),
+                                 ("messages", messages, MESSAGE_RULES)):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {list(allowed)}, not {value!r}")
+    clock = TIME_COLUMNS[time]
+    _require(runs, ["run_id", "model", "world", "task", "condition", "n_turns", clock],
              "the runs table")
-    _require(turns, ["run_id", "tool", "error_type", "finalize", "coach_decision"],
+    _require(turns, ["run_id", "turn", "tool", "error_type", "finalize", "coach_decision"],
              "the turns table")
     t = turns[turns["run_id"].isin(set(runs["run_id"]))]
     decision = t["coach_decision"].astype("string").str.upper()
-    finalize = t["finalize"].map(lambda v: v is True or v == 1).astype(bool)
+    finalize = t["finalize"].map(lambda v: v is True or v == 1).astype(bool).to_numpy()
+    con = (t["tool"] == "CON").to_numpy()
+    last_turn = t.groupby("run_id")["turn"].transform("max").to_numpy()
+    is_last = t["turn"].to_numpy() == last_turn
+    reason = t["run_id"].map(runs.set_index("run_id")["reason"]) if "reason" in runs.columns \
+        else pd.Series(None, index=t.index)
+    closing = con & finalize & is_last & (reason == "finalize").to_numpy()
+    if attempts == "unaccepted":
+        attempt = con & ~closing
+    elif attempts == "all":
+        attempt = con
+    else:
+        attempt = con & finalize
+    seen = ~is_last if messages == "delivered" else np.ones(len(t), dtype=bool)
     flags = pd.DataFrame({
         "run_id": t["run_id"].to_numpy(),
-        "conclusion_attempts": ((t["tool"] == "CON") & finalize).to_numpy(),
+        "conclusion_attempts": attempt,
         "error_turns": t["error_type"].notna().to_numpy(),
-        "hint_turns": (decision == "HINT").fillna(False).to_numpy(dtype=bool),
-        "reject_turns": (decision == "REJECT").fillna(False).to_numpy(dtype=bool),
+        "hint_turns": (decision == "HINT").fillna(False).to_numpy(dtype=bool) & seen,
+        "reject_turns": (decision == "REJECT").fillna(False).to_numpy(dtype=bool) & seen,
         **{tool: (t["tool"] == tool).to_numpy() for tool in TOOL_ORDER},
     })
     counts = flags.groupby("run_id").sum(numeric_only=True)
     out = runs[["run_id", "model", "world", "task", "condition"]].copy()
     out["repeat"] = runs["repeat"] if "repeat" in runs.columns else 0
     out["turns"] = runs["n_turns"].astype(int).to_numpy()
-    out["elapsed_s"] = runs["elapsed_s"].astype(float).to_numpy()
+    out["elapsed_s"] = runs[clock].astype(float).to_numpy()
     out["per_turn_s"] = out["elapsed_s"] / out["turns"].where(out["turns"] > 0)
     out = out.merge(counts, left_on="run_id", right_index=True, how="left")
     count_cols = ["conclusion_attempts", "error_turns", "hint_turns", "reject_turns", *TOOL_ORDER]
@@ -262,10 +314,14 @@ def surface_comparison(
     treatment: str = TREATMENT,
     on: Sequence[str] = PAIR_ON,
     metrics: Mapping[str, str] = SURFACE_METRICS,
+    time: str = "active",
+    attempts: str = "unaccepted",
+    messages: str = "delivered",
 ) -> pd.DataFrame:
-    """Table D15 (or D16 with ``metrics=TOOL_METRICS``) straight from the corpus tables."""
-    pairs = paired_metrics(run_metrics(runs, turns), model, baseline, treatment, on,
-                           columns=list(metrics))
+    """Table D15 (or D16 with ``metrics=TOOL_METRICS``) straight from the corpus tables;
+    ``time``, ``attempts`` and ``messages`` as in :func:`run_metrics`."""
+    pairs = paired_metrics(run_metrics(runs, turns, time, attempts, messages), model, baseline,
+                           treatment, on, columns=list(metrics))
     return paired_comparison(pairs, labels=metrics)
 
 
@@ -370,13 +426,20 @@ def grounding_distribution(
     baseline: str = BASELINE,
     treatment: str = TREATMENT,
     family: str = "trace_grounding",
+    vocabulary: str = "paper",
+    unclear: str = "row",
 ) -> pd.DataFrame:
     """Table D17: the panel's label per conclusion, counted per condition for one model.
 
-    Columns: label, baseline_n, baseline_share, treatment_n, treatment_share (shares within
-    each condition's judged conclusions, 0-1). Labels run from the best to the worst, then
-    ``split`` and ``unclear``; rows with no item on either side are dropped.
+    Columns: label, baseline_n, baseline_share, treatment_n, treatment_share (0-1, out of
+    each condition's conclusions with a panel score; NaN for ``unclear``). Labels run from the
+    best to the worst in ``vocabulary`` (module docstring), then ``split`` and (``unclear=
+    "row"``) ``unclear``; rows with no item on either side are dropped.
     """
+    if vocabulary not in ("paper", "judges"):
+        raise ValueError(f"vocabulary must be 'paper' or 'judges', not {vocabulary!r}")
+    if unclear not in ("row", "drop"):
+        raise ValueError(f"unclear must be 'row' or 'drop', not {unclear!r}")
     _require(runs, ["run_id", "model", "condition"], "the runs table")
     if family not in ag.CONCLUSION_FAMILIES:
         raise ValueError(f"{family!r} is not a conclusion-level family {ag.CONCLUSION_FAMILIES}")
@@ -386,6 +449,8 @@ def grounding_distribution(
     agg = ag.aggregate_votes(judgments[(judgments["family"] == family)
                                        & judgments["run_id"].isin(ids)])
     names = _label_names(family)
+    if vocabulary == "paper":
+        names = {**names, **PAPER_LABELS.get(family, {})}
     labels = [names[s] for s in sorted(names, reverse=True)] + ["split", "unclear"]
 
     def name(score: float) -> str:
@@ -395,13 +460,23 @@ def grounding_distribution(
 
     agg = agg.assign(label=agg["score"].map(name)).merge(r[["run_id", "condition"]], on="run_id")
     out = pd.DataFrame({"label": labels})
+    scored = out["label"] != "unclear"
     for side, cond in (("baseline", baseline), ("treatment", treatment)):
         counts = agg[agg["condition"] == cond]["label"].value_counts()
         out[f"{side}_n"] = out["label"].map(counts).fillna(0).astype(int)
-        total = out[f"{side}_n"].sum()
-        out[f"{side}_share"] = out[f"{side}_n"] / total if total else np.nan
+        total = out.loc[scored, f"{side}_n"].sum()
+        out[f"{side}_share"] = (out[f"{side}_n"] / total).where(scored) if total else np.nan
     keep = (out["baseline_n"] > 0) | (out["treatment_n"] > 0)
+    if unclear == "drop":
+        keep &= scored
     return out[keep].reset_index(drop=True)
+
+
+#: The paper's words for the trace grounding labels (Table D17), by score.
+PAPER_LABELS: dict[str, dict[float, str]] = {
+    "trace_grounding": {4.0: "well supported", 3.0: "partially supported",
+                        2.0: "thinly supported", 1.0: "unsupported"},
+}
 
 
 def _label_names(family: str) -> dict[float, str]:
@@ -418,7 +493,7 @@ def format_distribution(
     """A :func:`grounding_distribution` table as the paper prints it: ``10 (41.7%)``."""
 
     def cell(n: int, share: float) -> str:
-        return f"{n} ({share * 100:.1f}%)" if not pd.isna(share) else f"{n}"
+        return f"{n} ({share * 100:.1f}%)" if not pd.isna(share) else f"{n} (–)"
 
     return pd.DataFrame({
         "Label": table["label"].str.capitalize(),
@@ -440,10 +515,12 @@ def plot_grounding_distribution(
         raise ValueError("no judged conclusions to plot")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5.2, 3.0))
     x = np.arange(len(table))
+    scored = table["label"] != "unclear"
     colors = (figures.palette_for(["natural"])["natural"], figures.COACH_COLOR)
     for k, side in enumerate(("baseline", "treatment")):
         ax.bar(x + (k - 0.5) * 0.38, table[f"{side}_share"].fillna(0) * 100, width=0.38,
-               color=colors[k], label=f"{labels[k]} (n = {int(table[f'{side}_n'].sum())})")
+               color=colors[k],
+               label=f"{labels[k]} (n = {int(table.loc[scored, f'{side}_n'].sum())})")
     ax.set_xticks(x, [str(v).capitalize() for v in table["label"]], rotation=20, ha="right")
     ax.set_ylabel("Share of judged conclusions (%)")
     ax.grid(axis="x", visible=False)

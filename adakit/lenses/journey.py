@@ -7,10 +7,15 @@ per turn. The marker says which tool was called and, for the tools where it matt
 - EXP by its sub-action: go to ``definition``, find ``references``, go to ``next`` block;
 - MEM by the confidence it recorded (``high`` / ``medium`` / ``low``, or none given);
 - CON as ``finalize`` (the call asked to end the run) or ``hold`` (an interim conclusion);
+- an imported agent's steps outside Ada's tools by their class: EDT (edit), EXE (execute),
+  SUB (submit);
 - failed turns as errors: ``tool_error`` (the tool ran and failed), ``unknown_tool``,
   ``malformed`` (the reply held no parsable tool call), ``model_error``;
 - coach decisions that spoke to the agent (``HINT``, ``REJECT``) as an extra mark above the row.
 
+Time is the run's **active** time by default (``time="active"``): the agent's own turn times
+laid end to end, so a coach run's judge and coach calls and the downtime between a crash and
+its resume do not stretch the arc; ``time="wall"`` places turns at their wall-clock start.
 Time is normalized per panel: 100% is the longest run shown in the panel, and the panel prints
 that reference duration ("100% = 4.5 min (269044 ms)"), so arcs in one panel compare in both
 shape and length. ``scale="run"`` stretches every run to 100% instead; ``axis="turn"`` uses
@@ -33,7 +38,7 @@ from scipy import stats
 
 from adakit import figures
 from adakit.lenses.surface import run_positions
-from adakit.record import TOOL_ORDER, Corpus
+from adakit.record import CANONICAL_ORDER, TOOL_ORDER, Corpus
 
 PKR_CLASSES: tuple[str, ...] = ("<20", "20-50", ">50")
 EXP_ACTIONS: tuple[str, ...] = ("definition", "references", "next")
@@ -41,7 +46,7 @@ MEM_CONFIDENCE: tuple[str, ...] = ("high", "medium", "low")
 ERROR_KINDS: tuple[str, ...] = ("tool_error", "unknown_tool", "malformed", "model_error")
 COACH_DECISIONS: tuple[str, ...] = ("HINT", "REJECT")
 
-_C = figures.TOOL_COLORS
+_C = figures.CANONICAL_COLORS
 #: Marker style per event kind, in legend order: (label, marker, colour, size, filled).
 MARKERS: dict[str, tuple[str, str, str, float, bool]] = {
     "OVW": ("OVW", "s", _C["OVW"], 26, True),
@@ -60,6 +65,9 @@ MARKERS: dict[str, tuple[str, str, str, float, bool]] = {
     "HNT": ("HNT", "*", _C["HNT"], 60, True),
     "CON:finalize": ("CON Finalize", "p", _C["CON"], 50, True),
     "CON:hold": ("CON Hold", "p", _C["CON"], 40, False),
+    "EDT": ("EDT Edit", "s", _C["EDT"], 30, False),
+    "EXE": ("EXE Execute", "h", _C["EXE"], 30, True),
+    "SUB": ("SUB Submit", "*", _C["SUB"], 70, True),
     "error:tool_error": ("Tool error", "X", figures.ERROR_COLOR, 34, True),
     "error:unknown_tool": ("Unknown tool", "1", figures.ERROR_COLOR, 50, True),
     "error:malformed": ("Malformed", "x", figures.ERROR_COLOR, 30, True),
@@ -104,19 +112,35 @@ _DETAILS: list[str] = [*PKR_CLASSES, *EXP_ACTIONS, "other", *MEM_CONFIDENCE, "no
                        "finalize", "hold", *ERROR_KINDS]
 
 
-def arc_events(corpus: Corpus) -> pd.DataFrame:
-    """One row per turn with its marker ``kind`` and times (see :data:`EVENT_COLUMNS`).
+#: Per clock: the turns-table columns of a turn's start, end (fractions of the run) and
+#: duration, and the runs-table column of the run's length.
+CLOCKS: dict[str, tuple[str, str, str, str]] = {
+    "active": ("active_rel_start", "active_rel_end", "active_s", "active_s"),
+    "wall": ("t_rel_start", "t_rel_end", "duration_s", "wall_s"),
+}
+
+
+def _clock(time: str) -> tuple[str, str, str, str]:
+    if time not in CLOCKS:
+        raise ValueError(f"time must be one of {list(CLOCKS)}, not {time!r}")
+    return CLOCKS[time]
+
+
+def arc_events(corpus: Corpus, time: str = "active") -> pd.DataFrame:
+    """One row per turn with its marker ``kind`` and times (see :data:`EVENT_COLUMNS`) on the
+    ``time`` clock (``"active"``, the default, or ``"wall"``; module docstring).
 
     ``kind`` is one of :data:`EVENT_KINDS` (a categorical), e.g. ``PKR:20-50``,
     ``EXP:references``, ``MEM:high``, ``CON:finalize``, ``error:malformed``; ``detail`` is the
     part after the colon. ``t_rel``/``t_rel_end`` are the turn's start/end as a fraction of
-    its own run (the turns table's ``t_rel_start``/``t_rel_end``); ``t_s``/``t_end_s`` are
-    seconds since launch; ``elapsed_s`` is the run's duration; ``coach`` holds a HINT/REJECT
-    decision, else None.
+    its own run (the turns table's ``active_rel_*`` or ``t_rel_*``); ``t_s``/``t_end_s`` are
+    seconds since launch on that clock; ``duration_s`` the turn's time and ``elapsed_s`` the
+    run's length on it; ``coach`` holds a HINT/REJECT decision, else None.
     """
     turns, runs = corpus.turns, corpus.runs
+    rel_start, rel_end, turn_time, run_time = _clock(time)
     need = ["run_id", "model", "world", "task", "condition", "turn", "tool", "action",
-            "lines_viewed", "finalize", "confidence", "error_type", "t_rel_start", "t_rel_end"]
+            "lines_viewed", "finalize", "confidence", "error_type", rel_start, rel_end]
     missing = [c for c in need if c not in turns.columns]
     if missing:
         raise KeyError(f"turns table lacks column(s) {missing}")
@@ -126,11 +150,14 @@ def arc_events(corpus: Corpus) -> pd.DataFrame:
     if (pos < 0).any():
         orphan = turns["run_id"].to_numpy()[pos < 0][0]
         raise ValueError(f"turns of run {orphan!r} have no row in the runs table")
-    elapsed = runs["elapsed_s"].to_numpy(dtype=float)[pos]
-    t_rel = turns["t_rel_start"].to_numpy(dtype=float)
-    t_rel_end = turns["t_rel_end"].to_numpy(dtype=float)
+    if run_time not in runs.columns:
+        raise KeyError(f"runs table lacks column {run_time!r}")
+    elapsed = runs[run_time].to_numpy(dtype=float)[pos]
+    t_rel = turns[rel_start].to_numpy(dtype=float)
+    t_rel_end = turns[rel_end].to_numpy(dtype=float)
 
-    tool = _lookup(turns["tool"], lambda u: TOOL_ORDER.index(u) if u in TOOL_ORDER else 99)
+    tool = _lookup(turns["tool"], lambda u: CANONICAL_ORDER.index(u) if u in CANONICAL_ORDER
+                   else 99)
     lines = turns["lines_viewed"].to_numpy(dtype=float)
     size = np.select([lines < 20, lines <= 50], [0, 1], default=2)
     action = _lookup(turns["action"], lambda u: _exp_index(str(u)))
@@ -146,7 +173,7 @@ def arc_events(corpus: Corpus) -> pd.DataFrame:
     det_idx = {d: i for i, d in enumerate(_DETAILS)}
     kind = np.full(len(turns), kind_idx["other"], dtype=np.int64)
     detail = np.full(len(turns), -1, dtype=np.int64)
-    for t, name in enumerate(TOOL_ORDER):
+    for t, name in enumerate(CANONICAL_ORDER):
         if name in ("PKR", "EXP", "MEM", "CON"):
             continue
         kind[tool == t] = kind_idx[name]
@@ -179,7 +206,7 @@ def arc_events(corpus: Corpus) -> pd.DataFrame:
     ev["t_rel_end"] = t_rel_end
     ev["t_s"] = t_rel * elapsed
     ev["t_end_s"] = t_rel_end * elapsed
-    ev["duration_s"] = (turns["duration_s"].to_numpy(dtype=float) if "duration_s" in turns
+    ev["duration_s"] = (turns[turn_time].to_numpy(dtype=float) if turn_time in turns
                         else (t_rel_end - t_rel) * elapsed)
     ev["elapsed_s"] = elapsed
     ev["output_chars"] = (turns["output_chars"].to_numpy() if "output_chars" in turns
@@ -224,21 +251,23 @@ def long_pauses(events: pd.DataFrame, factor: float = 3.0) -> pd.DataFrame:
 def turn_time_output_correlation(
     data: Corpus | pd.DataFrame,
     by: str | Sequence[str] | None = "model",
-    time: str = "duration_s",
+    time: str = "active_s",
     output: str = "output_chars",
 ) -> pd.DataFrame:
-    """Pearson and Spearman correlation of per-turn wall time with per-turn output length.
+    """Pearson and Spearman correlation of per-turn time with per-turn output length.
 
-    ``data`` is a corpus or a turns table. Returns one row per group with ``n``,
-    ``pearson_r``, ``pearson_p``, ``spearman_rho``, ``spearman_p`` (NaN when a group has
-    fewer than 3 turns or a constant column).
+    ``time`` is a turns-table column: ``active_s`` (default: the agent's own time, without a
+    coach review) or ``duration_s`` (the turn's wall time). ``data`` is a corpus or a turns
+    table. Returns one row per group with ``n``, ``pearson_r``, ``pearson_p``,
+    ``spearman_rho``, ``spearman_p`` and ``note`` (why a coefficient is NaN: fewer than 3
+    turns, or a constant column; empty otherwise).
     """
     turns = data.turns if isinstance(data, Corpus) else data
     by_cols = [] if by is None else ([by] if isinstance(by, str) else list(by))
     missing = [c for c in (*by_cols, time, output) if c not in turns.columns]
     if missing:
         raise KeyError(f"turns table lacks column(s) {missing}")
-    cols = [*by_cols, "n", "pearson_r", "pearson_p", "spearman_rho", "spearman_p"]
+    cols = [*by_cols, "n", "pearson_r", "pearson_p", "spearman_rho", "spearman_p", "note"]
     if by_cols:
         group = turns.groupby(by_cols, sort=False).ngroup().to_numpy()
         _, first = np.unique(group, return_index=True)
@@ -254,10 +283,15 @@ def turn_time_output_correlation(
         ok = np.isfinite(x) & np.isfinite(y)
         x, y = x[ok], y[ok]
         r = p = rho = sp = np.nan
-        if len(x) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0:
+        note = ""
+        if len(x) < 3:
+            note = f"undefined: n = {len(x)} turns (a correlation needs at least 3)"
+        elif np.ptp(x) == 0 or np.ptp(y) == 0:
+            note = "undefined: " + (time if np.ptp(x) == 0 else output) + " is constant"
+        else:
             r, p = stats.pearsonr(x, y)
             rho, sp = stats.spearmanr(x, y)
-        rows.append((*key, int(len(x)), float(r), float(p), float(rho), float(sp)))
+        rows.append((*key, int(len(x)), float(r), float(p), float(rho), float(sp), note))
     out = pd.DataFrame(rows, columns=cols)
     for col in reversed(by_cols):
         order = {v: i for i, v in enumerate(figures.order_for(col, out[col].tolist()))}
@@ -331,6 +365,9 @@ def plot_journey_arcs(
     runs = runs[runs["run_id"].isin(set(events["run_id"]))]
     if runs.empty:
         raise ValueError("no runs to draw: the events and runs tables share no run_id")
+    # run lengths on the events' clock (arc_events' elapsed_s), not the runs table's
+    clock = events.groupby("run_id", sort=False)["elapsed_s"].first()
+    runs = runs.assign(elapsed_s=runs["run_id"].map(clock).to_numpy(dtype=float))
     panels = []
     for values, prun in _panels(runs, facet):
         prun = prun.sort_values(sort_by, kind="stable") if sort_by in prun else prun
@@ -437,12 +474,13 @@ def _legend_handle(kind: str) -> Line2D:
 def plot_time_output(
     data: Corpus | pd.DataFrame,
     by: str | None = "model",
-    time: str = "duration_s",
+    time: str = "active_s",
     output: str = "output_chars",
     max_points: int = 4000,
     seed: int = 0,
 ) -> Figure:
-    """Per-turn wall time against per-turn output length, one panel per ``by`` group, titled
+    """Per-turn time (``time``: active by default) against per-turn output length, one panel
+    per ``by`` group, titled
     with the Pearson and Spearman coefficients of :func:`turn_time_output_correlation`.
     Large groups are thinned to ``max_points`` random turns for drawing (the coefficients
     always use every turn)."""
@@ -469,7 +507,7 @@ def plot_time_output(
         ax.set_title(f"{name}r = {row['pearson_r']:.3f}, rho = {row['spearman_rho']:.3f} "
                      f"(n = {row['n']})", fontsize=8)
         ax.set_xlabel("Output length (chars)")
-        ax.set_ylabel("Turn wall time (s)")
+        ax.set_ylabel("Turn wall time (s)" if time == "duration_s" else "Turn active time (s)")
     for ax in list(axes.flat)[n:]:
         ax.remove()
     return fig

@@ -28,6 +28,16 @@ cognitive streak   COG -> COG
 other              ANY -> ANY
 =================  =====================================================
 
+Imported agents
+---------------
+Trajectories of other agents (``adakit import``) also carry EDT (edit), EXE (execute) and SUB
+(submit) steps, the class ACT. :data:`ACTION_RULES` adds four tags for transitions *into* those
+classes, documented there: edit (ANY -> EDT), verify (EDT -> EXE), run (ANY -> EXE) and
+submit (ANY -> SUB). :data:`EXTENDED_RULE_TABLE` (Table 5 plus these, before *other*) is the
+default of :func:`tag_transitions`; it changes no tag of a run made of Ada's seven tools.
+Transitions *into* Ada's tools keep Table 5's tags whatever they come from (EDT -> PKR is a
+*traverse*), so :func:`reading_transitions` compares any agent with Ada on Table 5's tags.
+
 How every ambiguity is resolved
 -------------------------------
 * **Broken glyphs in the extracted table.** In the text extraction of the PDF some arrows and
@@ -84,9 +94,9 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
 from adakit import figures
-from adakit.record import COG, NAV, TOOL_ORDER
+from adakit.record import ACT, ACT_ORDER, COG, NAV, TOOL_ORDER
 
-CLASSES: dict[str, frozenset[str]] = {"NAV": NAV, "COG": COG}
+CLASSES: dict[str, frozenset[str]] = {"NAV": NAV, "COG": COG, "ACT": ACT}
 CONDITIONS = ("$", "*", "terminal", "non-terminal")
 #: Turns with these error types carry no tool call and are skipped by the lens.
 NO_CALL_ERRORS = frozenset({"malformed", "unknown_tool", "model_error"})
@@ -115,12 +125,39 @@ RULE_TABLE: tuple[tuple[str, str, str, str | None], ...] = (
     ("other", "ANY", "ANY", None),
 )
 
+#: Rules for the action classes of imported agents (EDT edit, EXE execute, SUB submit; ACT =
+#: all three), which lie outside Ada's read-only set. They only ever match a transition *into*
+#: one of those classes, where Table 5 would fall through to *other*; transitions into Ada's
+#: tools keep Table 5's tags, so reading is tagged alike for every agent.
+#:
+#: * **edit** ``ANY -> EDT``: the agent changes a file after whatever it did before.
+#: * **verify** ``EDT -> EXE``: a command run right after an edit, i.e. trying the change
+#:   (an exact rule, so it wins over *run*).
+#: * **run** ``ANY -> EXE``: any other execution (reproduce scripts, tests before editing,
+#:   installs, ``git diff``).
+#: * **submit** ``ANY -> SUB``: handing in the result, terminal like *close out*.
+ACTION_RULES: tuple[tuple[str, str, str, str | None], ...] = (
+    ("verify", "EDT", "EXE", None),
+    ("edit", "ANY", "EDT", None),
+    ("run", "ANY", "EXE", None),
+    ("submit", "ANY", "SUB", None),
+)
+#: Table 5 with :data:`ACTION_RULES` inserted before its fallback *other* (list order is the
+#: last precedence key); the default of :func:`tag_transitions`. On runs of Ada's seven tools
+#: it tags exactly like Table 5.
+EXTENDED_RULE_TABLE: tuple[tuple[str, str, str, str | None], ...] = (
+    *RULE_TABLE[:-1], *ACTION_RULES, RULE_TABLE[-1],
+)
+
 #: The tags in Table 5 order.
 TAGS: list[str] = list(dict.fromkeys(r[0] for r in RULE_TABLE))
+#: The tags of :data:`ACTION_RULES`.
+ACTION_TAGS: list[str] = list(dict.fromkeys(r[0] for r in ACTION_RULES))
 #: Stacking / legend order of Fig. 7 (reading, orientation, cognition, closing).
 TAG_PLOT_ORDER: list[str] = [
     "close read", "traverse", "trace", "zoom in", "skim", "zoom out", "dump", "resume",
-    "cognitive streak", "interim synth", "close out", "other read", "other",
+    "cognitive streak", "interim synth", "close out", "other read", "edit", "verify", "run",
+    "submit", "other",
 ]
 #: One colour per tag: warm for reading, blue for orientation, green for cognition.
 TAG_COLORS: dict[str, str] = {
@@ -136,9 +173,14 @@ TAG_COLORS: dict[str, str] = {
     "interim synth": "#9970AB",
     "close out": "#40004B",
     "other read": "#BABABA",
+    "edit": "#8C510A",
+    "verify": "#BF812D",
+    "run": "#DFC27D",
+    "submit": "#01665E",
     "other": "#878787",
 }
 
+_TOOLS = [*TOOL_ORDER, *ACT_ORDER]
 TAG_COLUMNS = ["run_id", "turn_from", "turn_to", "from_tool", "to_tool", "tag", "rule"]
 _NEEDED_TURN_COLUMNS = ("run_id", "turn", "tool")
 
@@ -155,10 +197,10 @@ class Rule:
 
     def __post_init__(self) -> None:
         for side in (self.source, self.target):
-            if side != "ANY" and side not in CLASSES and side not in TOOL_ORDER:
+            if side != "ANY" and side not in CLASSES and side not in _TOOLS:
                 raise ValueError(
-                    f"rule {self.tag!r}: pattern {side!r} is not a tool ({', '.join(TOOL_ORDER)}),"
-                    " a class (NAV, COG) or ANY"
+                    f"rule {self.tag!r}: pattern {side!r} is not a tool ({', '.join(_TOOLS)}),"
+                    " a class (NAV, COG, ACT) or ANY"
                 )
         if self.condition is not None and self.condition not in CONDITIONS:
             raise ValueError(
@@ -306,10 +348,11 @@ def _run_starts(run_code: np.ndarray) -> np.ndarray:
 
 def tag_transitions(
     turns: pd.DataFrame,
-    rules: Iterable[Sequence[Any]] | Iterable[Rule] = RULE_TABLE,
+    rules: Iterable[Sequence[Any]] | Iterable[Rule] = EXTENDED_RULE_TABLE,
     drop_errors: bool = False,
 ) -> pd.DataFrame:
-    """Tag every adjacent tool-to-tool transition of every run with Table 5's codes.
+    """Tag every adjacent tool-to-tool transition of every run with Table 5's codes (and,
+    by default, :data:`ACTION_RULES` for imported agents' edit / execute / submit steps).
 
     ``turns`` is the tidy turns table (``adakit.record.TURN_COLUMNS``; needs run_id, turn, tool,
     and uses file, start_line, end_line, finalize, error_type when present). Returns one row per
@@ -516,6 +559,13 @@ def tag_shares(
     return long[cols]
 
 
+def reading_transitions(tags: pd.DataFrame) -> pd.DataFrame:
+    """The transitions tagged with one of Table 5's codes (those into edit / execute / submit
+    steps left out), so the tag shares of an imported agent and of Ada are over the same tags."""
+    _require(tags, ["tag"], "the tags table")
+    return tags[tags["tag"].isin(TAGS)].reset_index(drop=True)
+
+
 def _sort_groups(
     frame: pd.DataFrame, keys: Sequence[str], then: Sequence[str] = ()
 ) -> pd.DataFrame:
@@ -707,7 +757,8 @@ def plot_tag_shares(
                 label=tag, edgecolor="white", linewidth=0.4)
         for yi, lo, v in zip(ypos, left, vals, strict=True):
             if v >= annotate_min:
-                dark = tag in ("close read", "zoom in", "dump", "close out", "interim synth")
+                dark = tag in ("close read", "zoom in", "dump", "close out", "interim synth",
+                               "edit", "submit")
                 ax.text(lo + v / 2, yi, f"{v:.0f}", ha="center", va="center", fontsize=7,
                         color="white" if dark else "black")
         left += vals
@@ -720,8 +771,10 @@ def plot_tag_shares(
     for y0, text in block_marks:
         ax.annotate(text, xy=(0, y0 - 0.55), xycoords=("axes fraction", "data"), fontsize=8,
                     fontweight="bold", ha="left", va="bottom")
-    ax.legend(ncol=min(len(tags), 5), loc="upper center", bbox_to_anchor=(0.5, -0.12 if
-              len(ypos) > 3 else -0.3), frameon=False)
+    # below the tick labels and the x-axis label: about 0.55 inch, whatever the axes' height
+    axes_inches = max(ax.get_position().height * fig.get_figheight(), 0.5)
+    ax.legend(ncol=min(len(tags), 5), loc="upper center",
+              bbox_to_anchor=(0.5, -0.55 / axes_inches), frameon=False)
     if title:
         ax.set_title(title)
     return fig

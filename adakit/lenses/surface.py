@@ -7,10 +7,15 @@ Each run is projected onto a handful of census signals:
   shown per file (a line shown twice counts once), summed over files;
 - ``lines_shown``: all lines shown, repeats included (``lines_shown >= loc_viewed``);
 - ``files_visited``: distinct files targeted by a successful tool call (any tool);
-- ``elapsed_s``: wall-clock time from launch to the end record (or the last turn);
+- ``elapsed_s``: the run's time on the chosen clock (``time``): by default its **active** time,
+  the sum of the agent's own turn times, so neither a coach run's judge and coach calls nor
+  the downtime between a crash and its resume count (the paper's coach and natural runs take
+  about the same time per turn, 5.50 s against 5.32 s); ``time="wall"`` gives the wall-clock
+  span from launch to the end record (or the last turn);
 - ``time_per_turn_s``: ``elapsed_s / turns``;
 - ``thinking_chars`` and ``thinking_per_turn``: reasoning text volume, total and per turn;
-- one column per tool (``OVW`` .. ``CON``) with its call count, plus ``errors``.
+- one column per tool (``OVW`` .. ``CON``) with its call count, plus ``errors``; a corpus
+  with imported agents' runs also gets ``EDT``, ``EXE`` and ``SUB`` (edit, execute, submit).
 
 :func:`aggregate` averages any of these over grouping axes (model x condition by default) with
 standard errors; :func:`tool_concentration` and :func:`task_composition` give Fig. D5's two
@@ -28,7 +33,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from adakit import figures
-from adakit.record import TOOL_ORDER, Corpus
+from adakit.record import ACT_ORDER, TOOL_ORDER, Corpus
 
 #: Per-run signals and their axis labels, in the paper's wording.
 METRIC_LABELS: dict[str, str] = {
@@ -46,6 +51,15 @@ METRIC_LABELS: dict[str, str] = {
 ACTIVITY_METRICS: tuple[str, ...] = ("turns", "loc_viewed", "files_visited", "elapsed_s")
 EFFORT_METRICS: tuple[str, ...] = ("time_per_turn_s", "thinking_per_turn")
 RUN_AXES: tuple[str, ...] = ("run_id", "model", "world", "task", "condition", "repeat")
+#: The clocks a run's time can be read on: runs-table column per choice.
+TIME_COLUMNS: dict[str, str] = {"active": "active_s", "wall": "wall_s"}
+
+
+def time_column(time: str) -> str:
+    """The runs-table column of a clock (``"active"`` or ``"wall"``; see the module doc)."""
+    if time not in TIME_COLUMNS:
+        raise ValueError(f"time must be one of {list(TIME_COLUMNS)}, not {time!r}")
+    return TIME_COLUMNS[time]
 
 
 def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
@@ -104,10 +118,12 @@ def distinct_lines(reads: pd.DataFrame, by: Sequence[str] = ("run_id",)) -> pd.S
     return pd.Series(total, index=index, name="loc_viewed")
 
 
-def run_surface(corpus: Corpus) -> pd.DataFrame:
-    """One row per run with the census signals (see the module docstring)."""
+def run_surface(corpus: Corpus, time: str = "active") -> pd.DataFrame:
+    """One row per run with the census signals (see the module docstring); ``time`` picks the
+    clock of ``elapsed_s``: ``"active"`` (default) or ``"wall"``."""
     runs, turns, reads = corpus.runs, corpus.turns, corpus.reads
-    _require(runs, ["run_id", "model", "world", "task", "condition", "n_turns", "elapsed_s"],
+    clock = time_column(time)
+    _require(runs, ["run_id", "model", "world", "task", "condition", "n_turns", clock],
              "runs table")
     _require(turns, ["run_id", "tool", "file", "error_type", "thinking_chars"], "turns table")
     _require(reads, ["run_id", "file", "start_line", "end_line", "n_lines"], "reads table")
@@ -115,7 +131,7 @@ def run_surface(corpus: Corpus) -> pd.DataFrame:
     out = runs[keep].reset_index(drop=True)
     R = len(runs)
     out["turns"] = runs["n_turns"].to_numpy()
-    out["elapsed_s"] = runs["elapsed_s"].to_numpy(dtype=float)
+    out["elapsed_s"] = runs[clock].to_numpy(dtype=float)
 
     tpos = run_positions(runs["run_id"], turns["run_id"])
     rpos = run_positions(runs["run_id"], reads["run_id"])
@@ -148,7 +164,8 @@ def run_surface(corpus: Corpus) -> pd.DataFrame:
         out["output_per_turn"] = np.where(n > 0, output / n, np.nan)
     out["errors"] = np.bincount(tpos, weights=err, minlength=R).astype(np.int64)
     tool_codes, tool_names = pd.factorize(turns["tool"])
-    for tool in TOOL_ORDER:
+    acting = [t for t in ACT_ORDER if t in set(tool_names)]
+    for tool in [*TOOL_ORDER, *acting]:
         hits = np.flatnonzero(tool_names == tool)
         sel = tool_codes == hits[0] if len(hits) else np.zeros(len(turns), dtype=bool)
         out[tool] = np.bincount(tpos[sel], minlength=R).astype(np.int64)
@@ -189,7 +206,7 @@ def aggregate(
     """
     by_cols = _as_list(by)
     if metrics is None:
-        metrics = [m for m in (*METRIC_LABELS, *TOOL_ORDER) if m in df.columns]
+        metrics = [m for m in (*METRIC_LABELS, *TOOL_ORDER, *ACT_ORDER) if m in df.columns]
     metrics = list(metrics)
     _require(df, [*by_cols, *metrics], "surface table")
     if df.empty:
@@ -255,7 +272,7 @@ def task_composition(surface: pd.DataFrame, by: str | Sequence[str] = "task") ->
     in display order) and one column per tool in Table 1 order.
     """
     by_cols = _as_list(by)
-    tools = [t for t in TOOL_ORDER if t in surface.columns]
+    tools = [t for t in (*TOOL_ORDER, *ACT_ORDER) if t in surface.columns]
     _require(surface, [*by_cols, *tools], "surface table")
     if not by_cols:
         raise ValueError("task_composition needs at least one grouping column")
@@ -381,7 +398,7 @@ def plot_tool_concentration(conc: pd.DataFrame, ax: Axes | None = None, top: int
         fig = ax.figure
     tools = conc["tool"].tolist()
     pos = np.arange(len(tools))
-    colors = [figures.TOOL_COLORS.get(t, figures.NEUTRAL_COLOR) for t in tools]
+    colors = [figures.CANONICAL_COLORS.get(t, figures.NEUTRAL_COLOR) for t in tools]
     ax.bar(pos, conc["calls"].to_numpy(), color=colors, width=0.7)
     ax.set_xticks(pos, tools)
     ax.set_ylabel("Tool calls")
@@ -405,7 +422,7 @@ def plot_task_composition(
 ) -> Figure:
     """Fig. D5b: average calls per trajectory of each tool (bars in tool colours), one group
     of bars per task family (or whatever ``comp``'s index holds)."""
-    tools = [t for t in (tools or TOOL_ORDER) if t in comp.columns]
+    tools = [t for t in (tools or [*TOOL_ORDER, *ACT_ORDER]) if t in comp.columns]
     if not tools:
         raise ValueError("the composition table has no tool columns")
     figures.use_style()
@@ -418,7 +435,7 @@ def plot_task_composition(
     width = 0.8 / len(tools)
     for j, tool in enumerate(tools):
         ax.bar(pos + (j - (len(tools) - 1) / 2) * width, comp[tool].to_numpy(dtype=float),
-               width=width * 0.95, color=figures.TOOL_COLORS.get(tool, figures.NEUTRAL_COLOR),
+               width=width * 0.95, color=figures.CANONICAL_COLORS.get(tool, figures.NEUTRAL_COLOR),
                label=tool)
     name = comp.index.name if isinstance(comp.index.name, str) else ""
     ax.set_xticks(pos, [figures.label_for(name, g) if not isinstance(g, tuple)

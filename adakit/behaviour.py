@@ -1,0 +1,113 @@
+"""Measured behaviour of a model on a corpus: the table ``make bench-models`` prints.
+
+One row per model, from its recorded runs:
+
+- ``valid_calls``: share of turns whose reply parsed into a tool call;
+- ``concluded``: share of runs that ended by finalizing a conclusion;
+- ``files_per_run`` / ``lines_per_run``: distinct files visited (any successful call naming the
+  file) and distinct lines viewed, means over runs;
+- ``tag_entropy_bits``: Shannon entropy (bits) of the model's Table 5 tag shares, pooled over
+  its transitions as Fig. 7 pools them; ``tag_entropy_run`` is the mean of the per-run
+  entropies;
+- ``repeat_rate``: share of calls that exactly repeat (same tool, same parameters) an earlier
+  call of the same run;
+- ``thinking_chars``: mean characters of thinking per turn;
+- ``s_per_turn_p50`` / ``_p95``: seconds per live (not cache-replayed) turn, without the coach's
+  time;
+- ``prompt_tokens``, ``tokens_reused``: prompt tokens sent, and of those taken from the local
+  server's prefix cache instead of being evaluated (local models only).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from adakit.lenses.policy import tag_transitions
+from adakit.lenses.surface import run_surface
+from adakit.record import Corpus, RunFile, corpus_from_runs, iter_run_files, read_run
+
+BEHAVIOUR_COLUMNS = [
+    "model", "runs", "turns", "valid_calls", "concluded", "files_per_run", "lines_per_run",
+    "tag_entropy_bits", "tag_entropy_run", "repeat_rate", "thinking_chars", "s_per_turn_p50",
+    "s_per_turn_p95", "prompt_tokens", "tokens_reused",
+]  # fmt: skip
+
+
+def call_repeats(run_files: Iterable[RunFile]) -> pd.DataFrame:
+    """One row per turn with a call: run_id, turn, and whether the call (tool and parameters)
+    exactly repeats an earlier call of the same run."""
+    rows = []
+    for rf in run_files:
+        seen: set[str] = set()
+        for t in rf.turns:
+            if t.call is None:
+                continue
+            key = t.call.tool + json.dumps(t.call.params, sort_keys=True, default=str)
+            rows.append((rf.header.run_id, t.turn, key in seen))
+            seen.add(key)
+    return pd.DataFrame(rows, columns=["run_id", "turn", "repeat"])
+
+
+def entropy_bits(counts: Iterable[float]) -> float:
+    """Shannon entropy in bits of a distribution given by counts (NaN when empty)."""
+    c = np.asarray([x for x in counts if x > 0], dtype=float)
+    if c.sum() <= 0:
+        return float("nan")
+    p = c / c.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def behaviour_table(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
+    """The behaviour table (module docstring) from a corpus and :func:`call_repeats`."""
+    runs, turns = corpus.runs, corpus.turns
+    if runs.empty:
+        return pd.DataFrame(columns=BEHAVIOUR_COLUMNS)
+    surface = run_surface(corpus).set_index("run_id")
+    tags = tag_transitions(turns)
+    tags = tags.merge(runs[["run_id", "model"]], on="run_id")
+    coach_s = turns["coach_s"] if "coach_s" in turns.columns else 0.0
+    live = turns.assign(active_s=turns["duration_s"] - coach_s)
+    live = live[~live["cached"].astype(bool)]
+    reused = turns["tokens_reused"] if "tokens_reused" in turns.columns else None
+    rep = repeats.merge(runs[["run_id", "model"]], on="run_id")
+    rows = []
+    for model, mruns in runs.groupby("model", sort=True):
+        ids = set(mruns["run_id"])
+        mt = turns[turns["run_id"].isin(ids)]
+        ms = surface.loc[sorted(ids)]
+        mtags = tags[tags["model"] == model]
+        per_run = [entropy_bits(g["tag"].value_counts()) for _, g in mtags.groupby("run_id")]
+        secs = live.loc[live["run_id"].isin(ids), "active_s"].to_numpy(dtype=float)
+        mrep = rep[rep["model"] == model]
+        rows.append({
+            "model": model,
+            "runs": len(mruns),
+            "turns": len(mt),
+            "valid_calls": float(mt["parse_error"].isna().mean()) if len(mt) else np.nan,
+            "concluded": float((mruns["reason"] == "finalize").mean()),
+            "files_per_run": float(ms["files_visited"].mean()),
+            "lines_per_run": float(ms["loc_viewed"].mean()),
+            "tag_entropy_bits": entropy_bits(mtags["tag"].value_counts()),
+            "tag_entropy_run": float(np.nanmean(per_run)) if per_run else np.nan,
+            "repeat_rate": float(mrep["repeat"].mean()) if len(mrep) else np.nan,
+            "thinking_chars": float(mt["thinking_chars"].mean()) if len(mt) else np.nan,
+            "s_per_turn_p50": float(np.percentile(secs, 50)) if len(secs) else np.nan,
+            "s_per_turn_p95": float(np.percentile(secs, 95)) if len(secs) else np.nan,
+            "prompt_tokens": int(mt["tokens_in"].sum()),
+            "tokens_reused": (int(reused[mt.index].fillna(0).sum())
+                              if reused is not None and reused[mt.index].notna().any() else np.nan),
+        })
+    return pd.DataFrame(rows, columns=BEHAVIOUR_COLUMNS)
+
+
+def measure(sources: Iterable[str | Path], models: Iterable[str] | None = None) -> pd.DataFrame:
+    """The behaviour table of the run files under ``sources`` (optionally some models only)."""
+    keep = set(models) if models is not None else None
+    files = [read_run(p) for p in iter_run_files(list(sources)) if p.name != "study.yaml"]
+    files = [rf for rf in files if keep is None or rf.header.model.name in keep]
+    return behaviour_table(corpus_from_runs(files), call_repeats(files))

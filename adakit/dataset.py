@@ -1,0 +1,409 @@
+"""Shipped datasets of recorded runs: build one from a study, check it, replay it.
+
+A dataset is a folder (e.g. ``data/reference/local-v1``) holding
+
+- ``runs/``: the run files, as the launcher wrote them;
+- ``judgments/judgments.jsonl``: the lens-3 verdicts on those runs;
+- ``responses.jsonl``: every model reply the runs and verdicts used, one ``{key, completion}``
+  line each, so the whole dataset replays without a model (:func:`restore_cache`);
+- ``study.yaml``: the study file it was launched from;
+- ``manifest.json``: provenance (adakit version and commit, scaffold and tool hashes, models
+  with their weights' sha256, worlds, seeds, wall times, how to regenerate it) and the sha256
+  of every file above.
+
+Datasets are made by adakit itself (:func:`build`); recorded runs are never edited by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adakit import __version__, config
+from adakit.record import content_digest, iter_run_files, read_run
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+#: Source files whose behaviour shapes what a model sees besides the prompts.
+TOOL_SOURCES = ("tools.py", "code_index.py", "world.py", "protocol.py", "agent.py", "coach.py")
+
+
+class DatasetError(RuntimeError):
+    """A dataset that is incomplete or does not match its manifest."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tools_digest() -> str:
+    """sha256 of the source files that compute observations and drive the loop."""
+    digest = hashlib.sha256()
+    for name in TOOL_SOURCES:
+        digest.update(name.encode() + b"\0" + (config.PACKAGE_DIR / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _git_commit() -> tuple[str | None, bool | None]:
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=config.ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "adakit"], cwd=config.ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None, None
+    return head, bool(dirty)
+
+
+# --------------------------------------------------------------------------- build
+
+
+def _cache_entries(folder: Path, scopes: set[str], models: set[str]) -> list[dict[str, Any]]:
+    """The cache entries a dataset needs: those scoped to one of its runs, and unscoped ones
+    (coach and judge calls) of the models it names."""
+    out = []
+    for path in sorted(folder.glob("*/*.json")):
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        request = entry.get("request") or {}
+        scope = request.get("scope")
+        endpoint = str(request.get("endpoint", ""))
+        if scope in scopes or (scope is None and endpoint.removeprefix("local:") in models):
+            out.append({"key": entry["key"], "completion": entry["completion"]})
+    return out
+
+
+def build(
+    runs_dir: str | Path,
+    out: str | Path,
+    *,
+    study: str | Path | None = None,
+    judgments: str | Path | None = None,
+    cache: str | Path | None = None,
+    name: str | None = None,
+    description: str = "",
+) -> dict[str, Any]:
+    """Pack a finished corpus (and its verdicts and cached replies) into a dataset folder."""
+    from adakit.judges import judgments_dir
+    from adakit.models import get_model
+
+    runs_dir = config.resolve(runs_dir)
+    out = config.resolve(out)
+    files = [p for p in iter_run_files(runs_dir) if p.name != "study.yaml"]
+    if not files:
+        raise DatasetError(f"no run files in {runs_dir}")
+    parsed = [read_run(p) for p in files]
+    unfinished = [rf.header.run_id for rf in parsed if not rf.finished]
+    if unfinished:
+        raise DatasetError(
+            f"{len(unfinished)} runs are unfinished (e.g. {unfinished[0]}): finish the launch first"
+        )
+    tmp = Path(tempfile.mkdtemp(prefix=".dataset-", dir=out.parent if out.parent.exists() else None))
+    try:
+        (tmp / "runs").mkdir()
+        rows = []
+        for rf in sorted(parsed, key=lambda r: r.header.run_id):
+            target = tmp / "runs" / f"{rf.header.run_id}.jsonl"
+            shutil.copyfile(rf.path, target)
+            turns = rf.turns
+            coach_s = sum(float((t.coach or {}).get("latency_s") or 0.0) for t in turns)
+            rows.append({
+                "run_id": rf.header.run_id, "file": f"runs/{target.name}",
+                "sha256": sha256_file(target), "model": rf.header.model.name,
+                "world": rf.header.world.name, "task": rf.header.task.family,
+                "condition": rf.header.condition.name, "repeat": rf.header.repeat,
+                "seed": rf.header.seed, "reason": rf.end.reason if rf.end else None,
+                "turns": len(turns),
+                "wall_s": round((rf.end.ended_at if rf.end else 0) - rf.header.started_at, 1),
+                "turn_s": round(sum(t.ended_at - t.started_at for t in turns), 1),
+                "coach_s": round(coach_s, 1),
+                "digest": content_digest(rf),
+            })
+        models = sorted({r["model"] for r in rows})
+        judged = config.resolve(judgments) if judgments else judgments_dir(runs_dir)
+        verdicts = judged / "judgments.jsonl" if judged.is_dir() else judged
+        judge_models: set[str] = set()
+        n_verdicts = 0
+        if verdicts.exists():
+            (tmp / "judgments").mkdir()
+            shutil.copyfile(verdicts, tmp / "judgments" / "judgments.jsonl")
+            for line in verdicts.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    n_verdicts += 1
+                    judge_models.add(json.loads(line).get("judge", ""))
+        study_path = config.resolve(study) if study else runs_dir / "study.yaml"
+        study_doc = yaml.safe_load(study_path.read_text(encoding="utf-8")) if study_path.exists() else {}
+        shutil.copyfile(study_path, tmp / "study.yaml") if study_path.exists() else None
+        for key in ("coach_model", "hint_model"):
+            if study_doc.get(key):
+                judge_models.add(study_doc[key])
+        registry_models = {m for m in [*models, *judge_models] if m and not m.startswith("baseline-")}
+        model_ids = {get_model(m).model_id for m in registry_models}
+        entries = _cache_entries(
+            (config.resolve(cache) if cache else config.cache_dir()) / "responses",
+            {r["run_id"] for r in rows}, model_ids,
+        )
+        with open(tmp / "responses.jsonl", "w", encoding="utf-8") as fh:
+            for entry in entries:
+                fh.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
+        worlds = {}
+        for rf in parsed:
+            w = rf.header.world
+            worlds[w.name] = {"version": w.version, "source": w.source, "sha256": w.sha256}
+        commit, dirty = _git_commit()
+        first = parsed[0].header
+        manifest = {
+            "format": FORMAT,
+            "name": name or out.name,
+            "description": description or study_doc.get("description", ""),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "adakit_version": __version__,
+            "adakit_commit": commit,
+            "adakit_dirty": dirty,
+            "schema_version": first.schema_version,
+            "scaffold": {
+                "prompts_sha256": first.scaffold.get("prompts_sha256"),
+                "tools_sha256": tools_digest(),
+                "settings": {k: v for k, v in first.scaffold.items() if k != "prompts_sha256"},
+            },
+            "models": {m: get_model(m).model_info().model_dump(mode="json")
+                       for m in sorted(registry_models)},
+            "judges": study_doc.get("judge", {}),
+            "worlds": worlds,
+            "runs": rows,
+            "files": {
+                "judgments/judgments.jsonl": sha256_file(tmp / "judgments" / "judgments.jsonl")
+                if verdicts.exists() else None,
+                "responses.jsonl": sha256_file(tmp / "responses.jsonl"),
+                "study.yaml": sha256_file(tmp / "study.yaml") if study_path.exists() else None,
+            },
+            "counts": {"runs": len(rows), "verdicts": n_verdicts, "responses": len(entries)},
+            "wall_time_s": {
+                "runs": round(sum(r["wall_s"] for r in rows), 1),
+                "turns": round(sum(r["turn_s"] for r in rows), 1),
+            },
+            "regenerate": (
+                f"make study PROFILE={study_doc.get('name', 'local')} && "
+                f".venv/bin/adakit dataset build {runs_dir.relative_to(config.ROOT) if runs_dir.is_relative_to(config.ROOT) else runs_dir} "
+                f"--out {out.relative_to(config.ROOT) if out.is_relative_to(config.ROOT) else out}"
+            ),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=False) + "\n",
+                                    encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+# --------------------------------------------------------------------------- read and check
+
+
+@dataclass
+class Dataset:
+    """A dataset folder and its manifest."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.path / "runs"
+
+    @property
+    def judgments_dir(self) -> Path:
+        return self.path / "judgments"
+
+
+def open_dataset(path: str | Path) -> Dataset:
+    """The dataset at ``path`` (a dataset folder or its ``runs/``)."""
+    p = config.resolve(path)
+    if p.name == "runs" and (p.parent / MANIFEST).exists():
+        p = p.parent
+    try:
+        manifest = json.loads((p / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DatasetError(f"no dataset at {p} (no {MANIFEST})") from None
+    except ValueError as exc:
+        raise DatasetError(f"{p / MANIFEST} is not JSON: {exc}") from None
+    return Dataset(p, manifest)
+
+
+def check(path: str | Path) -> list[str]:
+    """What does not match the manifest (empty when everything does)."""
+    ds = open_dataset(path)
+    problems = []
+    listed = {r["file"]: r for r in ds.manifest.get("runs", [])}
+    on_disk = {f"runs/{p.name}" for p in ds.runs_dir.glob("*.jsonl")}
+    for missing in sorted(set(listed) - on_disk):
+        problems.append(f"{missing}: listed in the manifest but absent")
+    for extra in sorted(on_disk - set(listed)):
+        problems.append(f"{extra}: on disk but not in the manifest")
+    for rel, row in sorted(listed.items()):
+        p = ds.path / rel
+        if p.exists() and sha256_file(p) != row["sha256"]:
+            problems.append(f"{rel}: sha256 differs from the manifest (edited after recording?)")
+        elif p.exists() and content_digest(read_run(p)) != row["digest"]:
+            problems.append(f"{rel}: content digest differs from the manifest")
+    for rel, digest in (ds.manifest.get("files") or {}).items():
+        if digest is None:
+            continue
+        p = ds.path / rel
+        if not p.exists():
+            problems.append(f"{rel}: absent")
+        elif sha256_file(p) != digest:
+            problems.append(f"{rel}: sha256 differs from the manifest")
+    return problems
+
+
+def restore_cache(path: str | Path, folder: str | Path | None = None) -> int:
+    """Write the dataset's recorded replies into a response cache folder (default: the
+    project's); returns how many entries were written (existing ones are kept)."""
+    from adakit.models import Completion, ResponseCache
+
+    ds = open_dataset(path)
+    cache = ResponseCache(Path(folder) / "responses" if folder else None, "use")
+    written = 0
+    with open(ds.path / "responses.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            if cache.path(entry["key"]).exists():
+                continue
+            cache.put(entry["key"], Completion.from_dict(entry["completion"]),
+                      {"restored_from": ds.manifest.get("name")})
+            written += 1
+    return written
+
+
+def replay(
+    path: str | Path, run_ids: Iterable[str] | None = None, out: str | Path | None = None
+) -> dict[str, str]:
+    """Launch the dataset's runs again from its recorded replies alone (cache mode ``replay``:
+    a request the recording never made raises) and compare each run's content digest with the
+    manifest; returns run_id -> "same" | "differs" | the error."""
+    from adakit.study import load_study, run_one
+
+    ds = open_dataset(path)
+    wanted = set(run_ids) if run_ids is not None else {r["run_id"] for r in ds.manifest["runs"]}
+    digests = {r["run_id"]: r["digest"] for r in ds.manifest["runs"]}
+    results: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="adakit-replay-") as scratch:
+        cache_root = Path(scratch) / "cache"
+        restore_cache(ds.path, cache_root)
+        output = Path(out) if out else Path(scratch) / "runs"
+        old = os.environ.get("ADAKIT_CACHE")
+        os.environ["ADAKIT_CACHE"] = str(cache_root)
+        try:
+            study = load_study(ds.path / "study.yaml", {"output": str(output), "cache_mode": "replay"})
+            for spec in study.specs:
+                if spec.run_id not in wanted:
+                    continue
+                try:
+                    run_one(study, spec)
+                    got = content_digest(read_run(output / f"{spec.run_id}.jsonl"))
+                    results[spec.run_id] = "same" if got == digests.get(spec.run_id) else "differs"
+                except Exception as exc:  # a diverging replay says why, per run
+                    results[spec.run_id] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        finally:
+            if old is None:
+                os.environ.pop("ADAKIT_CACHE", None)
+            else:
+                os.environ["ADAKIT_CACHE"] = old
+    missing = wanted - set(results)
+    for run_id in sorted(missing):
+        results[run_id] = "not in the dataset's study file"
+    return results
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    try:
+        manifest = build(args.runs, args.out, study=args.study, judgments=args.judgments,
+                         cache=args.cache, name=args.name)
+    except DatasetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    c = manifest["counts"]
+    print(f"dataset {manifest['name']}: {c['runs']} runs, {c['verdicts']} verdicts, "
+          f"{c['responses']} recorded replies -> {args.out}")
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    try:
+        problems = check(args.dataset)
+    except DatasetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"{len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    ds = open_dataset(args.dataset)
+    print(f"{ds.path}: {len(ds.manifest['runs'])} runs match the manifest")
+    if args.replay:
+        results = replay(args.dataset)
+        bad = {k: v for k, v in results.items() if v != "same"}
+        for run_id, outcome in sorted(bad.items()):
+            print(f"replay {run_id}: {outcome}")
+        print(f"replay: {len(results) - len(bad)} of {len(results)} runs reproduced exactly")
+        return 1 if bad else 0
+    return 0
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    n = restore_cache(args.dataset, args.cache)
+    print(f"{n} recorded replies written to the response cache")
+    return 0
+
+
+def register_cli(sub: Any) -> None:
+    """``adakit dataset build|check|restore-cache``."""
+    p = sub.add_parser("dataset", help="shipped datasets of recorded runs: build, check, replay")
+    dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION")
+    b = dsub.add_parser("build", help="pack a finished corpus, its verdicts and replies")
+    b.add_argument("runs", help="the corpus folder (e.g. data/runs/local)")
+    b.add_argument("--out", required=True, help="the dataset folder (e.g. data/reference/local-v1)")
+    b.add_argument("--study", help="the study file (default: the corpus's study.yaml)")
+    b.add_argument("--judgments", help="the verdicts folder (default: the corpus's)")
+    b.add_argument("--cache", help="the response cache root (default: the project's)")
+    b.add_argument("--name", help="dataset name (default: the folder name)")
+    b.set_defaults(func=_cmd_build)
+    c = dsub.add_parser("check", help="verify a dataset against its manifest")
+    c.add_argument("dataset")
+    c.add_argument("--replay", action="store_true",
+                   help="also relaunch every run from the recorded replies and compare")
+    c.set_defaults(func=_cmd_check)
+    r = dsub.add_parser("restore-cache", help="write a dataset's replies into the response cache")
+    r.add_argument("dataset")
+    r.add_argument("--cache", help="the response cache root (default: the project's)")
+    r.set_defaults(func=_cmd_restore)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

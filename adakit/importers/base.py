@@ -1,0 +1,393 @@
+"""The shape every importer produces (:class:`Trajectory` of :class:`Step`) and its
+conversion into adakit's record schema (header, one turn per step, end).
+
+A format module only reads its files into a :class:`Trajectory`; paths, the canonical
+mapping (:mod:`adakit.importers.mapping`), timing, clipping and the end record are done here
+once for every format.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from adakit import __version__
+from adakit.importers.mapping import Context, Mapped, map_tool
+from adakit.importers.shell import join_path
+from adakit.record import (
+    ConditionInfo,
+    End,
+    Header,
+    ModelInfo,
+    ParseError,
+    SourceInfo,
+    TaskInfo,
+    ToolCall,
+    ToolMetrics,
+    Turn,
+    WorldInfo,
+)
+
+#: The task family of imported runs unless ``--task`` names another: the named formats come
+#: from issue-resolution benchmarks (SWE-bench and the like).
+DEFAULT_TASK = "issue_resolution"
+#: The condition of imported runs: the source agent ran without any of Ada's manipulations.
+IMPORTED_CONDITION = "natural"
+
+
+class BadInput(ValueError):
+    """A file that cannot be imported; ``reason`` is the category counted in the summary."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class Step:
+    """One agent step of a foreign trajectory, before mapping.
+
+    ``tool`` is the source's tool or command name and ``args`` its arguments as recorded (a
+    command-style action keeps the whole command line in ``args["command"]``). ``parse_error``
+    marks a reply the source scaffold could not turn into an action.
+    """
+
+    tool: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    thought: str = ""
+    response: str = ""
+    observation: str = ""
+    observation_complete: bool = True
+    cwd: str | None = None
+    open_file: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    duration_s: float | None = None
+    latency_s: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = None
+    exit_code: int | None = None
+    parse_error: str | None = None
+
+
+@dataclass
+class Trajectory:
+    """One foreign run, read from one file."""
+
+    steps: list[Step]
+    agent: str
+    agent_version: str = ""
+    instance: str | None = None
+    model: str = ""
+    task_prompt: str = ""
+    system_prompt: str = ""
+    exit_status: str | None = None
+    submission: str | None = None
+    final_message: str | None = None
+    totals: dict[str, Any] = field(default_factory=dict)
+    started_at: float | None = None
+    ended_at: float | None = None
+    timing: str = "none"
+    root: str | None = None
+    step_limit: int | None = None
+    mode: str = ""
+    repo: str | None = None
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def world_tree(world: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The world's files and folders (relative paths); empty without a world."""
+    if world is None:
+        return frozenset(), frozenset()
+    files = frozenset(world.files())
+    dirs: set[str] = set()
+    for f in files:
+        while "/" in f:
+            f = f.rsplit("/", 1)[0]
+            if f in dirs:
+                break
+            dirs.add(f)
+    return files, frozenset(dirs)
+
+
+class PathResolver:
+    """World-relative paths for the paths an agent wrote.
+
+    A relative path is joined to the working folder. With a world at hand, an absolute path
+    is matched by its longest suffix that names a world file or folder (so ``/testbed/src/a.py``,
+    ``/workspace/repo__x/src/a.py`` and ``src/a.py`` all become ``src/a.py``); the prefix found
+    is reused. Without a world, the trajectory's repository root is stripped. A path outside
+    the repository stays absolute.
+    """
+
+    def __init__(self, root: str | None, world: Any = None,
+                 tree: tuple[frozenset[str], frozenset[str]] | None = None) -> None:
+        self.root = posixpath.normpath(root) if root else None
+        self.world = world
+        self.files, self.dirs = tree if tree is not None else world_tree(world)
+        self._prefixes: list[str] = []
+        self._cache: dict[tuple[str, str | None], str] = {}
+
+    def __call__(self, path: str, cwd: str | None) -> str:
+        key = (path, cwd)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        raw = path.strip()
+        full = join_path(cwd or self.root, raw) if raw else (cwd or self.root or ".")
+        rel = self._world_rel(full) if self.world is not None else None
+        if rel is None:
+            rel = self._strip_root(full)
+        self._cache[key] = rel
+        return rel
+
+    def _strip_root(self, full: str) -> str:
+        if self.root and (full == self.root or full.startswith(self.root + "/")):
+            return full[len(self.root) + 1:] or "."
+        if full.startswith("./"):
+            full = full[2:]
+        return full or "."
+
+    def _world_rel(self, full: str) -> str | None:
+        known = self.files
+        for prefix in self._prefixes:
+            if full.startswith(prefix + "/"):
+                rest = full[len(prefix) + 1:]
+                if rest in known or rest in self.dirs:
+                    return rest
+        if self.root and (full == self.root):
+            return "."
+        parts = [p for p in full.split("/") if p and p != "."]
+        for k in range(len(parts)):
+            cand = "/".join(parts[k:])
+            if cand in known or cand in self.dirs:
+                prefix = ("/" if full.startswith("/") else "") + "/".join(parts[:k])
+                if k and prefix not in self._prefixes:
+                    self._prefixes.append(prefix)
+                return cand
+        return None
+
+    def is_dir(self, rel: str) -> bool | None:
+        """Whether ``rel`` is a world folder (None without a world)."""
+        if self.world is None:
+            return None
+        return rel == "." or rel in self.dirs
+
+    def line_count(self, rel: str) -> int | None:
+        """The world file's number of lines (None without a world or for other files)."""
+        if self.world is None or rel not in self.files:
+            return None
+        return self.world.line_count(rel)
+
+
+# --------------------------------------------------------------------------- records
+
+_SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def slug(text: str, limit: int = 80) -> str:
+    """A file-name-safe id fragment."""
+    out = _SLUG.sub("-", text).strip("-.")
+    return out[:limit] or "run"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how many were cut (0: no limit)."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... {len(text) - limit} more characters not kept]"
+
+
+def termination(exit_status: str | None, submitted: bool) -> str:
+    """The end record's reason for a source scaffold's exit status (kept verbatim beside)."""
+    low = (exit_status or "").lower()
+    if submitted or "submit" in low:
+        return "submit"
+    if "cost" in low:
+        return "cost_limit"
+    if "context" in low:
+        return "context_overflow"
+    if "format" in low:
+        return "malformed_limit"
+    if "api" in low or "model" in low or "ratelimit" in low:
+        return "model_error"
+    if any(k in low for k in ("step", "limit", "turn", "iteration", "exceeded")):
+        return "turn_bound"
+    return "agent_exit"
+
+
+def repo_name(instance: str | None, root: str | None) -> str | None:
+    """The repository a run worked on: ``owner__repo-123`` (SWE-bench ids) gives ``repo``;
+    else the root folder's name."""
+    for text in (instance, root.rstrip("/").rsplit("/", 1)[-1] if root else None):
+        if not text:
+            continue
+        m = re.match(r"^[\w.-]+?__([\w.-]+?)(?:__[\d.]+)?(?:-\d+)?$", text)
+        if m:
+            return m.group(1)
+    if root and root.strip("/") not in ("testbed", "workspace", "repo", "app", ""):
+        return root.rstrip("/").rsplit("/", 1)[-1]
+    return None
+
+
+@dataclass
+class Target:
+    """What the importer writes into: the world (if given), its header info, the study."""
+
+    world: Any = None
+    world_info: WorldInfo | None = None
+    study: str = "imported"
+    task: str | None = None
+    model: str | None = None
+    root: str | None = None
+    max_observation_chars: int = 4000
+    _tree: tuple[frozenset[str], frozenset[str]] | None = None
+
+    def tree(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The world's files and folders, listed once for every trajectory."""
+        if self._tree is None:
+            self._tree = world_tree(self.world)
+        return self._tree
+
+
+def _times(traj: Trajectory) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    if traj.timing == "recorded":
+        prev = traj.started_at
+        for s in traj.steps:
+            end = s.ended_at if s.ended_at is not None else (s.started_at or prev or 0.0)
+            start = s.started_at if s.started_at is not None else (prev if prev is not None else end)
+            start = min(start, end)
+            out.append((start, end))
+            prev = end
+        return out
+    t = 0.0
+    for s in traj.steps:
+        dur = s.duration_s if traj.timing == "execution" and s.duration_s is not None else 1.0
+        out.append((t, t + max(dur, 0.0)))
+        t += max(dur, 0.0)
+    return out
+
+
+def _mapped_turn(step: Step, ctx: Context) -> Mapped:
+    return map_tool(step.tool, step.args, step.observation, ctx)
+
+
+def build_records(traj: Trajectory, source: SourceInfo, target: Target
+                  ) -> tuple[Header, list[Turn], End]:
+    """The header, turns and end record of one imported run."""
+    if not traj.steps:
+        raise BadInput("empty trajectory", "no agent steps")
+    root = target.root or traj.root
+    resolver = PathResolver(root, target.world, target.tree())
+    times = _times(traj)
+    turns: list[Turn] = []
+    submitted = False
+    for i, (step, (t0, t1)) in enumerate(zip(traj.steps, times, strict=True), 1):
+        obs = step.observation or ""
+        common = {
+            "turn": i, "started_at": t0, "ended_at": t1, "latency_s": step.latency_s,
+            "tokens_in": step.tokens_in, "tokens_out": step.tokens_out,
+            "cost_usd": step.cost_usd, "raw_text": step.response, "thinking": step.thought,
+            "observation": clip(obs, target.max_observation_chars),
+            "observation_chars": len(obs),
+        }
+        if step.parse_error is not None:
+            turns.append(Turn(**common, parse_error=ParseError(kind="no_tool",
+                                                               message=step.parse_error[:500]),
+                              metrics=ToolMetrics(error_type="malformed", mapped_by="parse_error")))
+            continue
+        cwd = step.cwd or root
+        ctx = Context(
+            cwd=cwd,
+            open_file=resolver(step.open_file, cwd) if step.open_file else None,
+            resolve=resolver, is_dir=resolver.is_dir, line_count=resolver.line_count,
+            output_complete=step.observation_complete, exit_code=step.exit_code,
+        )
+        m = _mapped_turn(step, ctx)
+        submitted = submitted or m.tool == "SUB"
+        metrics = ToolMetrics(**m.metrics(), exit_code=step.exit_code)
+        turns.append(Turn(**common, call=ToolCall(tool=step.tool or "?", params=_jsonable(step.args)),
+                          metrics=metrics))
+    info = target.world_info or WorldInfo(
+        name=repo_name(traj.instance, root) or traj.repo or "unknown", source="trajectory")
+    model = traj.model or target.model or "unknown"
+    header = Header(
+        run_id=f"{slug(source.format)}__{slug(traj.instance or _stem(source.file))}__{source.sha256[:10]}",
+        study=target.study,
+        model=ModelInfo(name=model, kind="llm", model_id=model, mode=traj.mode or source.format),
+        world=info,
+        task=TaskInfo(family=target.task or DEFAULT_TASK, target=traj.instance,
+                      prompt=traj.task_prompt),
+        condition=ConditionInfo(name=IMPORTED_CONDITION, params={"imported_from": source.format}),
+        turn_bound=max(traj.step_limit or 0, len(turns), 1),
+        adakit_version=__version__,
+        started_at=turns[0].started_at if turns else (traj.started_at or 0.0),
+        system_prompt=traj.system_prompt,
+        source=source,
+    )
+    conclusion = traj.final_message or None
+    if traj.submission:
+        conclusion = (f"{conclusion}\n\nSubmitted changes:\n{traj.submission}" if conclusion
+                      else f"Submitted changes:\n{traj.submission}")
+    ended = max(turns[-1].ended_at, traj.ended_at or 0.0) if traj.timing == "recorded" else turns[-1].ended_at
+    end = End(
+        reason=termination(traj.exit_status, submitted or bool(traj.submission)),  # type: ignore[arg-type]
+        ended_at=ended,
+        conclusion=conclusion,
+        conclusion_title=f"{source.agent} outcome" if conclusion else None,
+        exit_status=traj.exit_status,
+        submission=traj.submission,
+        totals={k: v for k, v in {"steps": len(turns), **traj.totals}.items() if v is not None},
+    )
+    return header, turns, end
+
+
+def _stem(file: str) -> str:
+    name = file.rsplit("/", 1)[-1]
+    for ext in (".traj.json", ".traj", ".jsonl", ".json"):
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def text_of(content: Any) -> str:
+    """A message content as text: a string, or the text parts of a list of content blocks."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for item in content:
+            if isinstance(item, dict):
+                if item.get("type") in (None, "text", "input_text", "output_text"):
+                    parts.append(str(item.get("text", "")))
+            elif isinstance(item, str):
+                parts.append(item)
+        return "\n".join(p for p in parts if p)
+    if isinstance(content, dict):
+        return str(content.get("text", ""))
+    return str(content)
+
+
+def first(items: Iterable[Any], default: Any = None) -> Any:
+    """The first item of an iterable (``default`` if empty)."""
+    return next(iter(items), default)

@@ -1,0 +1,804 @@
+"""Canonical actions: another agent's steps mapped onto Ada's vocabulary (issue 16, §2).
+
+Every imported step gets one canonical tool, by the first rule of :data:`MAPPING_TABLE` that
+covers it. The table is data (rule id, what it covers, canonical tool, sub-action, the
+argument for the choice); :func:`map_tool` and :func:`map_shell` apply it and read the file,
+line range, search term and result count from the command and its observation. The rule that
+fired is recorded in the turn's ``metrics.mapped_by``.
+
+Why these choices
+-----------------
+Ada's navigation tools are OVW (an outline of a folder, file or block), PKR (a window of
+lines) and EXP (following a code relation: definition, references, next block). A foreign
+action is mapped by what it *showed the agent*, not by its name:
+
+* **OVW** for anything that shows structure without code: ``ls``, ``tree``, ``find`` without a
+  name filter, ``git ls-files``, a folder view of an editor tool, an abbreviated file map
+  (SWE-agent's ``filemap``, or ``str_replace_editor view`` of a large file), and ``wc``/``stat``
+  (a file's size is structure, not content).
+* **PKR** for anything that shows a window of a file's lines: SWE-agent's ``open``, ``goto``,
+  ``scroll_up``/``scroll_down``; editor ``view`` commands; and in the shell ``cat``, ``less``,
+  ``more``, ``head``, ``tail``, ``sed -n A,Bp``, ``nl``, ``awk 'NR>=A && NR<=B'``. The range
+  recorded is the one actually shown: numbered output (``cat -n``, SWE-agent windows, editor
+  views) is read line by line; otherwise the command's range is clipped by the number of lines
+  the observation holds (and by the file's length when a world is given).
+* **EXP find_all_references** for searches: ``search_dir``, ``search_file``, ``find_file``,
+  ``grep``/``rg``/``ag``/``ack``/``git grep`` and ``find -name`` (``find_file`` is ``find
+  -name``, so both map alike). A search whose pattern is a definition (``def NAME``, ``class
+  NAME``, ``function NAME``, ``fn NAME`` ...) is **EXP go_to_definition**, with the symbol.
+* Outside Ada's read-only set: **EDT** for changing files (``edit``, ``create``, ``insert``,
+  ``str_replace``, ``sed -i``, ``perl -i``, redirections and ``tee`` into a file, ``patch``,
+  ``git apply``, ``touch``/``mkdir``/``rm``/``mv``/``cp``); **EXE** for executing anything else
+  (``python``, ``pytest``, ``pip``, ``git diff``, notebooks, browsing); **SUB** for submitting
+  (``submit``, mini-swe-agent's completion echo, OpenHands ``finish``), which is terminal like a
+  finalizing CON.
+* Cognitive steps keep Ada's names where the meaning carries over: OpenHands ``think`` and
+  ``task_tracking`` externalise reasoning without touching the world, the role of MEM; an agent
+  message to the user in mid-run reports a provisional result, an interim (non-final) CON.
+
+A shell command line is read as segments (``&&``, ``||``, ``;``, newlines) of pipelines.
+``cd DIR`` moves the folder later segments resolve paths in. A pipeline takes its class from
+its producer (first stage): later stages are filters that narrow the range (``| head``,
+``| sed -n``), turn a read into a search in that file (``cat f | grep x``), or count results
+(``| wc -l``); a stage fed by ``xargs`` acts on the files listed before it. A command line
+with several segments takes the class of the most consequential one, in the order SUB > EDT >
+EXE > PKR > EXP > OVW (a read followed by a test run is an execution); a chain that reads
+several files records the first file it shows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from adakit.importers.shell import Segment, Stage, join_path, options, parse_command
+
+
+@dataclass(frozen=True)
+class MappingRule:
+    """One row of the mapping table."""
+
+    rule: str
+    covers: tuple[str, ...]
+    canonical: str
+    action: str | None
+    why: str
+
+
+#: The mapping table: named tools of the scaffolds (``tool:``) and shell programs
+#: (``shell:``), in the order they are tried.
+MAPPING_TABLE: tuple[MappingRule, ...] = (
+    MappingRule("tool:open", ("open",), "PKR", None,
+                "SWE-agent shows a window of the file around the line asked for."),
+    MappingRule("tool:goto", ("goto",), "PKR", None,
+                "moves SWE-agent's window within the open file: a new window of lines."),
+    MappingRule("tool:scroll", ("scroll_up", "scroll_down"), "PKR", None,
+                "the next or previous window of the open file: a continuation read."),
+    MappingRule("tool:view", ("str_replace_editor:view", "view", "read", "read_file",
+                              "view_file", "open_file", "cat_file", "peek_code_region"),
+                "PKR", None,
+                "an editor view of a file prints its lines (cat -n): a window read."),
+    MappingRule("tool:view_outline", ("filemap", "str_replace_editor:view:abbreviated",
+                                      "file_outline", "outline", "get_structural_overview"),
+                "OVW", None,
+                "an abbreviated file map lists definitions without their bodies: an outline."),
+    MappingRule("tool:view_dir", ("str_replace_editor:view:dir", "list_dir", "list_files",
+                                  "ls_dir", "list_directory"),
+                "OVW", None, "a folder listing shows structure, not code."),
+    MappingRule("tool:search_dir", ("search_dir", "search", "search_code", "grep_code",
+                                    "explore_code"),
+                "EXP", "find_all_references",
+                "a search for a term across files: where is it used."),
+    MappingRule("tool:search_file", ("search_file",), "EXP", "find_all_references",
+                "a search for a term within one file."),
+    MappingRule("tool:find_file", ("find_file", "find_files", "glob"), "EXP",
+                "find_all_references",
+                "looks a file up by name across the tree (the issue's choice; find -name alike)."),
+    MappingRule("tool:edit", ("edit", "insert", "create", "str_replace_editor:create",
+                              "str_replace_editor:str_replace", "str_replace_editor:insert",
+                              "str_replace_editor:undo_edit", "str_replace", "write",
+                              "write_file", "create_file", "edit_file", "apply_patch",
+                              "replace_in_file"),
+                "EDT", None, "changes a file: outside Ada's read-only set."),
+    MappingRule("tool:submit", ("submit", "finish", "exit_forfeit", "complete", "done"),
+                "SUB", "submit",
+                "hands in the result and ends the run: terminal, like a finalizing CON."),
+    MappingRule("tool:think", ("think", "task_tracking", "note", "plan"), "MEM", None,
+                "externalises reasoning without touching the world: Ada's MEM."),
+    MappingRule("tool:message", ("message",), "CON", None,
+                "a report to the user in mid-run: a provisional (non-final) conclusion."),
+    MappingRule("tool:bash", ("bash", "execute_bash", "run", "shell", "terminal", "cmd",
+                              "execute_command", "run_command"),
+                "EXE", None,
+                "a shell command: classified by the shell:* rules; EXE when none applies."),
+    MappingRule("tool:execute", ("run_ipython", "ipython", "python", "browse",
+                                 "browse_interactive", "call_tool_mcp", "delegate"),
+                "EXE", None, "runs code or acts outside the repository."),
+    MappingRule("shell:ls", ("ls", "tree", "dir", "exa", "eza", "git ls-files",
+                             "git ls-tree"),
+                "OVW", None, "lists a folder: structure without code."),
+    MappingRule("shell:find", ("find", "fd", "fdfind"), "OVW", None,
+                "find without a name filter walks the tree: a listing."),
+    MappingRule("shell:find_name", ("find -name", "locate"), "EXP", "find_all_references",
+                "find with -name/-path/-regex looks files up by name, like find_file."),
+    MappingRule("shell:stat", ("wc", "stat", "file", "du"), "OVW", None,
+                "a file's size or type is structure, not content."),
+    MappingRule("shell:cat", ("cat", "less", "more", "bat", "batcat"), "PKR", None,
+                "prints a whole file (or what a filter keeps of it)."),
+    MappingRule("shell:head", ("head",), "PKR", None, "the first lines of a file."),
+    MappingRule("shell:tail", ("tail",), "PKR", None,
+                "the last lines of a file (line numbers need the file's length: a world)."),
+    MappingRule("shell:sed_n", ("sed -n",), "PKR", None, "sed -n 'A,Bp' prints lines A..B."),
+    MappingRule("shell:nl", ("nl",), "PKR", None,
+                "numbers and prints a file (numbers are line numbers with -ba)."),
+    MappingRule("shell:awk_nr", ("awk NR",), "PKR", None,
+                "awk 'NR>=A && NR<=B' prints lines A..B."),
+    MappingRule("shell:grep", ("grep", "egrep", "fgrep", "rg", "ag", "ack", "git grep"),
+                "EXP", "find_all_references", "searches files for a pattern."),
+    MappingRule("shell:grep_def", ("grep def",), "EXP", "go_to_definition",
+                "a search whose pattern is a definition (def/class/function NAME)."),
+    MappingRule("shell:edit", ("sed -i", "perl -i", "tee", "> file", "patch", "git apply",
+                               "apply_patch", "touch", "mkdir", "rm", "rmdir", "mv", "cp",
+                               "git checkout", "git restore", "git stash", "git reset"),
+                "EDT", None, "changes files on disk."),
+    MappingRule("shell:submit", ("submit", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+                                 "echo MINI_SWE_AGENT_FINAL_OUTPUT"),
+                "SUB", "submit", "the scaffold's submission command: terminal."),
+    MappingRule("shell:execute", ("*",), "EXE", None,
+                "any other program (python, pytest, pip, git diff, make ...) executes."),
+)
+RULES: dict[str, MappingRule] = {r.rule: r for r in MAPPING_TABLE}
+_TOOL_RULE: dict[str, str] = {}
+for _r in MAPPING_TABLE:
+    if _r.rule.startswith("tool:"):
+        for _name in _r.covers:
+            _TOOL_RULE.setdefault(_name, _r.rule)
+
+#: Echo lines that submit in mini-swe-agent (v1 and v0).
+SUBMIT_ECHOES = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
+_PRIORITY = {"SUB": 6, "EDT": 5, "EXE": 4, "PKR": 3, "EXP": 2, "OVW": 1}
+_LISTERS = {"ls", "tree", "dir", "exa", "eza"}
+_STATS = {"wc", "stat", "file", "du"}
+_READERS = {"cat", "less", "more", "bat", "batcat"}
+_SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}
+_FILE_OPS = {"touch", "mkdir", "rm", "rmdir", "mv", "cp", "patch", "apply_patch", "ln"}
+_NEUTRAL = {"cd", "pushd", "popd", "pwd", "export", "set", "unset", "source", ".", "true",
+            "false", "echo", "printf", "clear", "sleep", "alias", "which", "type", ":",
+            "history", "exit", "wait"}
+_FILTERS = {"head", "tail", "sed", "grep", "egrep", "fgrep", "rg", "wc", "sort", "uniq", "cut",
+            "awk", "tr", "less", "more", "cat", "column", "nl", "tee", "fold", "rev"}
+_GIT_EDIT = {"apply", "am", "checkout", "restore", "stash", "reset", "mv", "rm", "cherry-pick",
+             "revert", "merge", "rebase", "switch"}
+_DEFINITION = re.compile(
+    r"^\^?\s*(?:\\s\*|\\s\+|\s)*(?:export\s+)?(?:async\s+)?(?:pub(?:\(crate\))?\s+)?"
+    r"(def|class|function|fn|struct|enum|trait|interface|impl|type|func)\s+"
+    r"([A-Za-z_$][\w$.]*)"
+)
+_GREP_VALUE = frozenset({"-e", "-f", "-A", "-B", "-C", "-m", "--include", "--exclude",
+                         "--exclude-dir", "-g", "--glob", "-t", "--type", "-T", "--max-count",
+                         "--regexp", "--file", "--context", "--after-context",
+                         "--before-context", "--type-not", "-M"})
+_SWE_WINDOW_LINE = re.compile(r"^(\d+):", re.M)
+_TAB_LINE = re.compile(r"^ *(\d+)\t", re.M)
+_FILE_HEADER = re.compile(r"^\[File: (.+?) \((\d+) lines total\)\]", re.M)
+_FOUND = re.compile(r"Found (\d+) matches? for")
+_NO_MATCH = re.compile(r"No matches found|did not find any|no matches", re.I)
+_PATH_LINE = re.compile(r"^([^\s:][^:\n]*?):(\d+)[:-]", re.M)
+_READ_ERROR = re.compile(
+    r"No such file or directory|Is a directory|does not exist|not found|Permission denied|"
+    r"cannot open|Invalid `view_range`|^Error[: ]|^ERROR[: ]",
+    re.M,
+)
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass
+class Context:
+    """What a mapping may consult: the working folder, a path resolver, file lengths.
+
+    ``resolve(path, cwd)`` gives the world-relative path of a (possibly relative) path;
+    ``is_dir(rel)`` says whether a resolved path names a folder (None: unknown);
+    ``line_count(rel)`` the file's number of lines when a world is at hand (else None).
+    ``output_complete`` is false when the observation was cut by the source scaffold.
+    """
+
+    cwd: str | None = None
+    open_file: str | None = None
+    resolve: Callable[[str, str | None], str] = lambda p, cwd: join_path(cwd, p)
+    is_dir: Callable[[str], bool | None] = lambda rel: None
+    line_count: Callable[[str], int | None] = lambda rel: None
+    output_complete: bool = True
+    exit_code: int | None = None
+
+
+@dataclass
+class Mapped:
+    """The canonical action of one step and what it touched (becomes ``ToolMetrics``)."""
+
+    tool: str
+    rule: str
+    file: str | None = None
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+    lines_viewed: int = 0
+    structural: bool = False
+    action: str | None = None
+    symbol: str | None = None
+    result_count: int | None = None
+    finalize: bool | None = None
+    failed: bool = False
+
+    def metrics(self) -> dict[str, Any]:
+        """The ``ToolMetrics`` fields of this mapping."""
+        return {
+            "tool": self.tool, "file": self.file, "ranges": list(self.ranges),
+            "lines_viewed": self.lines_viewed, "structural": self.structural,
+            "action": self.action, "symbol": self.symbol, "result_count": self.result_count,
+            "finalize": self.finalize, "mapped_by": self.rule,
+            "error_type": "tool_error" if self.failed else None,
+        }
+
+
+def _rule(rule: str, **kw: Any) -> Mapped:
+    r = RULES[rule]
+    kw.setdefault("action", r.action)
+    return Mapped(tool=r.canonical, rule=rule, **kw)
+
+
+# --------------------------------------------------------------------------- observations
+
+
+def output_lines(text: str) -> list[str]:
+    """The observation's lines, without a trailing empty line."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def numbered_range(text: str, style: str = "tab") -> tuple[int, int] | None:
+    """First and last line number of a numbered listing (``tab``: ``cat -n`` / editor views,
+    ``colon``: SWE-agent windows ``12:code``), or None when the text has none."""
+    pattern = _TAB_LINE if style == "tab" else _SWE_WINDOW_LINE
+    first = pattern.search(text)
+    if first is None:
+        return None
+    last = None
+    for tail_line in reversed(text[first.start():].rsplit("\n", 6)):
+        last = pattern.match(tail_line)
+        if last is not None:
+            break
+    if last is None:  # a long tail of unnumbered text: scan all
+        for last in pattern.finditer(text, first.start()):  # noqa: B007 - keep the last
+            pass
+    a, b = int(first.group(1)), int(last.group(1))  # type: ignore[union-attr]
+    return (a, b) if b >= a else None
+
+
+def file_header(text: str) -> tuple[str, int] | None:
+    """SWE-agent's window header ``[File: PATH (N lines total)]`` as (path, N)."""
+    m = _FILE_HEADER.search(text)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+def _count_results(text: str) -> int:
+    return sum(1 for ln in output_lines(text) if ln.strip())
+
+
+def _looks_failed(text: str, exit_code: int | None, lines: int = 3) -> bool:
+    """A non-zero exit code, or an error message in the first ``lines`` lines."""
+    if exit_code not in (None, 0):
+        return True
+    head = "\n".join(output_lines(text)[:lines])
+    return bool(_READ_ERROR.search(head))
+
+
+# --------------------------------------------------------------------------- named tools
+
+
+def _arg(args: Mapping[str, Any], *keys: str) -> Any:
+    for k in keys:
+        v = args.get(k)
+        if v not in (None, ""):
+            return v
+    return None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _window(m: Mapped, rng: tuple[int, int] | None, total: int | None = None) -> Mapped:
+    if rng is not None:
+        a, b = rng
+        if total:
+            b = min(b, total)
+        if b >= a:
+            m.ranges = [(a, b)]
+            m.lines_viewed = b - a + 1
+    return m
+
+
+def tool_key(name: str, args: Mapping[str, Any] | None = None) -> str:
+    """The table key of a named tool: editor tools are keyed by their sub-command too
+    (``str_replace_editor:view``)."""
+    args = args or {}
+    command = args.get("command")
+    if name in ("str_replace_editor", "file_editor", "edit_file_tool") and isinstance(command, str):
+        return f"str_replace_editor:{command}"
+    return name
+
+
+def map_tool(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """The canonical action of a named tool call (shell tools go through :func:`map_shell`)."""
+    key = tool_key(name, args)
+    rule_id = _TOOL_RULE.get(key) or _TOOL_RULE.get(name) or "tool:execute"
+    if rule_id == "tool:bash":
+        command = _arg(args, "command", "cmd", "code", "script")
+        if not isinstance(command, str) or not command.strip():
+            return _rule("tool:bash", failed=True)
+        return map_shell(command, observation, ctx)
+    path_arg = _arg(args, "path", "file_path", "file", "filename", "file_name", "dir",
+                    "directory")
+    file = ctx.resolve(str(path_arg), ctx.cwd) if path_arg is not None else None
+    failed = _looks_failed(observation, ctx.exit_code, lines=1)  # code below may say "not found"
+    if rule_id in ("tool:open", "tool:goto", "tool:scroll"):
+        head = file_header(observation)
+        here = ctx.resolve(head[0], ctx.cwd) if head else (file or ctx.open_file)
+        m = _rule(rule_id, file=here, failed=head is None)
+        return _window(m, numbered_range(observation, "colon"), head[1] if head else None)
+    if rule_id == "tool:view":
+        is_dir = "files and directories" in observation[:200] or (
+            file is not None and ctx.is_dir(file) is True)
+        if is_dir:
+            return _rule("tool:view_dir", file=file or ".", structural=True, failed=failed)
+        if "abbreviated version" in observation[:300] or "too large to display" in observation[:300]:
+            return _rule("tool:view_outline", file=file, structural=True, failed=failed)
+        shown = numbered_range(observation, "tab")
+        m = _rule("tool:view", file=file, failed=failed and shown is None)
+        if shown is None:
+            start = _int(_arg(args, "start_line", "start", "line_number", "line"))
+            rng = args.get("view_range")
+            if isinstance(rng, (list, tuple)) and len(rng) == 2:
+                start, end = _int(rng[0]), _int(rng[1])
+            else:
+                end = _int(_arg(args, "end_line", "end"))
+            if start and end and end > 0 and not failed:
+                shown = (start, end)
+            elif not failed and observation.strip():
+                n = len(output_lines(observation))
+                shown = (start or 1, (start or 1) + n - 1)
+        return _window(m, shown, ctx.line_count(file) if file else None)
+    if rule_id in ("tool:view_outline", "tool:view_dir"):
+        return _rule(rule_id, file=file or ".", structural=True, failed=failed)
+    if rule_id in ("tool:search_dir", "tool:search_file", "tool:find_file"):
+        term = _arg(args, "search_term", "term", "query", "pattern", "file_name", "name",
+                    "symbol")
+        m = _rule(rule_id, symbol=str(term) if term is not None else None)
+        if rule_id == "tool:search_file":
+            target = _arg(args, "file", "path", "file_path")
+            m.file = ctx.resolve(str(target), ctx.cwd) if target else ctx.open_file
+        defined = _DEFINITION.match(str(term or ""))
+        if defined and rule_id != "tool:find_file":
+            m.action, m.symbol = "go_to_definition", defined.group(2)
+        found = _FOUND.search(observation)
+        if found:
+            m.result_count = int(found.group(1))
+        elif _NO_MATCH.search(observation):
+            m.result_count = 0
+        elif "not found" in observation.lower() or _looks_failed(observation, ctx.exit_code):
+            m.failed = True
+        elif observation.strip():  # a plain list of hits, one per line
+            m.result_count = _count_results(observation)
+        return m
+    if rule_id == "tool:edit":
+        action = key.split(":", 1)[1] if key.startswith("str_replace_editor:") else name
+        target = file
+        if target is None and name in ("edit", "insert"):
+            head = file_header(observation)
+            target = ctx.resolve(head[0], ctx.cwd) if head else ctx.open_file
+        return _rule(rule_id, file=target, action=action, failed=failed)
+    if rule_id == "tool:submit":
+        return _rule(rule_id, finalize=True, action="forfeit" if name == "exit_forfeit" else "submit")
+    if rule_id == "tool:message":
+        return _rule(rule_id, finalize=False)
+    return _rule(rule_id, action=name if rule_id == "tool:execute" else None)
+
+
+# --------------------------------------------------------------------------- shell
+
+
+def _operands(stage: Stage, with_value: frozenset[str] = frozenset()) -> tuple[dict[str, str], list[str]]:
+    return options(stage.args, with_value)
+
+
+def _stage_kind(stage: Stage) -> tuple[str | None, str]:
+    """(canonical class or None for neutral / a pure filter, rule id) of one stage alone."""
+    p, args = stage.program, stage.args
+    if p == "submit" or (p in ("echo", "printf") and args and args[0].strip() in SUBMIT_ECHOES):
+        return "SUB", "shell:submit"
+    if p == "git" and args:
+        sub = args[0]
+        if sub == "grep":
+            return "EXP", "shell:grep"
+        if sub in ("ls-files", "ls-tree"):
+            return "OVW", "shell:ls"
+        if sub in _GIT_EDIT:
+            return "EDT", "shell:edit"
+        return "EXE", "shell:execute"
+    if p == "sed":
+        opts, _ = options(args, frozenset({"-e", "-f"}))
+        if "-i" in opts or any(a.startswith(("-i", "--in-place")) for a in args):
+            return "EDT", "shell:edit"
+        if "-n" in opts or "--quiet" in opts:
+            return "PKR", "shell:sed_n"
+        return None, "shell:sed_n"
+    if p == "perl" and any(a.startswith("-") and "i" in a and not a.startswith("--") for a in args):
+        return "EDT", "shell:edit"
+    if p == "tee":
+        return ("EDT", "shell:edit") if any(not a.startswith("-") for a in args) else (None, "")
+    if p in _FILE_OPS:
+        return "EDT", "shell:edit"
+    if p in _LISTERS:
+        return "OVW", "shell:ls"
+    if p in _STATS:
+        return "OVW", "shell:stat"
+    if p in ("find", "fd", "fdfind", "locate"):
+        named = p in ("locate", "fd", "fdfind") and any(not a.startswith("-") for a in args)
+        if named or any(a in ("-name", "-iname", "-path", "-ipath", "-regex", "-iregex",
+                              "-wholename") for a in args):
+            return "EXP", "shell:find_name"
+        return "OVW", "shell:find"
+    if p in _READERS:
+        return "PKR", "shell:cat"
+    if p == "head":
+        return "PKR", "shell:head"
+    if p == "tail":
+        return "PKR", "shell:tail"
+    if p == "nl":
+        return "PKR", "shell:nl"
+    if p in ("awk", "gawk") and args and _awk_range(args[0]) is not None:
+        return "PKR", "shell:awk_nr"
+    if p in _SEARCHERS:
+        return "EXP", "shell:grep"
+    if p in _NEUTRAL or p.startswith("#"):
+        return None, ""
+    return "EXE", "shell:execute"
+
+
+def _awk_range(script: str) -> tuple[int, int | None] | None:
+    s = script.replace(" ", "")
+    m = re.match(r"^NR>=?(\d+)&&NR<=?(\d+)", s)
+    if m:
+        a, b = int(m.group(1)), int(m.group(2))
+        return (a + (0 if ">=" in s[: s.index("&&")] else 1),
+                b - (0 if "<=" in s[s.index("&&"):] else 1))
+    m = re.match(r"^NR==(\d+),NR==(\d+)", s)
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    m = re.match(r"^NR>=(\d+)$|^NR>=(\d+)\{", s)
+    if m:
+        return int(m.group(1) or m.group(2)), None
+    return None
+
+
+def _sed_ranges(script: str) -> list[tuple[int, int | None]] | None:
+    """Line ranges of a ``sed -n`` print script (``10,40p``, ``5p``, ``10,$p``, ``1,5p;9p``)."""
+    out: list[tuple[int, int | None]] = []
+    for part in re.split(r"[;\n]", script.strip()):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)(?:,(\d+|\$))?p", part)
+        if not m:
+            return None
+        a = int(m.group(1))
+        b = None if m.group(2) == "$" else int(m.group(2) or a)
+        out.append((a, b))
+    return out or None
+
+
+def _window_of(stage: Stage, total: int | None) -> list[tuple[int, int | None]] | None:
+    """The line windows a reading stage selects of its input (None: the whole input)."""
+    p = stage.program
+    if p == "head":
+        opts, _ = options(stage.args, frozenset({"-n", "--lines", "-c"}))
+        raw = opts.get("-n") or opts.get("--lines") or "10"
+        if raw.startswith("-"):  # all but the last K
+            k = _int(raw[1:])
+            return [(1, total - k)] if total is not None and k is not None else [(1, None)]
+        k = _int(raw)
+        return [(1, k)] if k is not None else None
+    if p == "tail":
+        opts, _ = options(stage.args, frozenset({"-n", "--lines", "-c"}))
+        raw = opts.get("-n") or opts.get("--lines") or "10"
+        if raw.startswith("+"):
+            k = _int(raw[1:])
+            return [(k, None)] if k is not None else None
+        k = _int(raw)
+        if k is None:
+            return None
+        if total is None:
+            return [(-k, None)]  # relative to an unknown end
+        return [(max(1, total - k + 1), total)]
+    if p == "sed":
+        opts, rest = options(stage.args, frozenset({"-e", "-f"}))
+        script = opts.get("-e") or (rest[0] if rest else "")
+        return _sed_ranges(script)  # type: ignore[return-value]
+    if p in ("awk", "gawk"):
+        r = _awk_range(stage.args[0]) if stage.args else None
+        return [r] if r else None
+    return None
+
+
+def _file_operands(stage: Stage) -> list[str]:
+    p = stage.program
+    if p in ("head", "tail"):
+        _, rest = options(stage.args, frozenset({"-n", "--lines", "-c", "--bytes"}))
+    elif p == "sed":
+        opts, rest = options(stage.args, frozenset({"-e", "-f"}))
+        if "-e" not in opts and rest:
+            rest = rest[1:]  # the script
+    elif p in ("awk", "gawk"):
+        _, rest = options(stage.args, frozenset({"-F", "-v", "-f"}))
+        rest = rest[1:]
+    elif p == "nl":
+        _, rest = options(stage.args, frozenset({"-b", "-s", "-w", "-v", "-i", "-n"}))
+    else:
+        _, rest = options(stage.args)
+    return [*rest, *stage.reads]
+
+
+def _compose(windows: list[tuple[int, int | None]], inner: list[tuple[int, int | None]] | None
+             ) -> list[tuple[int, int | None]]:
+    """Apply a filter's windows (relative to its input's lines) to the current windows."""
+    if inner is None or not windows:
+        return windows
+    out: list[tuple[int, int | None]] = []
+    a0, b0 = windows[0]
+    for a, b in inner:
+        if a < 0:  # tail of an input of unknown end: keep as unknown
+            return [(a0, b0)]
+        na = a0 + a - 1
+        nb = None if b is None else a0 + b - 1
+        if b0 is not None:
+            nb = b0 if nb is None else min(nb, b0)
+        out.append((na, nb))
+    return out
+
+
+def _finish_ranges(windows: list[tuple[int, int | None]], total: int | None,
+                   n_out: int | None) -> list[tuple[int, int]]:
+    """Concrete ranges: unknown ends from the file length or the lines the output holds."""
+    out: list[tuple[int, int]] = []
+    for a, b in windows:
+        if a < 1:
+            if total is None:
+                continue
+            a = max(1, total + a + 1)
+        if b is None:
+            if total is not None:
+                b = total
+            elif n_out is not None and len(windows) == 1:
+                b = a + n_out - 1
+            else:
+                continue
+        if total is not None:
+            b = min(b, total)
+        if n_out is not None and len(windows) == 1:
+            b = min(b, a + max(n_out, 0) - 1)
+        if b >= a:
+            out.append((a, b))
+    return out
+
+
+def _grep(stages: list[Stage], k: int, observation: str, ctx: Context, cwd: str | None) -> Mapped:
+    """A search stage (grep/rg/git grep) and what its output says."""
+    st = stages[k]
+    args = st.args[1:] if st.program == "git" else st.args
+    opts, rest = options(args, _GREP_VALUE)
+    pattern = opts.get("-e") or opts.get("--regexp") or (rest.pop(0) if rest else "")
+    defined = _DEFINITION.match(pattern)
+    m = _rule("shell:grep_def" if defined else "shell:grep",
+              symbol=defined.group(2) if defined else (pattern or None))
+    paths = [] if st.via_xargs else rest
+    if len(paths) == 1:
+        rel = ctx.resolve(paths[0], cwd)
+        if ctx.is_dir(rel) is False or (ctx.is_dir(rel) is None and _looks_like_file(paths[0])):
+            m.file = rel
+    counted = observation
+    tail = stages[k + 1:]
+    if any(s.program == "wc" for s in tail):
+        n = _int(output_lines(observation)[-1].split()[0]) if output_lines(observation) else None
+        m.result_count = n
+    elif ctx.exit_code == 1 and not observation.strip():
+        m.result_count = 0
+    elif ctx.exit_code not in (None, 0, 1):
+        m.failed = True
+    elif "-c" in opts or "--count" in opts:
+        m.result_count = sum(_int(ln.rsplit(":", 1)[-1]) or 0 for ln in output_lines(counted))
+    else:
+        m.result_count = _count_results(counted)
+        if m.result_count == 0 or _READ_ERROR.search("\n".join(output_lines(counted)[:2])):
+            m.failed = m.result_count > 0 and bool(_READ_ERROR.search(counted[:300]))
+            if m.failed:
+                m.result_count = None
+    if defined and m.file is None and m.result_count == 1:
+        hit = _PATH_LINE.search(observation)
+        if hit:
+            m.file = ctx.resolve(hit.group(1), cwd)
+            line = int(hit.group(2))
+            m.ranges, m.lines_viewed = [(line, line)], 1
+    return m
+
+
+def _looks_like_file(path: str) -> bool:
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    return not path.endswith("/") and "." in base.strip(".") and "*" not in base
+
+
+def _read(stages: list[Stage], observation: str, ctx: Context, cwd: str | None) -> Mapped:
+    """A pipeline whose producer reads a file window (cat, head, tail, sed -n, nl, awk NR)."""
+    first = stages[0]
+    _, rule = _stage_kind(first)
+    files = _file_operands(first)
+    rel = ctx.resolve(files[0], cwd) if files else None
+    if rel is None:
+        return _rule("shell:execute", action=first.program)
+    filters = stages[1:]
+    for k, st in enumerate(filters, 1):
+        if st.program in _SEARCHERS and not _file_operands_for_search(st):
+            m = _grep(stages, k, observation, ctx, cwd)  # cat FILE | grep PATTERN
+            m.file = rel
+            m.ranges, m.lines_viewed = [], 0
+            return m
+    m = _rule(rule, file=rel)
+    failed = _looks_failed(observation, ctx.exit_code) and not output_lines(observation)[1:]
+    if failed:
+        m.failed = True
+        return m
+    total = ctx.line_count(rel)
+    numbered = _numbers_lines(first) or any(_numbers_lines(s) for s in filters)
+    if numbered:
+        shown = numbered_range(observation, "tab")
+        if shown:
+            return _window(m, shown, total)
+    if len(files) > 1:  # several files concatenated: the first one, whole when its length is known
+        return _window(m, (1, total) if total else None)
+    windows: list[tuple[int, int | None]] = _window_of(first, total) or [(1, None)]
+    for st in filters:
+        if st.program in ("head", "tail", "sed", "awk", "gawk"):
+            windows = _compose(windows, _window_of(st, None if windows[0][1] is None else
+                                                   windows[0][1] - windows[0][0] + 1))
+    n_out = len(output_lines(observation)) if ctx.output_complete else None
+    if any(s.program not in ("head", "tail", "sed", "awk", "gawk", "cat") for s in filters):
+        n_out = None  # wc, sort, cut ... the output no longer counts shown lines
+    m.ranges = _finish_ranges(windows, total, n_out)
+    m.lines_viewed = sum(b - a + 1 for a, b in m.ranges)
+    if not m.ranges and observation.strip():
+        m.lines_viewed = len(output_lines(observation))
+    return m
+
+
+def _numbers_lines(stage: Stage) -> bool:
+    """``cat -n`` (also ``-bn``, ``--number``) and ``nl -ba`` print true line numbers."""
+    if stage.program == "cat":
+        return any(a == "--number" or (a.startswith("-") and not a.startswith("--") and "n" in a)
+                   for a in stage.args)
+    if stage.program == "nl":
+        return any(a in ("-ba", "--body-numbering=a") for a in stage.args) or (
+            "-b" in stage.args and "a" in stage.args)
+    return False
+
+
+def _file_operands_for_search(stage: Stage) -> list[str]:
+    args = stage.args[1:] if stage.program == "git" else stage.args
+    _, rest = options(args, _GREP_VALUE)
+    return rest[1:] if rest else []
+
+
+def _pipeline(seg: Segment, observation: str, ctx: Context) -> Mapped | None:
+    stages, cwd = seg.stages, seg.cwd
+    kinds = [_stage_kind(s) for s in stages]
+    for kind, rule in kinds:
+        if kind == "SUB":
+            return _rule(rule, finalize=True)
+    producer = kinds[0][0]
+    for s, (kind, rule) in zip(stages, kinds, strict=True):
+        if kind == "EDT" or (s.writes and producer not in ("EXE",)):
+            return _edit(s, rule if kind == "EDT" else "shell:edit", cwd, ctx)
+    if producer == "EXE" or any(k == "EXE" and s.program not in _FILTERS for s, (k, _) in
+                                zip(stages[1:], kinds[1:], strict=True)):
+        exe = stages[0] if producer == "EXE" else next(
+            s for s, (k, _) in zip(stages, kinds, strict=True) if k == "EXE")
+        m = _rule("shell:execute", action=exe.program)
+        return m
+    for k, s in enumerate(stages[1:], 1):
+        if s.via_xargs and kinds[k][0] == "EXP":
+            return _grep(stages, k, observation, ctx, cwd)
+    if producer == "PKR" or (producer is None and stages[0].reads and
+                             stages[0].program in ("head", "tail", "sed", "cat", "nl")):
+        return _read(stages, observation, ctx, cwd)
+    if producer == "EXP":
+        if stages[0].program in ("find", "fd", "fdfind", "locate"):
+            m = _rule("shell:find_name", symbol=_find_name(stages[0]))
+            m.result_count = _count_results(observation) if ctx.exit_code in (None, 0) else None
+            return m
+        return _grep(stages, 0, observation, ctx, cwd)
+    if producer == "OVW":
+        first = stages[0]
+        _, rule = kinds[0]
+        operands = [a for a in _file_operands(first) if not a.startswith("-")]
+        if first.program == "find":
+            operands = [a for a in first.args[:1] if not a.startswith("-")]
+        target = operands[0] if operands else (cwd or ".")
+        rel = ctx.resolve(target, cwd) if operands else ctx.resolve(cwd or ".", None)
+        m = _rule(rule, file=rel or ".", structural=True)
+        m.failed = _looks_failed(observation, ctx.exit_code) and len(output_lines(observation)) <= 1
+        m.result_count = None if m.failed else _count_results(observation)
+        return m
+    return None
+
+
+def _find_name(stage: Stage) -> str | None:
+    args = stage.args
+    for i, a in enumerate(args):
+        if a in ("-name", "-iname", "-path", "-ipath", "-regex", "-iregex", "-wholename") and i + 1 < len(args):
+            return args[i + 1]
+    rest = [a for a in args if not a.startswith("-")]
+    return rest[0] if rest else None
+
+
+def _edit(stage: Stage, rule: str, cwd: str | None, ctx: Context) -> Mapped:
+    p = stage.program
+    if stage.writes:
+        target = stage.writes[0]
+        action = "write"
+    elif p == "tee":
+        target = next((a for a in stage.args if not a.startswith("-")), None)
+        action = "write"
+    elif p == "sed":
+        opts, rest = options(stage.args, frozenset({"-e", "-f"}))
+        files = rest if "-e" in opts else rest[1:]
+        target, action = (files[-1] if files else None), "sed -i"
+    elif p == "git":
+        target, action = None, f"git {stage.args[0]}" if stage.args else "git"
+    elif p in ("patch", "apply_patch"):
+        target, action = None, "patch"
+    else:
+        _, rest = options(stage.args)
+        target, action = (rest[-1] if p in ("mv", "cp") and rest else (rest[0] if rest else None)), p
+    rel = ctx.resolve(target, cwd) if target else None
+    return _rule(rule, file=rel, action=action)
+
+
+def map_shell(command: str, observation: str, ctx: Context) -> Mapped:
+    """The canonical action of a shell command line (see the module notes)."""
+    segments = parse_command(command, ctx.cwd)
+    best: Mapped | None = None
+    for seg in segments:
+        m = _pipeline(seg, observation, ctx)
+        if m is None:
+            continue
+        if best is None or _PRIORITY[m.tool] > _PRIORITY[best.tool]:
+            best = m
+    if best is None:
+        first = segments[0].stages[0].program if segments and segments[0].stages else None
+        return _rule("shell:execute", action=first)
+    return best
+
+
+def rules_frame() -> Any:
+    """The mapping table as a DataFrame (rule, covers, canonical, action, why)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"rule": r.rule, "covers": ", ".join(r.covers), "canonical": r.canonical,
+                          "action": r.action, "why": r.why} for r in MAPPING_TABLE])

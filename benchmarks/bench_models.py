@@ -1,0 +1,123 @@
+"""Measured behaviour of each local model on a fixed slice, beside the scripted baselines.
+
+The slice (``studies/bench-models.yaml``): flask and requests x the four task families,
+natural condition, turn bound 15, for Qwen2.5-Coder-1.5B (the offline default), -0.5B,
+SmolLM2-135M and the three baselines. The slice's settings equal the reference corpus's, so
+before launching, the shipped dataset's recorded replies are written into the response cache:
+runs it recorded replay through the whole loop (tools, parsing, recording) without a model, and
+only runs it lacks are computed live. Seconds per turn come from live turns: the dataset's
+recording for replayed runs (its manifest gives the date), the launch's own turns otherwise.
+
+Printed: one column per model, one row per measure (see ``adakit.behaviour``), and the issue's
+targets for the 1.5B with "met" / "MISSED". A measurement, never a test: it exits 0 either way.
+
+    python benchmarks/bench_models.py [--dataset data/reference/local-v1] [--no-launch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from adakit import config
+from adakit.behaviour import measure
+from adakit.dataset import DatasetError, open_dataset, restore_cache
+from adakit.study import launch, load_study
+
+DEFAULT = "qwen2.5-coder-1.5b"
+TARGETS = {  # measure: (comparison, value) for the offline default agent
+    "valid_calls": (">=", 0.95),
+    "concluded": (">=", 0.50),
+    "repeat_rate": ("<=", 0.10),
+    "arch_files_per_run": (">=", 3.0),
+    "tag_entropy_bits": (">=", 1.5),
+    "s_per_turn_p50": ("<=", 15.0),
+}
+ROWS = [
+    ("runs", "runs", "{:.0f}"), ("turns", "turns", "{:.0f}"),
+    ("valid_calls", "valid calls", "{:.0%}"), ("concluded", "runs that conclude", "{:.0%}"),
+    ("files_per_run", "distinct files / run", "{:.1f}"),
+    ("arch_files_per_run", "  ... in architecture runs", "{:.1f}"),
+    ("lines_per_run", "distinct lines / run", "{:.0f}"),
+    ("tag_entropy_bits", "tag entropy, pooled (bits)", "{:.2f}"),
+    ("tag_entropy_run", "tag entropy, per run (bits)", "{:.2f}"),
+    ("repeat_rate", "exact repeat calls", "{:.0%}"),
+    ("thinking_chars", "thinking chars / turn", "{:.0f}"),
+    ("s_per_turn_p50", "s / turn p50", "{:.1f}"), ("s_per_turn_p95", "s / turn p95", "{:.1f}"),
+    ("prompt_tokens", "prompt tokens", "{:,.0f}"), ("tokens_reused", "  ... from prefix cache", "{:,.0f}"),
+]  # fmt: skip
+
+
+def _fmt(value: object, pattern: str) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "-"
+    return pattern.format(value)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dataset", default="data/reference/local-v1", help="reference dataset")
+    ap.add_argument("--study", default="studies/bench-models.yaml")
+    ap.add_argument("--no-launch", action="store_true",
+                    help="measure what is already recorded in the output folder")
+    ap.add_argument("--quick", action="store_true", help="same as the default (the slice is fixed)")
+    args = ap.parse_args()
+
+    study = load_study(config.resolve(args.study))
+    dataset = None
+    try:
+        dataset = open_dataset(args.dataset)
+        n = restore_cache(dataset.path)
+        print(f"dataset {dataset.manifest['name']} ({dataset.manifest['created']}): "
+              f"{n} recorded replies added to the response cache")
+    except DatasetError as exc:
+        print(f"no reference dataset ({exc}); every local-model run of the slice runs live")
+    if not args.no_launch:
+        launch(study, progress=True)
+    table = measure([study.output])
+    arch = measure([study.output / f"{s.run_id}.jsonl" for s in study.specs
+                    if s.task == "architecture_analysis" and (study.output / f"{s.run_id}.jsonl").exists()])
+    table = table.merge(arch[["model", "files_per_run"]].rename(
+        columns={"files_per_run": "arch_files_per_run"}), on="model", how="left")
+    timing_note = "live turns of this launch"
+    if dataset is not None:
+        # replayed turns take no model time: take seconds per turn from the live recording
+        recorded = measure([dataset.runs_dir], models=list(table["model"]))
+        ids = {s.run_id for s in study.specs}
+        recorded_slice = measure([dataset.runs_dir / f"{i}.jsonl" for i in sorted(ids)
+                                  if (dataset.runs_dir / f"{i}.jsonl").exists()])
+        src = recorded_slice if not recorded_slice.empty else recorded
+        for col in ("s_per_turn_p50", "s_per_turn_p95", "tokens_reused"):
+            fill = src.set_index("model")[col]
+            missing = table[col].isna()
+            table.loc[missing, col] = table.loc[missing, "model"].map(fill)
+        timing_note = (f"the live recording of {dataset.manifest['name']} for replayed runs, "
+                       "this launch's live turns otherwise")
+    order = [m for m in dict.fromkeys(s.model for s in study.specs) if m in set(table["model"])]
+    table = table.set_index("model").loc[order]
+    width = max(len(label) for _, label, _ in ROWS) + 2
+    cols = [m.replace("baseline-", "b-") for m in order]
+    colw = max(10, *(len(c) + 2 for c in cols))
+    print(f"\nbehaviour on {study.name}: {', '.join(sorted({s.world for s in study.specs}))} x "
+          f"{len({s.task for s in study.specs})} tasks, natural, turn bound "
+          f"{study.specs[0].setting('turn_bound')}")
+    print("".ljust(width) + "".join(c.rjust(colw) for c in cols) + "   target (1.5B)")
+    for key, label, pattern in ROWS:
+        line = label.ljust(width) + "".join(
+            _fmt(table.at[m, key], pattern).rjust(colw) for m in order)
+        if key in TARGETS and DEFAULT in table.index:
+            op, goal = TARGETS[key]
+            value = table.at[DEFAULT, key]
+            ok = (value >= goal) if op == ">=" else (value <= goal)
+            line += f"   {op} {_fmt(goal, pattern)}: {'met' if ok else 'MISSED'}"
+        print(line)
+    print(f"\nseconds per turn: from {timing_note}; the coach's time is excluded.")
+    print("tag entropy: Shannon entropy of Table 5 tag shares (lens 2), pooled over each model's "
+          "transitions.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The behaviour table `make bench-models` prints, on hand-built runs with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from adakit.behaviour import behaviour_table, call_repeats, entropy_bits
+from adakit.record import corpus_from_runs
+from adakit.synthetic import synthetic_run
+
+FILES = {"a.py": 100, "b.py": 50, "c.py": 80}
+
+
+def _runs():
+    # run 1: OVW a, PKR a 1-10, PKR a 1-10 (exact repeat), PKR b 5-9, CON finalize
+    r1 = synthetic_run("m1-r1", model="m1", files=FILES, tools=[
+        {"tool": "OVW", "file": "a.py", "thinking": 30, "duration": 10},
+        {"tool": "PKR", "file": "a.py", "ranges": [(1, 10)], "thinking": 40, "duration": 20},
+        {"tool": "PKR", "file": "a.py", "ranges": [(1, 10)], "thinking": 50, "duration": 30},
+        {"tool": "PKR", "file": "b.py", "ranges": [(5, 9)], "thinking": 60, "duration": 40},
+        {"tool": "CON", "finalize": True, "thinking": 70, "duration": 50},
+    ])
+    # run 2: one malformed reply, then BKM c.py twice (not identical: other lines), no finish
+    r2 = synthetic_run("m1-r2", model="m1", files=FILES, reason="turn_bound", tools=[
+        {"tool": "malformed", "thinking": 0, "duration": 5},
+        {"tool": "BKM", "file": "c.py", "ranges": [(3, 3)], "thinking": 10, "duration": 5},
+        {"tool": "BKM", "file": "c.py", "ranges": [(4, 4)], "thinking": 20, "duration": 5},
+    ])
+    return [r1, r2]
+
+
+def test_call_repeats_marks_exact_repeats_only() -> None:
+    reps = call_repeats(_runs())
+    flagged = reps[reps["repeat"]]
+    assert list(zip(flagged["run_id"], flagged["turn"], strict=True)) == [("m1-r1", 3)]
+    assert len(reps) == 7  # the malformed turn has no call
+
+
+def test_entropy_bits_by_hand() -> None:
+    assert entropy_bits([1, 1]) == pytest.approx(1.0)
+    assert entropy_bits([2, 1, 1]) == pytest.approx(1.5)
+    assert entropy_bits([5]) == 0.0
+    assert math.isnan(entropy_bits([]))
+
+
+def test_behaviour_table_by_hand() -> None:
+    runs = _runs()
+    table = behaviour_table(corpus_from_runs(runs), call_repeats(runs))
+    row = table.set_index("model").loc["m1"]
+    assert row["runs"] == 2 and row["turns"] == 8
+    assert row["valid_calls"] == pytest.approx(7 / 8)
+    assert row["concluded"] == pytest.approx(0.5)
+    # files visited: run 1 {a, b} = 2, run 2 {c} = 1 -> mean 1.5
+    assert row["files_per_run"] == pytest.approx(1.5)
+    # distinct lines: run 1 a 1-10 + b 5-9 = 15, run 2 c 3 and c 4 = 2 -> mean 8.5
+    assert row["lines_per_run"] == pytest.approx(8.5)
+    assert row["repeat_rate"] == pytest.approx(1 / 7)
+    assert row["thinking_chars"] == pytest.approx((30 + 40 + 50 + 60 + 70 + 0 + 10 + 20) / 8)
+    # seconds per live turn: 10, 20, 30, 40, 50, 5, 5, 5 -> median 15
+    assert row["s_per_turn_p50"] == pytest.approx(15.0)
+    assert 0 <= row["tag_entropy_run"] <= row["tag_entropy_bits"] + 1e-9
+
+
+def test_pooled_entropy_counts_every_transition_of_the_model() -> None:
+    from adakit.lenses.policy import tag_transitions
+
+    runs = _runs()
+    corpus = corpus_from_runs(runs)
+    tags = tag_transitions(corpus.turns)["tag"].value_counts()
+    table = behaviour_table(corpus, call_repeats(runs))
+    assert table.loc[0, "tag_entropy_bits"] == pytest.approx(entropy_bits(tags))

@@ -1,0 +1,133 @@
+"""Shipped datasets: built from a launched study, checked against the manifest, replayed from
+the recorded replies alone; and the shipped reference corpus itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from fake_openai import FakeOpenAI, reply
+
+from adakit import config, dataset
+from adakit.record import load_corpus, read_run
+from adakit.study import launch, load_study
+
+REFERENCE = config.DATA / "reference" / "local-v1"
+
+
+def _agent(request: dict) -> object:
+    k = sum(1 for m in request["messages"] if m["role"] == "assistant") + 1
+    if k >= 3:
+        return reply("<thinking>The two reads show the app object.</thinking><stash_conclusion>"
+                     "<content>app.py defines Flask</content><proceed_to_finalize>true"
+                     "</proceed_to_finalize></stash_conclusion>")
+    return reply(f"<thinking>Reading the next part of app.py now.</thinking><peek_code_region>"
+                 f"<file_path>src/flask/app.py</file_path><start_line>{20 * k}</start_line>"
+                 f"</peek_code_region>")
+
+
+@pytest.fixture
+def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flask_world) -> Path:
+    with FakeOpenAI(_agent) as fake:
+        models = tmp_path / "models.yaml"
+        models.write_text(yaml.safe_dump({"models": {"fake-llm": {
+            "kind": "llm", "base_url": fake.url, "model_id": "fake", "api_key_env": "FAKE_KEY",
+            "temperature": 0.2, "max_tokens": 200, "context_window": 64000}}}))
+        monkeypatch.setenv("ADAKIT_MODELS", str(models))
+        monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "cache"))
+        monkeypatch.setenv("FAKE_KEY", "k")
+        study = tmp_path / "study.yaml"
+        study.write_text(yaml.safe_dump({
+            "name": "tiny", "output": str(tmp_path / "runs"),
+            "matrix": [{"models": ["fake-llm"], "worlds": ["flask"],
+                        "tasks": ["architecture_analysis", "risk_review"],
+                        "conditions": ["natural"]}]}))
+        launch(load_study(study), progress=False)
+        assert len(fake.requests) == 6
+    monkeypatch.delenv("FAKE_KEY")  # from here on no endpoint and no key: replay only
+    return tmp_path
+
+
+def test_build_check_and_replay(launched: Path) -> None:
+    out = launched / "ds"
+    manifest = dataset.build(launched / "runs", out, cache=launched / "cache", name="tiny-v1")
+    assert manifest["counts"] == {"runs": 2, "verdicts": 0, "responses": 6}
+    assert {r["reason"] for r in manifest["runs"]} == {"finalize"}
+    assert manifest["scaffold"]["prompts_sha256"] and manifest["adakit_version"]
+    assert "fake-llm" in manifest["models"] and "flask" in manifest["worlds"]
+    assert dataset.check(out) == []
+    assert len(load_corpus(out / "runs", cache=False).runs) == 2
+    results = dataset.replay(out)
+    assert results == {r["run_id"]: "same" for r in manifest["runs"]}
+
+
+def test_check_reports_an_edited_run_and_a_missing_file(launched: Path) -> None:
+    out = launched / "ds"
+    dataset.build(launched / "runs", out, cache=launched / "cache")
+    run = next((out / "runs").glob("*risk_review*.jsonl"))
+    lines = run.read_text().splitlines()
+    end = json.loads(lines[-1])
+    end["conclusion"] = "edited by hand"
+    run.write_text("\n".join([*lines[:-1], json.dumps(end)]) + "\n")
+    (out / "responses.jsonl").unlink()
+    problems = dataset.check(out)
+    assert any(run.name in p and "sha256 differs" in p for p in problems)
+    assert any("responses.jsonl: absent" in p for p in problems)
+
+
+def test_replay_without_a_recorded_reply_says_so(launched: Path) -> None:
+    out = launched / "ds"
+    dataset.build(launched / "runs", out, cache=launched / "cache")
+    lines = (out / "responses.jsonl").read_text().splitlines()
+    (out / "responses.jsonl").write_text("\n".join(lines[:-1]) + "\n")
+    results = dataset.replay(out)
+    outcomes = sorted(results.values())
+    assert outcomes[1] == "same" and outcomes[0].startswith("CacheMiss")
+
+
+def test_unfinished_corpus_is_refused(launched: Path) -> None:
+    run = next((launched / "runs").glob("*.jsonl"))
+    lines = run.read_text().splitlines()
+    run.write_text("\n".join(lines[:-1]) + "\n")  # drop the end record
+    with pytest.raises(dataset.DatasetError, match="unfinished"):
+        dataset.build(launched / "runs", launched / "ds", cache=launched / "cache")
+    assert not (launched / "ds").exists()
+
+
+# ------------------------------------------------------------------ the shipped reference corpus
+
+
+needs_reference = pytest.mark.skipif(
+    not (REFERENCE / "manifest.json").exists(), reason="the reference corpus is not shipped here"
+)
+
+
+@needs_reference
+def test_reference_corpus_matches_its_manifest_and_shows_real_behaviour() -> None:
+    assert dataset.check(REFERENCE) == []
+    ds = dataset.open_dataset(REFERENCE)
+    corpus = load_corpus(ds.runs_dir, cache=False)
+    assert len(corpus.runs) == ds.manifest["counts"]["runs"] >= 24
+    default = corpus.runs[corpus.runs["model"] == "qwen2.5-coder-1.5b"]
+    assert len(default) >= 24
+    assert (default["reason"] == "finalize").sum() >= 1  # some runs conclude
+    from adakit.lenses.policy import tag_transitions
+
+    tags = tag_transitions(corpus.turns[corpus.turns["run_id"].isin(default["run_id"])])
+    assert tags["tag"].nunique() > 1  # Fig. 7 for it is not a single tag
+    for rf in (read_run(p) for p in sorted(ds.runs_dir.glob("*.jsonl"))[:3]):
+        assert rf.header.model.weights is None or len(rf.header.model.weights["sha256"]) == 64
+
+
+@needs_reference
+@pytest.mark.slow
+def test_reference_corpus_replays_from_its_recorded_replies() -> None:
+    """A sample of runs (one per model and condition) relaunched with no model at all."""
+    ds = dataset.open_dataset(REFERENCE)
+    sample: dict[tuple[str, str], str] = {}
+    for row in ds.manifest["runs"]:
+        sample.setdefault((row["model"], row["condition"]), row["run_id"])
+    results = dataset.replay(REFERENCE, run_ids=list(sample.values()))
+    assert results == dict.fromkeys(sample.values(), "same")
