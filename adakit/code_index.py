@@ -1075,6 +1075,7 @@ class CodeIndex:
             raise SandboxError(f"'{rel}' cannot be read ({exc.strerror}).", "not_found") from exc
         if not stat.S_ISREG(st.st_mode):
             raise SandboxError(f"'{rel}' is not a regular file; refused.", "not_a_file")
+        self.world.check_hard_links(rel, st)
         hit = self._sources.get(rel)
         if hit is not None and hit.mtime_ns == st.st_mtime_ns and hit.size == st.st_size:
             return hit

@@ -850,7 +850,7 @@ class OpenAIBackend:
             raw = fn.arguments or ""
             try:
                 args: Any = json.loads(raw) if raw.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):  # the parser explains either to the agent
                 args = raw
             if not isinstance(args, dict):
                 args = raw

@@ -8,6 +8,7 @@ from the tool specs constrains small local models to the protocol.
 
 from __future__ import annotations
 
+import bisect
 import html
 import json
 import re
@@ -18,7 +19,15 @@ from typing import Any
 from adakit.record import ParseError, ToolCall
 
 _THINK_RE = re.compile(r"<thinking>(.*?)(?:</thinking>|$)", re.S)
+#: One element: an opening tag, the shortest body, a closing tag of the same name.
 _TAG_RE = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>(.*?)</\1\s*>", re.S)
+_OPEN_RE = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>")
+_CLOSE_RE = re.compile(r"</([A-Za-z_][A-Za-z0-9_]*)\s*>")
+#: Replies (and function-call arguments) longer than this are refused unread. Far above any
+#: reply a model writes within its token budget; it bounds the work one turn can cause.
+MAX_REPLY_CHARS = 256_000
+#: Tag and parameter names echoed in an error message are cut to this length.
+NAME_CHARS = 100
 _TRUE = {"true", "yes", "1", "y"}
 _FALSE = {"false", "no", "0", "n"}
 
@@ -39,6 +48,83 @@ def extract_thinking(text: str) -> tuple[str, str]:
     return "\n".join(p for p in parts if p), rest
 
 
+def tags(text: str) -> list[tuple[str, str]]:
+    """The ``<name>body</name>`` elements of ``text``, left to right, as (name, body).
+
+    The elements the regular expression :data:`_TAG_RE` finds (an element ends at the first
+    closing tag of its name; the scan resumes after it), in time linear in the text. That
+    expression is linear when every opening tag has a closing tag of its name after it (each
+    attempt then succeeds and consumes its element), which is the case of every well-formed
+    reply: it is used then. An opening tag that is never closed would make it rescan the rest
+    of the text, once per such tag; those replies go to :func:`_tags_by_bisection`.
+    """
+    if "</" not in text:
+        return []
+    names = set(_OPEN_RE.findall(text))
+    if not names:
+        return []
+    if len(names) > 64:  # many names: the checks below would cost a pass per name
+        return _tags_by_bisection(text, None)
+    if _every_tag_closes(text, names):
+        return [(m.group(1), m.group(2)) for m in _TAG_RE.finditer(text)]
+    return _tags_by_bisection(text, names)
+
+
+def _every_tag_closes(text: str, names: set[str]) -> bool:
+    """Whether each opening tag of ``names`` has a closing tag of its name after it."""
+    for name in names:
+        last_open_end = text.rfind(f"<{name}>") + len(name) + 2
+        close = re.compile(rf"</{name}\s*>")  # names are [A-Za-z0-9_]: nothing to escape
+        i = len(text)
+        while True:  # the last real closing tag (a "</name" without ">" does not count)
+            i = text.rfind(f"</{name}", last_open_end, i)
+            if i < 0:
+                return False
+            if close.match(text, i):
+                break
+    return True
+
+
+def _alternatives(names: Iterable[str]) -> str:
+    return "|".join(sorted(names))  # names are [A-Za-z0-9_]: nothing to escape
+
+
+def _tags_by_bisection(text: str, names: set[str] | None) -> list[tuple[str, str]]:
+    """:func:`tags` for any text: closing tags (of ``names``, the names of the opening tags,
+    when known) are listed once, and each opening tag looks up the first closing tag of its
+    name after it by bisection. With few names, tags of other names are skipped in C."""
+    closing = (
+        re.compile(r"</(" + _alternatives(names) + r")\s*>") if names else _CLOSE_RE
+    )
+    starts: dict[str, list[int]] = {}
+    ends: dict[int, int] = {}
+    for m in closing.finditer(text):
+        start, ends[start] = m.span()
+        starts.setdefault(m.group(1), []).append(start)
+    out: list[tuple[str, str]] = []
+    if not starts:
+        return out
+    opening = re.compile("<(" + _alternatives(starts) + ")>") if len(starts) <= 64 else _OPEN_RE
+    pos = 0
+    for m in opening.finditer(text):
+        if m.start() < pos:
+            continue  # inside the element found last
+        name, after = m.group(1), m.end()
+        found = starts.get(name)
+        if found is None:
+            continue
+        i = bisect.bisect_left(found, after)
+        if i < len(found):
+            out.append((name, text[after : found[i]]))
+            pos = ends[found[i]]
+    return out
+
+
+def _name(text: str) -> str:
+    """A model-written name for an error message, cut to :data:`NAME_CHARS`."""
+    return text if len(text) <= NAME_CHARS else text[:NAME_CHARS] + "…"
+
+
 def _usage(spec: Any) -> str:
     lines = [f"<{spec.name}>"]
     for p in spec.params:
@@ -56,7 +142,7 @@ def coerce(spec: Any, raw: Mapping[str, Any]) -> tuple[dict[str, Any] | None, Pa
         return None, ParseError(
             kind="unknown_param",
             message=(
-                f"{spec.name} has no parameter {', '.join(repr(u) for u in unknown)}. "
+                f"{spec.name} has no parameter {', '.join(repr(_name(str(u))) for u in unknown)}. "
                 f"Its parameters are: {', '.join(known)}. Usage:\n{_usage(spec)}"
             ),
         )
@@ -101,7 +187,12 @@ def convert_value(p: Any, value: Any) -> Any:
         s = str(value).strip().lstrip("Ll").replace(",", "")  # "L120" as line labels show it
         if not re.fullmatch(r"[+-]?\d+", s):
             raise ValueError(f"must be a whole number, got {str(value)[:40]!r}")
-        return int(s)
+        try:
+            return int(s)
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            raise ValueError(
+                f"is too large to be a line number ({len(s.lstrip('+-')):,} digits)"
+            ) from None
     if p.type == "boolean":
         if isinstance(value, bool):
             return value
@@ -120,13 +211,25 @@ def convert_value(p: Any, value: Any) -> Any:
     return value if isinstance(value, str) else str(value)
 
 
-def parse_reply(text: str, specs: Mapping[str, Any]) -> Parsed:
-    """Parse an assistant reply in the XML protocol against the tool specs."""
+def parse_reply(
+    text: str, specs: Mapping[str, Any], max_chars: int | None = MAX_REPLY_CHARS
+) -> Parsed:
+    """Parse an assistant reply in the XML protocol against the tool specs.
+
+    Work is linear in the reply's length; a reply over ``max_chars`` characters (None: no
+    limit) is refused unread with a ``no_tool`` error that says so.
+    """
+    if max_chars is not None and len(text or "") > max_chars:
+        lead = (
+            f"The reply was {len(text):,} characters long, over the {max_chars:,}-character "
+            "limit, and was not read."
+        )
+        return Parsed("", None, ParseError(kind="no_tool", message=_no_tool_msg(specs, lead)))
     thinking, rest = extract_thinking(text or "")
     if not (text or "").strip():
         return Parsed(thinking, None, ParseError(kind="empty_reply", message=_no_tool_msg(specs, "The reply was empty.")))
-    tags = [(m.group(1), m.group(2)) for m in _TAG_RE.finditer(rest)]
-    calls = [(name, body) for name, body in tags if name in specs]
+    found = tags(rest)
+    calls = [(name, body) for name, body in found if name in specs]
     if len(calls) > 1:
         names = ", ".join(n for n, _ in calls)
         return Parsed(
@@ -140,14 +243,14 @@ def parse_reply(text: str, specs: Mapping[str, Any]) -> Parsed:
         )
     if not calls:
         param_names = {p.name for s in specs.values() for p in s.params}
-        strangers = [n for n, _ in tags if n not in param_names]
+        strangers = [n for n, _ in found if n not in param_names]
         if strangers:
             return Parsed(
                 thinking,
                 None,
                 ParseError(
                     kind="unknown_tool",
-                    message=f"There is no tool named {strangers[0]!r}. "
+                    message=f"There is no tool named {_name(strangers[0])!r}. "
                     f"The available tools are: {', '.join(specs)}.",
                 ),
             )
@@ -157,7 +260,7 @@ def parse_reply(text: str, specs: Mapping[str, Any]) -> Parsed:
             ParseError(kind="no_tool", message=_no_tool_msg(specs, "The reply contained no tool call.")),
         )
     name, body = calls[0]
-    raw = {m.group(1): m.group(2) for m in _TAG_RE.finditer(body)}
+    raw = dict(tags(body))
     params, err = coerce(specs[name], raw)
     if err:
         return Parsed(thinking, None, err)
@@ -167,20 +270,40 @@ def parse_reply(text: str, specs: Mapping[str, Any]) -> Parsed:
 def parse_function_call(
     name: str, arguments: str | Mapping[str, Any], specs: Mapping[str, Any]
 ) -> ParseError | ToolCall:
-    """Validate a native function call (name + JSON arguments) with the same rules."""
+    """Validate a native function call (name + JSON arguments) with the same rules.
+
+    Arguments over :data:`MAX_REPLY_CHARS` characters, or nested too deeply to read, are
+    refused with a ``bad_value`` error (never an exception).
+    """
     if name not in specs:
         return ParseError(
             kind="unknown_tool",
-            message=f"There is no tool named {name!r}. The available tools are: {', '.join(specs)}.",
+            message=f"There is no tool named {_name(str(name))!r}. The available tools are: {', '.join(specs)}.",
         )
+    too_deep = ParseError(
+        kind="bad_value",
+        message=f"The arguments of {name} are nested too deeply to read; send one flat JSON "
+        "object of parameter values.",
+    )
     if isinstance(arguments, str):
+        if len(arguments) > MAX_REPLY_CHARS:
+            return ParseError(
+                kind="bad_value",
+                message=f"The arguments of {name} are {len(arguments):,} characters long, over "
+                f"the {MAX_REPLY_CHARS:,}-character limit, and were not read.",
+            )
         try:
             arguments = json.loads(arguments or "{}", strict=False)
         except json.JSONDecodeError as exc:
             return ParseError(kind="bad_value", message=f"The arguments of {name} are not valid JSON ({exc}).")
+        except RecursionError:
+            return too_deep
     if not isinstance(arguments, Mapping):
         return ParseError(kind="bad_value", message=f"The arguments of {name} must be a JSON object.")
-    params, err = coerce(specs[name], arguments)
+    try:
+        params, err = coerce(specs[name], arguments)
+    except RecursionError:  # a value nested deeper than str() can print
+        return too_deep
     return err if err else ToolCall(tool=name, params=params or {})
 
 

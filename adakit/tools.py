@@ -34,7 +34,7 @@ from adakit import config
 from adakit.code_index import VALUE_KINDS, CodeIndex, Symbol, grammar_of
 from adakit.protocol import convert_value
 from adakit.record import TOOL_ABBR, ModelCall, ToolMetrics
-from adakit.world import SandboxError, World
+from adakit.world import HARD_LINK_POLICIES, SandboxError, World
 
 log = logging.getLogger(__name__)
 
@@ -367,10 +367,21 @@ class Toolbox:
             log.exception("tool %s failed", tool_name)
             metrics.error_type = "tool_error"
             return ToolResult(
-                f"{tool_name} failed unexpectedly ({type(exc).__name__}: {exc}). "
+                f"{tool_name} failed unexpectedly ({type(exc).__name__}: {self._detail(exc)}). "
                 "Try a different call.",
                 metrics,
             )
+
+    def _detail(self, exc: Exception) -> str:
+        """An unexpected error's message without host paths: an OSError's reason only, and
+        the world's root shown as the world's name."""
+        if isinstance(exc, OSError):
+            return exc.strerror or "operating system error"
+        try:
+            root, name = str(self.world.root), self.world.name
+        except Exception:  # a stand-in world (the explorer's state replay) has no root
+            return str(exc)
+        return str(exc).replace(root, name)
 
     def _check(self, spec: ToolSpec, params: dict[str, Any]) -> dict[str, Any]:
         unknown = [k for k in params if spec.param(k) is None]
@@ -767,7 +778,11 @@ class Toolbox:
             if exc.kind == "outside":
                 raise
             rel = None
-            note = f"(current_file_path {current_file_path!r} was not found; the whole repository was searched)"
+            if exc.kind == "not_found":
+                note = f"(current_file_path {current_file_path!r} was not found; the whole repository was searched)"
+            else:
+                why = str(exc) if str(exc).endswith(".") else f"{exc}."
+                note = f"(current_file_path was refused: {why} The whole repository was searched.)"
         if not symbol_name:
             names = self.index.identifiers_on_line(rel, current_line_number) if rel else []
             hint = f" Names on line {current_line_number} of {rel}: {', '.join(names)}." if names else ""
@@ -1110,10 +1125,15 @@ def parse_code_range(text: str, n_lines: int) -> tuple[int, int, list[str]]:
     )
     if match is None:
         raise ToolError(f"code_range must look like START-END (e.g. 120-145); got {raw[:40]!r}.")
-    if match.group(3):
-        start = end = int(match.group(3))
-    else:
-        start, end = int(match.group(1)), int(match.group(2))
+    try:
+        if match.group(3):
+            start = end = int(match.group(3))
+        else:
+            start, end = int(match.group(1)), int(match.group(2))
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+        raise ToolError(
+            f"code_range holds a number too large to be a line number; got {raw[:40]!r}…"
+        ) from None
     notes: list[str] = []
     if end < start:
         start, end = end, start
@@ -1187,11 +1207,12 @@ def _calls_in(node: ts.Node, language: str, cap: int = 25) -> list[str]:
 # --------------------------------------------------------------------------- CLI
 
 
-def _open_world(spec: str) -> World:
-    """A folder path as a World, or a manifest world by name (fetched if needed)."""
+def _open_world(spec: str, hard_links: str = "inside") -> World:
+    """A folder path as a World (with the hard-link policy ``hard_links``), or a manifest
+    world by name (fetched if needed)."""
     path = Path(spec)
     if path.is_dir():
-        return World(path)
+        return World(path, hard_links=hard_links)
     from adakit.world import open_world
 
     return open_world(spec, progress=sys.stderr.isatty())
@@ -1219,7 +1240,7 @@ def parse_cli_params(tokens: list[str]) -> dict[str, str]:
 
 
 def _cli_tool(args: argparse.Namespace) -> int:
-    world = _open_world(args.world)
+    world = _open_world(args.world, args.hard_links)
     name = args.tool
     if name.upper() in {v for v in TOOL_ABBR.values()}:
         name = next(k for k, v in TOOL_ABBR.items() if v == name.upper())
@@ -1249,6 +1270,11 @@ def register_cli(sub: Any) -> None:
         + "). Parameters follow as --name value.",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print only the observation")
+    p.add_argument(
+        "--hard-links", choices=HARD_LINK_POLICIES, default="inside",
+        help="for a folder WORLD: read files with several hard links only when all lie inside "
+        "it (inside, the default) or always (any: trees a package manager links from a store)",
+    )
     p.add_argument("world", help="world name or folder path")
     p.add_argument("tool", help="tool name or abbreviation")
     p.add_argument("params", nargs=argparse.REMAINDER, help="--param value pairs")

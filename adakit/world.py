@@ -2,17 +2,21 @@
 
 :class:`World` is the sandbox every tool reads through. Nothing outside the world root is
 ever opened: parent-directory escapes, absolute paths elsewhere, symlinks that point out,
-device files and other non-regular files are refused with a clear message; binary and
-oversized files are refused; undecodable bytes are replaced, never fatal.
+hard links shared with a file outside (see ``World.hard_links``), device files and other
+non-regular files are refused with a clear message that never shows a host path; binary and
+oversized files, over-long paths and symlink loops are refused; undecodable bytes are
+replaced, never fatal.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import fnmatch
 import hashlib
 import json
+import lzma
 import os
 import re
 import shutil
@@ -22,6 +26,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,9 +43,19 @@ LANGUAGE_EXTENSIONS: dict[str, tuple[str, ...]] = {
 EXT_LANGUAGE = {ext: lang for lang, exts in LANGUAGE_EXTENSIONS.items() for ext in exts}
 
 MAX_FILE_BYTES = 2_000_000
+#: Paths an agent gives are refused above this many characters (PATH_MAX on Linux).
+MAX_PATH_CHARS = 4096
+#: A file or folder name is at most this many bytes (NAME_MAX on Linux and macOS).
+NAME_MAX_BYTES = 255
+#: ``World.hard_links`` policies: "inside" reads a file with several hard links only when all
+#: of them lie inside the world root; "any" reads it whatever its other links are.
+HARD_LINK_POLICIES = ("inside", "any")
 #: The file a fetched world keeps at its root to say what was unpacked (never part of the world).
 MARKER_NAME = ".adakit-world.json"
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".mypy_cache", ".tox"}
+#: Control characters (a line break, a tab, ...): a path holding one is not part of a world
+#: (it would break the one-file-per-line listings and the one-line messages).
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class SandboxError(Exception):
@@ -69,6 +84,13 @@ class World:
 
     ``include`` lists the subfolders (relative to ``root``) that form the world; empty means
     the whole folder. ``exclude`` holds glob patterns on relative POSIX paths.
+
+    ``hard_links`` is the policy for regular files with more than one hard link: with
+    ``"inside"`` (the default) such a file is read only when every one of its links lies
+    inside the root (counted by one walk of the root, the first time such a file is met), so
+    a hard link to a file elsewhere on the host is refused like a symlink leading out;
+    ``"any"`` reads them all, for trees a package manager fills with hard links from a store
+    outside (pnpm, uv). Fetched worlds have no hard links: the unpacker copies them.
     """
 
     root: Path
@@ -77,20 +99,62 @@ class World:
     exclude: list[str] = field(default_factory=list)
     version: str = ""
     language: str = ""
+    hard_links: str = "inside"
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve(strict=True)
         if not self.root.is_dir():
             raise NotADirectoryError(f"world root {self.root} is not a folder")
+        if self.hard_links not in HARD_LINK_POLICIES:
+            raise ValueError(
+                f"hard_links must be one of {', '.join(HARD_LINK_POLICIES)}, got {self.hard_links!r}"
+            )
         self.name = self.name or self.root.name
         self.include = [PurePosixPath(p).as_posix().strip("/") for p in self.include if p]
         self._files: list[str] | None = None
         self._cache: dict[str, _Cached] = {}
+        self._links_inside: dict[tuple[int, int], int] | None = None
+
+    # ------------------------------------------------------------------ hard links
+
+    def _inside_link_counts(self) -> dict[tuple[int, int], int]:
+        """How many names each multiply-linked regular file has inside the root (walked once)."""
+        if self._links_inside is None:
+            counts: dict[tuple[int, int], int] = {}
+            for dirpath, _dirnames, filenames in os.walk(self.root, followlinks=False):
+                for fn in filenames:
+                    try:
+                        st = os.lstat(os.path.join(dirpath, fn))
+                    except OSError:
+                        continue
+                    if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+                        key = (st.st_dev, st.st_ino)
+                        counts[key] = counts.get(key, 0) + 1
+            self._links_inside = counts
+        return self._links_inside
+
+    def links_outside(self, st: os.stat_result) -> bool:
+        """Whether the policy refuses this regular file: it has a hard link outside the root."""
+        if st.st_nlink <= 1 or self.hard_links == "any":
+            return False
+        return self._inside_link_counts().get((st.st_dev, st.st_ino), 0) < st.st_nlink
+
+    def check_hard_links(self, rel: str, st: os.stat_result) -> None:
+        """Raise SandboxError when :meth:`links_outside` refuses the file ``rel``."""
+        if self.links_outside(st):
+            raise SandboxError(
+                f"'{rel}' is a hard link to a file that also has a name outside the repository; "
+                "refused.",
+                "outside",
+            )
 
     # ------------------------------------------------------------------ scope
 
     def in_scope(self, rel: str) -> bool:
-        """Whether a relative POSIX path belongs to the world (included, not excluded)."""
+        """Whether a relative POSIX path belongs to the world (included, not excluded, and
+        free of control characters)."""
+        if _CONTROL_RE.search(rel):
+            return False
         if self.include and not any(
             rel == inc or rel.startswith(inc + "/") for inc in self.include
         ):
@@ -112,7 +176,7 @@ class World:
                     continue  # an include entry that is a symlink leading out of the world
                 if start.is_file() and not start.is_symlink():
                     rel = start.relative_to(self.root).as_posix()
-                    if self.in_scope(rel):
+                    if self.in_scope(rel) and not self.links_outside(start.lstat()):
                         found.append(rel)
                     continue
                 if not start.is_dir():
@@ -128,7 +192,7 @@ class World:
                             st = full.lstat()
                         except OSError:
                             continue
-                        if stat.S_ISREG(st.st_mode):
+                        if stat.S_ISREG(st.st_mode) and not self.links_outside(st):
                             found.append(rel)
             self._files = sorted(set(found))
         return self._files
@@ -149,9 +213,27 @@ class World:
         """Turn an agent-supplied path into a relative POSIX path, or raise SandboxError."""
         if not isinstance(path, str) or not path.strip():
             raise SandboxError("No file path was given.", "bad_path")
+        if len(path) > MAX_PATH_CHARS:
+            raise SandboxError(
+                f"The file path is {len(path):,} characters long, over the "
+                f"{MAX_PATH_CHARS:,}-character limit for a path.",
+                "bad_path",
+            )
         text = path.strip().strip("'\"`").replace("\\", "/")
         if "\x00" in text:
             raise SandboxError("The file path contains a NUL byte.", "bad_path")
+        if _CONTROL_RE.search(text):
+            raise SandboxError(
+                "The file path contains a control character such as a line break or a tab; "
+                "no file of this world has one.",
+                "bad_path",
+            )
+        try:
+            os.fsencode(text)
+        except UnicodeEncodeError:
+            raise SandboxError(
+                "The file path contains characters that cannot be part of a file name.", "bad_path"
+            ) from None
         if text.startswith("/"):
             root = self.root.as_posix()
             if text == root or text.startswith(root + "/"):
@@ -172,11 +254,39 @@ class World:
                 "and bounded to its root.",
                 "outside",
             )
+        for part in parts:
+            size = len(os.fsencode(part))
+            if size > NAME_MAX_BYTES:
+                raise SandboxError(
+                    f"A part of the file path is {size:,} bytes long, over the "
+                    f"{NAME_MAX_BYTES}-byte limit for a file or folder name, so no such file "
+                    "exists.",
+                    "bad_path",
+                )
         rel = "/".join(parts)
         # accept a leading "<world name>/" as the project structure shows it
-        if parts and parts[0] == self.name and not (self.root / rel).exists():
+        if parts and parts[0] == self.name and self._stat(self.root / rel, rel, quiet=True) is None:
             rel = "/".join(parts[1:])
         return rel
+
+    @staticmethod
+    def _stat(path: Path, rel: str, quiet: bool = False) -> os.stat_result | None:
+        """``os.stat`` of an in-world path; None when nothing is there. Any other failure is a
+        SandboxError naming ``rel`` and the reason, never the host path (None if ``quiet``)."""
+        try:
+            return os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if quiet:
+                return None
+            if exc.errno == errno.ELOOP:
+                raise SandboxError(
+                    f"'{rel}' runs into a loop of symbolic links; refused.", "bad_path"
+                ) from None
+            raise SandboxError(
+                f"'{rel}' cannot be read ({exc.strerror or 'operating system error'}).", "bad_path"
+            ) from None
 
     def resolve(self, path: str) -> Path:
         """The real path of an in-world regular file, after every sandbox check."""
@@ -186,14 +296,22 @@ class World:
         candidate = self.root / rel
         try:
             real = candidate.resolve(strict=False)
-        except (OSError, RuntimeError) as exc:  # symlink loops
-            raise SandboxError(f"'{path}' cannot be resolved ({exc}).", "bad_path") from exc
+        except RuntimeError:  # Python 3.11 raises it for a symlink loop
+            raise SandboxError(
+                f"'{rel}' runs into a loop of symbolic links; refused.", "bad_path"
+            ) from None
+        except OSError as exc:
+            raise SandboxError(
+                f"'{rel}' cannot be resolved ({exc.strerror or 'operating system error'}).",
+                "bad_path",
+            ) from None
         if not real.is_relative_to(self.root):
             raise SandboxError(
                 f"'{path}' points outside the repository (through a symbolic link); refused.",
                 "outside",
             )
-        if not candidate.exists():
+        st = self._stat(candidate, rel)
+        if st is None:
             hint = self.close_matches(rel)
             msg = f"File not found: '{rel}'."
             if hint:
@@ -203,7 +321,6 @@ class World:
             raise SandboxError(msg, "not_found")
         if not self.in_scope(real.relative_to(self.root).as_posix()) or not self.in_scope(rel):
             raise SandboxError(f"'{rel}' is not part of this world's scope.", "out_of_scope")
-        st = real.stat()
         if stat.S_ISDIR(st.st_mode):
             inside = [f for f in self.files() if f.startswith(rel + "/")][:8]
             more = ", ".join(inside)
@@ -213,6 +330,7 @@ class World:
             )
         if not stat.S_ISREG(st.st_mode):
             raise SandboxError(f"'{rel}' is not a regular file; refused.", "not_a_file")
+        self.check_hard_links(rel, st)
         if st.st_size > MAX_FILE_BYTES:
             raise SandboxError(
                 f"'{rel}' is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit for "
@@ -304,7 +422,15 @@ class World:
 # git worlds are a URL and a commit, for machines that reach the host. A fetched world lives in
 # ``worlds_dir()/NAME-VERSION`` with a marker file recording what was unpacked.
 
-MAX_UNPACKED_BYTES = 4 * 1024**3
+#: A world may unpack to at most this many bytes (about five times scikit-learn's 24 MB, the
+#: largest sdist world); an archive that declares or writes more is refused.
+MAX_UNPACKED_BYTES = 128 * 1024**2
+#: ... and hold at most this many members (scikit-learn: about 1,700).
+MAX_MEMBERS = 100_000
+#: An archive member's path: at most this many bytes and this many levels (the worlds: under
+#: 130 bytes and 10 levels).
+MAX_MEMBER_PATH_BYTES = 1024
+MAX_MEMBER_DEPTH = 64
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -676,16 +802,42 @@ def _download_sdist(spec: WorldSpec, dest: Path, progress: bool) -> None:
         raise WorldFetchError(f"{src.filename}: download failed: {exc}") from exc
 
 
+def _show(name: str) -> str:
+    """An archive member's name for a message (long names are cut)."""
+    return repr(name if len(name) <= 120 else name[:120] + "…")
+
+
 def _clean_member(name: str, archive: str) -> list[str]:
-    """The path parts of an archive member, or UnsafeArchiveError for absolute/``..`` names."""
+    """The path parts of an archive member, or UnsafeArchiveError for absolute/``..`` names
+    and names too long or too deep to create."""
     if "\x00" in name:
-        raise UnsafeArchiveError(f"{archive}: member name {name!r} contains a NUL byte; refused")
+        raise UnsafeArchiveError(f"{archive}: member name {_show(name)} contains a NUL byte; refused")
     text = name.replace("\\", "/")
+    try:
+        size = len(os.fsencode(text))
+    except UnicodeEncodeError:
+        raise UnsafeArchiveError(
+            f"{archive}: member name {_show(name)} cannot be a file name here; refused"
+        ) from None
+    if size > MAX_MEMBER_PATH_BYTES:
+        raise UnsafeArchiveError(
+            f"{archive}: member {_show(name)} has a path of {size:,} bytes, over the "
+            f"{MAX_MEMBER_PATH_BYTES:,}-byte limit; refused"
+        )
     if text.startswith("/") or re.match(r"^[A-Za-z]:", text):
-        raise UnsafeArchiveError(f"{archive}: member {name!r} has an absolute path; refused")
+        raise UnsafeArchiveError(f"{archive}: member {_show(name)} has an absolute path; refused")
     parts = [p for p in text.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise UnsafeArchiveError(f"{archive}: member {name!r} climbs out with '..'; refused")
+        raise UnsafeArchiveError(f"{archive}: member {_show(name)} climbs out with '..'; refused")
+    if len(parts) > MAX_MEMBER_DEPTH:
+        raise UnsafeArchiveError(
+            f"{archive}: member {_show(name)} is {len(parts)} levels deep, over the "
+            f"{MAX_MEMBER_DEPTH}-level limit; refused"
+        )
+    if any(len(os.fsencode(p)) > NAME_MAX_BYTES for p in parts):
+        raise UnsafeArchiveError(
+            f"{archive}: member {_show(name)} has a name over {NAME_MAX_BYTES} bytes; refused"
+        )
     return parts
 
 
@@ -701,52 +853,6 @@ def _strip_prefix(all_parts: list[list[str]], is_dir: list[bool]) -> int:
 
 def _inside(root: Path, path: Path) -> bool:
     return Path(os.path.realpath(path)).is_relative_to(root)
-
-
-def _make_dir(root: Path, path: Path, member: str, archive: str) -> None:
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        raise UnsafeArchiveError(
-            f"{archive}: folder {member!r} would replace a file or link; refused"
-        )
-    path.mkdir(parents=True, exist_ok=True)
-    if not _inside(root, path):
-        raise UnsafeArchiveError(
-            f"{archive}: folder {member!r} would be created through a link leading outside "
-            "the target folder; refused"
-        )
-
-
-def _prepare_parent(root: Path, path: Path, member: str, archive: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not _inside(root, path.parent):
-        raise UnsafeArchiveError(
-            f"{archive}: member {member!r} would be written through a link leading outside "
-            "the target folder; refused"
-        )
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        raise UnsafeArchiveError(f"{archive}: member {member!r} would replace a folder; refused")
-
-
-def _write_stream(path: Path, stream: Any, mode: int) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, 0o755 if mode & 0o111 else 0o644)
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(stream, out, 1 << 20)
-
-
-def _check_links(root: Path, archive: str) -> None:
-    """After unpacking: every symbolic link in the tree must resolve inside it."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        for entry in dirnames + filenames:
-            full = Path(dirpath) / entry
-            if full.is_symlink() and not _inside(root, full):
-                rel = full.relative_to(root).as_posix()
-                raise UnsafeArchiveError(
-                    f"{archive}: link {rel!r} -> {os.readlink(full)!r} resolves outside the "
-                    "target folder; refused"
-                )
 
 
 @dataclass
@@ -785,89 +891,297 @@ def _zip_member(zf: zipfile.ZipFile, i: zipfile.ZipInfo) -> _Member:
     # permission bits without a file type (written by some tools) mean a plain file
     if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
         kind = "link or special file"  # zip links are not needed by any sdist
+    elif i.flag_bits & 0x1:
+        kind = "encrypted file"
     else:
         kind = "dir" if i.is_dir() else "file"
     return _Member(i.filename, kind, i.file_size, mode, "", lambda: zf.open(i))
 
 
-def _unpack_members(members: list[_Member], dest: Path, label: str, progress: bool) -> None:
-    """Write checked archive members under ``dest`` (see :func:`unpack_archive`)."""
-    root = Path(os.path.realpath(dest))
+@dataclass
+class _Step:
+    """A checked member: where it goes (path parts under the target) and, for a hard link,
+    the parts of the file it copies."""
+
+    member: _Member
+    rel: tuple[str, ...]
+    source: tuple[str, ...] = ()
+
+
+def _plan(members: list[_Member], label: str, max_bytes: int) -> list[_Step]:
+    """Check every member's name, kind, size and links before anything is written."""
+    if len(members) > MAX_MEMBERS:
+        raise UnsafeArchiveError(
+            f"{label}: {len(members):,} members, over the {MAX_MEMBERS:,}-member limit; refused"
+        )
     parts = [_clean_member(m.name, label) for m in members]
     for m in members:
         if m.kind not in _MEMBER_KINDS:
-            raise UnsafeArchiveError(f"{label}: member {m.name!r} is a {m.kind}; refused")
+            raise UnsafeArchiveError(f"{label}: member {_show(m.name)} is a {m.kind}; refused")
     total = sum(m.size for m in members if m.kind == "file")
-    if total > MAX_UNPACKED_BYTES:
+    if total > max_bytes:
         raise UnsafeArchiveError(
-            f"{label}: unpacks to {total:,} bytes, over the {MAX_UNPACKED_BYTES:,} limit"
+            f"{label}: unpacks to {total:,} bytes, over the per-world limit of {max_bytes:,} "
+            "bytes; refused"
         )
     strip = _strip_prefix(parts, [m.kind == "dir" for m in members])
-    from tqdm import tqdm
-
-    for m, p in tqdm(
-        list(zip(members, parts, strict=True)), desc=f"unpack {label}", unit="file",
-        leave=False, disable=not progress,
-    ):
-        rel_parts = p[strip:]
-        if not rel_parts:
+    steps = [_Step(m, tuple(p[strip:])) for m, p in zip(members, parts, strict=True) if p[strip:]]
+    link_at = {s.rel: s.member for s in steps if s.member.kind == "symlink"}
+    for s in steps:
+        m = s.member
+        if m.kind != "hardlink":
             continue
-        path = root.joinpath(*rel_parts)
-        if m.kind == "dir":
-            _make_dir(root, path, m.name, label)
-            continue
-        _prepare_parent(root, path, m.name, label)
+        try:
+            s.source = tuple(_clean_member(m.linkname, label)[strip:])
+        except UnsafeArchiveError:
+            s.source = ()
+        if not s.source:
+            raise UnsafeArchiveError(
+                f"{label}: hard link {_show(m.name)} -> {_show(m.linkname)} does not name a file "
+                "inside the archive's target folder; refused"
+            )
+        if s.source in link_at:  # a hard link to a symbolic link is that link again
+            s.member = _Member(m.name, "symlink", 0, m.mode, link_at[s.source].linkname, m.open)
+    links = {s.rel for s in steps if s.member.kind == "symlink"}
+    uses: dict[tuple[str, ...], int] = {}
+    for s in steps:
+        uses[s.rel] = uses.get(s.rel, 0) + 1
+    for s in steps:
+        m = s.member
+        for i in range(1, len(s.rel)):
+            if s.rel[:i] in links:
+                raise UnsafeArchiveError(
+                    f"{label}: member {_show(m.name)} lies under the symbolic link "
+                    f"{'/'.join(s.rel[:i])!r}; refused"
+                )
+        if s.rel in links and uses[s.rel] > 1:
+            raise UnsafeArchiveError(
+                f"{label}: member {_show(m.name)} and a symbolic link share the path "
+                f"{'/'.join(s.rel)!r}, so one would replace the other; refused"
+            )
         if m.kind == "symlink":
             target = m.linkname.replace("\\", "/")
-            if target.startswith("/") or not _inside(root, path.parent / target):
+            if not target or "\x00" in target:
                 raise UnsafeArchiveError(
-                    f"{label}: symbolic link {m.name!r} -> {m.linkname!r} points outside "
+                    f"{label}: symbolic link {_show(m.name)} has an empty or NUL-holding target; "
+                    "refused"
+                )
+            if target.startswith("/") or re.match(r"^[A-Za-z]:", target):
+                raise UnsafeArchiveError(
+                    f"{label}: symbolic link {_show(m.name)} -> {_show(m.linkname)} points outside "
                     "the target folder; refused"
                 )
-            os.symlink(target, path)
-        elif m.kind == "hardlink":
-            try:
-                src_parts = _clean_member(m.linkname, label)[strip:]
-            except UnsafeArchiveError:
-                src_parts = []
-            source = root.joinpath(*src_parts) if src_parts else root
-            if not src_parts or not _inside(root, source) or not source.is_file():
+    return steps
+
+
+def _make_dirs(
+    root: Path, parts: tuple[str, ...], member: str, label: str, folder: bool = False
+) -> Path:
+    """Create the folders ``parts`` under ``root`` one level at a time, checking each existing
+    level with lstat first: a level that is a link or a file is refused, never followed.
+    ``folder``: the member is the last folder itself."""
+    path = root
+    for depth, part in enumerate(parts, 1):
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            os.mkdir(path)
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            if folder and depth == len(parts):
                 raise UnsafeArchiveError(
-                    f"{label}: hard link {m.name!r} -> {m.linkname!r} does not name a file "
-                    "inside the archive's target folder; refused"
+                    f"{label}: folder {_show(member)} would replace a file or link; refused"
                 )
-            with open(source, "rb") as stream:
-                _write_stream(path, stream, m.mode)
-        else:
-            stream = m.open()
-            if stream is None:
-                raise UnsafeArchiveError(f"{label}: member {m.name!r} has no data; refused")
-            with stream:
-                _write_stream(path, stream, m.mode)
+            what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a folder"
+            raise UnsafeArchiveError(
+                f"{label}: member {_show(member)} needs the folder "
+                f"{'/'.join(parts[:depth])!r}, which is {what}; refused"
+            )
+    if os.path.realpath(path) != str(path):  # a level swapped for a link since it was checked
+        raise UnsafeArchiveError(
+            f"{label}: member {_show(member)} would be written through a link; refused"
+        )
+    return path
+
+
+def _free_path(root: Path, rel: tuple[str, ...], member: str, label: str) -> Path:
+    """The path a file or link member is written to, its folders made; an earlier file at
+    that path is removed (a later member replaces it), a folder or link there is refused."""
+    path = _make_dirs(root, rel[:-1], member, label) / rel[-1]
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    if stat.S_ISREG(st.st_mode):
+        path.unlink()
+        return path
+    if stat.S_ISDIR(st.st_mode):
+        raise UnsafeArchiveError(f"{label}: member {_show(member)} would replace a folder; refused")
+    raise UnsafeArchiveError(
+        f"{label}: member {_show(member)} would replace a symbolic link or special file; refused"
+    )
+
+
+class _Budget:
+    """Bytes an archive may still write (the per-world limit, counted as data is written)."""
+
+    def __init__(self, limit: int, label: str) -> None:
+        self.limit, self.left, self.label = limit, limit, label
+
+    def take(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise UnsafeArchiveError(
+                f"{self.label}: unpacks to more than {self.limit:,} bytes, over the per-world "
+                "limit; refused"
+            )
+
+
+class _Counted:
+    """A readable stream whose bytes are taken from a :class:`_Budget`."""
+
+    def __init__(self, stream: Any, budget: _Budget) -> None:
+        self.stream, self.budget = stream, budget
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.stream.read(n)
+        self.budget.take(len(data))
+        return data
+
+
+def _write_stream(path: Path, stream: Any, mode: int) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o755 if mode & 0o111 else 0o644)
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(stream, out, 1 << 20)
+
+
+def _check_links(root: Path, archive: str) -> None:
+    """After unpacking: every symbolic link in the tree must resolve inside it."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for entry in dirnames + filenames:
+            full = Path(dirpath) / entry
+            if full.is_symlink() and not _inside(root, full):
+                rel = full.relative_to(root).as_posix()
+                raise UnsafeArchiveError(
+                    f"{archive}: link {rel!r} -> {os.readlink(full)!r} resolves outside the "
+                    "target folder; refused"
+                )
+
+
+def _unpack_members(
+    members: list[_Member], dest: Path, label: str, progress: bool,
+    max_bytes: int = MAX_UNPACKED_BYTES,
+) -> None:
+    """Write checked archive members under ``dest`` (see :func:`unpack_archive`)."""
+    root = Path(os.path.realpath(dest))
+    steps = _plan(members, label, max_bytes)
+    budget = _Budget(max_bytes, label)
+    from tqdm import tqdm
+
+    links: list[_Step] = []
+    with tqdm(total=len(steps), desc=f"unpack {label}", unit="file", leave=False,
+              disable=not progress) as bar:
+        for s in steps:  # folders, files and hard links first; no link exists yet to follow
+            m = s.member
+            if m.kind == "symlink":
+                links.append(s)
+                continue
+            if m.kind == "dir":
+                _make_dirs(root, s.rel, m.name, label, folder=True)
+            elif m.kind == "hardlink":
+                path = _free_path(root, s.rel, m.name, label)
+                source = root.joinpath(*s.source)
+                try:
+                    st = os.lstat(source)
+                except OSError:
+                    st = None
+                if (st is None or not stat.S_ISREG(st.st_mode)
+                        or os.path.realpath(source) != str(source)):
+                    raise UnsafeArchiveError(
+                        f"{label}: hard link {_show(m.name)} -> {_show(m.linkname)} does not name "
+                        "a file inside the archive's target folder; refused"
+                    )
+                fd = os.open(source, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+                with os.fdopen(fd, "rb") as stream:
+                    _write_stream(path, _Counted(stream, budget), m.mode)
+            else:
+                path = _free_path(root, s.rel, m.name, label)
+                stream = m.open()
+                if stream is None:
+                    raise UnsafeArchiveError(f"{label}: member {_show(m.name)} has no data; refused")
+                with stream:
+                    _write_stream(path, _Counted(stream, budget), m.mode)
+            bar.update()
+        for s in links:  # symbolic links last, as GNU tar does: nothing is written after them
+            m = s.member
+            path = _free_path(root, s.rel, m.name, label)
+            target = m.linkname.replace("\\", "/")
+            if not _inside(root, path.parent / target):
+                raise UnsafeArchiveError(
+                    f"{label}: symbolic link {_show(m.name)} -> {_show(m.linkname)} points "
+                    "outside the target folder; refused"
+                )
+            os.symlink(target, path)
+            bar.update()
     _check_links(root, label)
 
 
 def unpack_archive(
-    archive: str | Path, dest: str | Path, progress: bool = False, label: str | None = None
+    archive: str | Path,
+    dest: str | Path,
+    progress: bool = False,
+    label: str | None = None,
+    max_bytes: int = MAX_UNPACKED_BYTES,
 ) -> None:
     """Unpack a tar or zip archive into the existing folder ``dest``, refusing unsafe members.
 
     A single top-level folder (the sdist convention) is stripped. Members with absolute paths
-    or ``..``, links resolving outside ``dest``, device files and other special files are
-    refused with :class:`UnsafeArchiveError` before anything outside ``dest`` is touched.
+    or ``..``, names too long or too deep, links resolving outside ``dest``, members under or
+    replacing a link, device files and other special files, more than :data:`MAX_MEMBERS`
+    members and more than ``max_bytes`` of data are refused with
+    :class:`UnsafeArchiveError`. Every name is checked before anything is written; folders,
+    files and hard links (copied) are written first, each level of their paths checked with
+    lstat, and symbolic links last, so nothing is ever written through a link. A damaged
+    archive raises :class:`WorldFetchError`.
     """
     archive, dest = Path(archive), Path(dest)
     label = label or archive.name
-    if tarfile.is_tarfile(archive):
-        with tarfile.open(archive) as tar:
-            members = [_tar_member(tar, m) for m in tar.getmembers()]
-            _unpack_members(members, dest, label, progress)
-    elif zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            members = [_zip_member(zf, i) for i in zf.infolist()]
-            _unpack_members(members, dest, label, progress)
-    else:
-        raise WorldFetchError(f"{label} is neither a tar nor a zip archive")
+    try:
+        if tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as tar:
+                members = []
+                for info in tar:
+                    if len(members) == MAX_MEMBERS:
+                        raise UnsafeArchiveError(
+                            f"{label}: more than {MAX_MEMBERS:,} members; refused"
+                        )
+                    members.append(_tar_member(tar, info))
+                _unpack_members(members, dest, label, progress, max_bytes)
+        elif zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as zf:
+                members = [_zip_member(zf, i) for i in zf.infolist()]
+                _unpack_members(members, dest, label, progress, max_bytes)
+        else:
+            raise WorldFetchError(f"{label} is neither a tar nor a zip archive")
+    except WorldFetchError:
+        raise
+    except RecursionError:
+        raise UnsafeArchiveError(
+            f"{label}: links or folders nest too deeply to unpack safely; refused"
+        ) from None
+    except (tarfile.TarError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError,
+            NotImplementedError) as exc:
+        raise WorldFetchError(
+            f"{label}: the archive is damaged or cannot be read ({type(exc).__name__}: {exc})"
+        ) from exc
+    except OSError as exc:
+        if exc.errno is None:  # decompressors' data errors (gzip, bz2) carry no errno
+            raise WorldFetchError(
+                f"{label}: the archive is damaged or cannot be read ({type(exc).__name__}: {exc})"
+            ) from exc
+        raise
 
 
 def _fetch_pypi(spec: WorldSpec, target: Path, progress: bool) -> None:

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from host_paths import host_paths_in
 
 from adakit.world import World
 
@@ -64,3 +65,40 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"skipped under ADAKIT_STRICT=1 (make test runs every test): {reason}"
+
+
+# ------------------------------------------------------------------------- host paths
+
+
+@pytest.fixture(autouse=True)
+def _no_host_paths_shown(monkeypatch: pytest.MonkeyPatch):
+    """Every observation the test suite produces is grepped for the host's temporary and home
+    folders: a tool's result (Toolbox.execute) and every turn and end record a run writes.
+    What the agent wrote itself (its call's parameters, its reply) is taken out first. A hit
+    fails the test that produced it."""
+    from adakit import record, tools
+
+    leaks: list[str] = []
+    execute, write = tools.Toolbox.execute, record.RunWriter.write
+
+    def checked_execute(self, tool_name, params=None):
+        result = execute(self, tool_name, params)
+        given = [str(v) for v in (params or {}).values()]
+        if hits := host_paths_in(result.text, given):
+            leaks.append(f"{tool_name} observation names {hits}: {result.text[:300]!r}")
+        return result
+
+    def checked_write(self, rec):
+        if rec.kind in ("turn", "end"):
+            data = rec.model_dump(exclude={"raw_text", "thinking", "call"})
+            given = [str(v) for v in rec.call.params.values()] if getattr(rec, "call", None) else []
+            text = str(data)
+            if hits := host_paths_in(text, given):
+                leaks.append(f"{rec.kind} record names {hits}: {text[:300]!r}")
+        return write(self, rec)
+
+    monkeypatch.setattr(tools.Toolbox, "execute", checked_execute)
+    monkeypatch.setattr(record.RunWriter, "write", checked_write)
+    yield
+    if leaks:
+        pytest.fail("host paths shown to the agent:\n" + "\n".join(leaks), pytrace=False)

@@ -263,6 +263,19 @@ def test_native_function_calling_mode_produces_the_same_record(world, tmp_path):
     assert {t["function"]["name"] for t in sent} >= {"peek_code_region", "stash_conclusion"}
 
 
+def test_deeply_nested_function_arguments_are_a_malformed_turn(world, tmp_path):
+    deep = '{"file_path": ' + "[" * 50_000 + "]" * 50_000 + ', "start_line": 1}'
+    script = [
+        tool_call("peek_code_region", deep),
+        tool_call("stash_conclusion", {"content": "done", "proceed_to_finalize": True}),
+    ]
+    with FakeOpenAI(script) as fake:
+        rf = launch(world, fake, tmp_path / "deep.jsonl", spec=spec_for(fake, mode="function"))
+    assert rf.turns[0].parse_error.kind == "bad_value"
+    assert "nested too deeply" in rf.turns[0].observation
+    assert rf.end.reason == "finalize"  # the run went on
+
+
 def test_a_cut_observation_records_only_the_lines_shown(world, tmp_path):
     big = world.root / "pkg" / "big.py"
     big.write_text("".join(f"value_{i} = {i}  # a fairly long line to fill the budget\n" for i in range(1, 201)))

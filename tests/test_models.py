@@ -285,6 +285,14 @@ def test_function_mode_tool_calls(key: str) -> None:
     assert fake.requests[0]["tools"] == tools
 
 
+def test_function_arguments_nested_too_deeply_stay_text(key: str) -> None:
+    deep = '{"note": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with FakeOpenAI([tool_call("bookmark", deep)]) as fake:
+        backend = OpenAIBackend(spec_for(fake, mode="function"), retry=FAST)
+        got = backend.complete(MESSAGES, tools=[])
+    assert got.tool_calls == [{"name": "bookmark", "arguments": deep}]  # for the parser to explain
+
+
 # --- the response cache ----------------------------------------------------------------------
 
 

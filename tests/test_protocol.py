@@ -116,3 +116,82 @@ def test_grammar_covers_every_tool_and_restricts_paths():
     defined = set(re.findall(r"^(\w+) ::=", g, re.M))
     used = set(re.findall(r"\b(tool\d+(?:opt\d+)?|think|text|int|bool|path|call)\b", g))
     assert used <= defined
+
+
+# --------------------------------------------------- hardening (issue 17: adversarial probe)
+
+# the tag expression the linear scanner replaced (quadratic on unclosed tags)
+OLD_TAG_RE = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>(.*?)</\1\s*>", re.S)
+
+
+def test_tag_scanner_finds_what_the_regular_expression_found():
+    from adakit.protocol import tags
+
+    samples = [
+        PEEK, "<a><b>x</b></a>", "<a>1</a ><a>2</a\n>", "<a><a>x</a></a>", "<a>x</ab></a>",
+        "<a b>x</a>", "<a>x</a", "</a><a>", "<_x9>y</_x9>", "<9a>x</9a>", "<a>\u2028</a\u3000>",
+        "<a><b></a></b>", "<b><a></b></a>", "<a>" * 5 + "</a>" * 5, "",
+    ]
+    for text in samples:
+        assert tags(text) == [(m.group(1), m.group(2)) for m in OLD_TAG_RE.finditer(text)], text
+
+
+@pytest.mark.timeout(60)  # the quadratic parser needed hours for these; the linear one < 1 s
+def test_adversarial_megabyte_replies_are_parsed_in_linear_time():
+    cases = {
+        "<a>" * 350_000: "no_tool",  # unclosed tags
+        "<b></a>" * 150_000: "no_tool",  # closing tags of other names
+        "<peek_code_region>" * 60_000 + "</peek_code_region>": "missing_param",
+        "<thinking>" + "<bookmark>" * 100_000: "no_tool",  # never closed
+        "<file_path>x</file_path>" * 45_000: "no_tool",
+    }
+    for text, kind in cases.items():
+        assert len(text) > 900_000
+        p = parse_reply(text, TOOL_SPECS, max_chars=None)
+        assert p.call is None and p.error.kind == kind, (text[:30], p.error)
+
+
+def test_replies_over_the_limit_are_refused_unread():
+    from adakit.protocol import MAX_REPLY_CHARS
+
+    padded = "<thinking>" + "x" * (MAX_REPLY_CHARS - 200) + "</thinking>" + PEEK
+    assert len(padded) <= MAX_REPLY_CHARS and parse_reply(padded, TOOL_SPECS).call is not None
+    p = parse_reply(padded + " " * 200, TOOL_SPECS)
+    assert p.call is None and p.error.kind == "no_tool" and p.thinking == ""
+    assert p.error.message.startswith(
+        f"The reply was {len(padded) + 200:,} characters long, over the {MAX_REPLY_CHARS:,}-"
+        "character limit, and was not read. Every message must end with exactly one tool call")
+
+
+def test_names_echoed_in_errors_are_cut():
+    name = "t" * 5000
+    p = parse_reply(f"<{name}>x</{name}>", TOOL_SPECS)
+    assert p.error.kind == "unknown_tool" and len(p.error.message) < 400 and "t…'" in p.error.message
+    p = parse_reply(f"<bookmark><{name}>1</{name}></bookmark>", TOOL_SPECS)
+    assert p.error.kind == "unknown_param" and len(p.error.message) < 600
+    assert parse_function_call(name, "{}", TOOL_SPECS).message.count("t") < 200
+
+
+def test_huge_integers_are_a_bad_value_not_a_crash():
+    digits = "9" * 5000
+    p = parse_reply(f"<peek_code_region><file_path>a.py</file_path><start_line>{digits}"
+                    "</start_line></peek_code_region>", TOOL_SPECS)
+    assert p.error.kind == "bad_value"
+    assert "parameter start_line is too large to be a line number (5,000 digits)" in p.error.message
+    big = parse_reply(PEEK.replace(">10<", ">123456789012345678901234567890<"), TOOL_SPECS)
+    assert big.call.params["start_line"] == 123456789012345678901234567890  # as before
+
+
+def test_deeply_nested_function_arguments_are_a_bad_value():
+    deep = '{"file_path": ' + "[" * 100_000 + "]" * 100_000 + ', "start_line": 1}'
+    err = parse_function_call("peek_code_region", deep, TOOL_SPECS)
+    assert err.kind == "bad_value" and "nested too deeply" in err.message
+    nested: list = []
+    for _ in range(5000):  # already decoded (as the model client hands it over)
+        nested = [nested]
+    err = parse_function_call("peek_code_region", {"file_path": nested, "start_line": 1}, TOOL_SPECS)
+    assert err.kind == "bad_value" and "nested too deeply" in err.message
+    long = '{"file_path": "' + "a" * 300_000 + '", "start_line": 1}'
+    err = parse_function_call("peek_code_region", long, TOOL_SPECS)
+    assert err.kind == "bad_value" and "characters long, over the" in err.message
+

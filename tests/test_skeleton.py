@@ -43,6 +43,7 @@ def test_environment_yml_pins_match_pyproject():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     named = [d for d in env["dependencies"] if isinstance(d, str) and not d.startswith(("python", "pip"))]
     assert "jsonschema>=4.18,<5" in named  # the schema tests' validator
+    assert "hypothesis>=6.100,<7" in named  # the property tests (tests/test_properties.py)
     for dep in named:
         name = re.match(r"[A-Za-z0-9_.-]+", dep).group(0).lower()
         assert by_name.get(name) == dep, f"environment.yml {dep!r} differs from pyproject ({by_name.get(name)!r})"

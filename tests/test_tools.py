@@ -685,3 +685,109 @@ def test_block_doc_comments_rust_and_typescript(world: World, box: Toolbox) -> N
         "Signature: pub fn make() -> u8", "Doc: Makes points.", "Calls (by name): helper"]
     r = ok(box, "get_structural_overview", file_path="web/doc.ts", logical_block_name="add")
     assert "Doc: Adds things." in r.text and "lines 4-6" in r.text
+
+
+# --------------------------------------------------- hardening (issue 17: adversarial probe)
+
+
+def test_refusals_are_clear_and_show_no_host_path(world: World, box: Toolbox, tmp_path: Path) -> None:
+    os.symlink("loop_b.py", world.root / "pkg" / "loop_a.py")
+    os.symlink("loop_a.py", world.root / "pkg" / "loop_b.py")
+    cases = {
+        "pkg/" + "x" * 300 + ".py": "over the 255-byte limit for a file or folder name",
+        "pkg/loop_a.py": "'pkg/loop_a.py' runs into a loop of symbolic links; refused.",
+    }
+    for path, message in cases.items():
+        for tool, extra in (("peek_code_region", {"start_line": 1}),
+                            ("get_structural_overview", {}),
+                            ("bookmark", {"line_number": 1, "note": "n"})):
+            r = err(box, tool, file_path=path, **extra)
+            assert message in r.text, (tool, r.text)
+            assert "unexpectedly" not in r.text and str(tmp_path) not in r.text
+    r = err(box, "get_hint_on_snippet", file_path="pkg/shapes.py", code_range="1-" + "9" * 5000,
+            description_of_confusion="?")
+    assert "too large to be a line number" in r.text and "unexpectedly" not in r.text
+    r = err(box, "peek_code_region", file_path="pkg/shapes.py", start_line="9" * 5000)
+    assert r.text == "peek_code_region: start_line is too large to be a line number (5,000 digits)."
+
+
+def test_unexpected_errors_show_no_host_path(box: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(rel: str) -> None:
+        raise OSError(36, "File name too long", str(box.world.root / rel))
+
+    monkeypatch.setattr(box.index, "outline", broken)
+    r = err(box, "get_structural_overview", file_path="pkg/shapes.py")
+    assert r.text == ("get_structural_overview failed unexpectedly (OSError: File name too long). "
+                      "Try a different call.")
+
+
+def test_explore_code_says_why_the_current_file_was_refused(world: World, box: Toolbox) -> None:
+    os.mkfifo(world.root / "pkg" / "pipe.py")
+    os.symlink("loop.py", world.root / "pkg" / "loop.py")
+    with open(world.root / "pkg" / "huge.py", "wb") as fh:
+        fh.truncate(3_000_000)
+    cases = {
+        "pkg/pipe.py": "'pkg/pipe.py' is not a regular file; refused.",
+        "pkg/loop.py": "'pkg/loop.py' runs into a loop of symbolic links; refused.",
+        "pkg/huge.py": "'pkg/huge.py' is 3,000,000 bytes, over the 2,000,000-byte limit",
+        "pkg": "'pkg' is a folder, not a file.",
+    }
+    for path, reason in cases.items():
+        r = ok(box, "explore_code", action_type="go_to_definition", current_file_path=path,
+               current_line_number=1, symbol_name="Counter")
+        first = r.text.splitlines()[0]
+        assert first.startswith("(current_file_path was refused: " + reason), first
+        assert first.endswith(". The whole repository was searched.)") and "not found" not in first
+        assert "class Counter in web/util.js" in r.text
+
+
+def test_hard_links_to_files_outside_are_never_read(
+    world: World, box: Toolbox, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "cli-cache"))
+    secret = tmp_path / "secret.py"
+    secret.write_text("def leaked_token():\n    return 'TOKEN'\n")
+    os.link(secret, world.root / "pkg" / "leak.py")
+    for tool, params in (
+        ("peek_code_region", {"file_path": "pkg/leak.py", "start_line": 1}),
+        ("bookmark", {"file_path": "pkg/leak.py", "line_number": 2, "note": "n"}),
+        ("get_structural_overview", {"file_path": "pkg/leak.py"}),
+    ):
+        r = err(box, tool, **params)
+        assert "is a hard link to a file that also has a name outside the repository" in r.text
+        assert "TOKEN" not in r.text
+    for action in ("find_all_references", "go_to_definition"):
+        r = ok(box, "explore_code", action_type=action, current_file_path="pkg/service.py",
+               current_line_number=1, symbol_name="leaked_token")
+        assert r.metrics.result_count == 0 and "TOKEN" not in r.text and "leak.py" not in r.text
+    # the documented opt-in, from the shell too
+    assert cli_main(["tool", "-q", str(world.root), "PKR", "--file_path", "pkg/leak.py",
+                     "--start_line", "1"]) == 1
+    assert "hard link" in capsys.readouterr().out
+    assert cli_main(["tool", "-q", "--hard-links", "any", str(world.root), "PKR", "--file_path",
+                     "pkg/leak.py", "--start_line", "1"]) == 0
+    assert "return 'TOKEN'" in capsys.readouterr().out
+
+
+def test_the_host_path_guard_finds_temporary_and_home_folders() -> None:
+    import tempfile
+
+    from host_paths import host_paths_in
+
+    tmp = os.path.realpath(tempfile.gettempdir())
+    home = os.path.expanduser("~")
+    assert host_paths_in(f"cannot resolve ({tmp}/w/loop)") == [tmp + "/"]
+    assert host_paths_in(f"see {home}/.cache/x") == [home.rstrip("/") + "/"]
+    # what the agent wrote itself is not a leak
+    assert host_paths_in(f"'{tmp}/x.py' is outside the repository", [f"{tmp}/x.py"]) == []
+    assert host_paths_in("File: src/tmp/app.py | 10 lines") == []
+
+
+def test_unexpected_errors_with_a_stand_in_world_are_still_observations() -> None:
+    from adakit.explorer import _NoWorld
+
+    box = Toolbox(_NoWorld(), index=_NoWorld())  # type: ignore[arg-type]
+    r = box.execute("peek_code_region", {"file_path": "a.py", "start_line": 1})
+    assert r.metrics.error_type == "tool_error"
+    assert r.text.startswith("peek_code_region failed unexpectedly (RuntimeError: replaying")

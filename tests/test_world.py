@@ -668,3 +668,210 @@ def test_folder_members_never_disturb_files(tmp_path):
     (tmp_path / "out2").mkdir()
     with pytest.raises(UnsafeArchiveError, match="would replace a file"):
         unpack_archive(bad, tmp_path / "out2")
+
+
+# --------------------------------------------------- hardening (issue 17: adversarial probe)
+
+
+def tree_of(folder: Path, skip: Path) -> set[str]:
+    """Every path under ``folder`` (links not followed) outside ``skip``."""
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for entry in dirnames + filenames:
+            path = Path(dirpath) / entry
+            if path != skip and skip not in path.parents:
+                out.add(path.relative_to(folder).as_posix())
+    return out
+
+
+def test_symlink_swap_creates_no_folder_outside(tmp_path):
+    # s -> t/../.. is inside while t points two folders deep; a later member makes t -> .,
+    # so s leads two folders above the target, and s/PWNED/x would be created through it
+    dest = tmp_path / "jail" / "out"
+    dest.mkdir(parents=True)
+    archive = build_tar(
+        tmp_path / "swap.tar.gz",
+        [
+            ("dir", "top/d1/d2/"),
+            ("sym", "top/t", "d1/d2"),
+            ("sym", "top/s", "t/../.."),
+            ("sym", "top/t", "."),
+            ("file", "top/s/PWNED/x", b"x"),
+        ],
+    )
+    before = tree_of(tmp_path, dest)
+    with pytest.raises(UnsafeArchiveError, match="refused"):
+        unpack_archive(archive, dest)
+    assert tree_of(tmp_path, dest) == before  # not only an error: nothing was made outside
+    assert not (tmp_path / "PWNED").exists()
+    assert list(dest.iterdir()) == []  # the names were checked before anything was written
+
+
+def test_existing_links_in_the_target_are_never_followed(tmp_path):
+    dest = tmp_path / "jail" / "out"
+    dest.mkdir(parents=True)
+    os.symlink("../..", dest / "s")  # left in the target folder before unpacking
+    archive = build_tar(tmp_path / "a.tar.gz", [("file", "top/s/PWNED/x", b"x"),
+                                                 ("file", "top/ok.py", b"")])
+    before = tree_of(tmp_path, dest)
+    with pytest.raises(UnsafeArchiveError, match="needs the folder 's', which is a symbolic link"):
+        unpack_archive(archive, dest)
+    assert tree_of(tmp_path, dest) == before
+
+
+@pytest.mark.parametrize(
+    "entries, message",
+    [
+        ([("sym", "top/l", "a"), ("file", "top/l", b"x")], "share the path 'l'"),
+        ([("file", "top/l", b"x"), ("sym", "top/l", "a")], "share the path 'l'"),
+        ([("sym", "top/l", "d"), ("dir", "top/d/"), ("file", "top/l/x", b"x")],
+         "lies under the symbolic link 'l'"),
+        ([("file", "top/a", b"x"), ("sym", "top/e", "")], "empty or NUL-holding target"),
+    ],
+)
+def test_members_around_symlinks_are_refused(entries, message, tmp_path):
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with pytest.raises(UnsafeArchiveError, match=message):
+        unpack_archive(build_tar(tmp_path / "a.tar.gz", entries), dest)
+    assert list(dest.iterdir()) == []
+
+
+def test_links_are_made_after_the_files_they_name(tmp_path):
+    archive = build_tar(
+        tmp_path / "a.tar.gz",
+        [("sym", "top/alias.py", "pkg/mod.py"), ("sym", "top/pkgs", "pkg"),
+         ("file", "top/pkg/mod.py", b"X = 1\n"), ("hard", "top/twin", "top/alias.py")],
+    )
+    dest = tmp_path / "out"
+    dest.mkdir()
+    unpack_archive(archive, dest)
+    assert (dest / "alias.py").read_text() == "X = 1\n" and os.readlink(dest / "pkgs") == "pkg"
+    assert os.readlink(dest / "twin") == "pkg/mod.py"  # a hard link to a link is that link
+
+
+def build_damaged_zip(path: Path) -> Path:
+    build_zip(path, [("demo-1.0/src/demo/core.py", DEMO_CORE * 50)])
+    data = bytearray(path.read_bytes())
+    data[60] ^= 0xFF  # inside the stored data: the CRC no longer matches
+    path.write_bytes(bytes(data))
+    return path
+
+
+def build_truncated_tar(path: Path) -> Path:
+    build_tar(path, demo_entries() + [("file", "demo-1.0/big", os.urandom(50_000))])
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+DAMAGED = {
+    "bad-crc-zip": (build_damaged_zip, "damaged"),
+    "truncated-tar": (build_truncated_tar, "damaged"),
+    "deep-member": (lambda p: build_tar(p, [("file", "demo-1.0/" + "a/" * 2000 + "x", b"x")]),
+                    "refused"),
+    "empty-link": (lambda p: build_tar(p, demo_entries() + [("sym", "demo-1.0/l", "")]),
+                   "empty"),
+    "long-name": (lambda p: build_tar(p, demo_entries() + [("file", "demo-1.0/" + "n" * 300, b"")]),
+                  "over 255 bytes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED))
+def test_bad_archives_raise_the_fetch_error(case, tmp_path, worlds_root, fake_pypi):
+    build, message = DAMAGED[case]
+    archive = build(tmp_path / "demo-1.0.tar.gz")
+    fake_pypi["archive"] = archive
+    with pytest.raises(WorldFetchError, match=message):
+        fetch_world("demo", progress=False, manifest={"demo": demo_spec(archive)})
+    assert leftovers(worlds_root) == [] and not (worlds_root / "demo-1.0").exists()
+
+
+def test_cli_fetch_reports_a_damaged_archive_without_a_traceback(
+    tmp_path, worlds_root, fake_pypi, capsys
+):
+    archive = build_damaged_zip(tmp_path / "demo-1.0.tar.gz")
+    fake_pypi["archive"] = archive
+    manifest = tmp_path / "w.yaml"
+    manifest.write_text(BASE_ENTRY % sha256(archive))
+    assert run_cli("worlds", "fetch", "demo", "--manifest", str(manifest)) == 1
+    err = capsys.readouterr().err
+    assert "demo 1.0: FAILED: demo-1.0.tar.gz: the archive is damaged" in err
+    assert str(tmp_path) not in err
+
+
+def test_a_zip_bomb_is_refused_by_the_per_world_limit(tmp_path, worlds_root, fake_pypi):
+    import zipfile
+
+    assert W.MAX_UNPACKED_BYTES < 200 * 1024**2
+    archive = tmp_path / "demo-1.0.tar.gz"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        zf.writestr("demo-1.0/src/demo/core.py", DEMO_CORE)
+        with zf.open("demo-1.0/src/demo/zeros.py", "w", force_zip64=True) as fh:
+            for _ in range(200):  # 200 MB of zeros, under 1 MB packed
+                fh.write(bytes(1 << 20))
+    assert archive.stat().st_size < 2 * 1024**2
+    fake_pypi["archive"] = archive
+    with pytest.raises(UnsafeArchiveError, match="over the per-world limit"):
+        fetch_world("demo", progress=False, manifest={"demo": demo_spec(archive)})
+    assert leftovers(worlds_root) == []
+
+
+def test_hard_link_copies_count_against_the_limit(tmp_path):
+    # one 400 kB file and four hard links to it declare 400 kB but would write 2 MB
+    entries = [("file", "top/blob", b"x" * 400_000)]
+    entries += [("hard", f"top/copy{i}", "top/blob") for i in range(4)]
+    archive = build_tar(tmp_path / "a.tar.gz", entries)
+    (tmp_path / "small").mkdir()
+    with pytest.raises(UnsafeArchiveError, match="more than 1,000,000 bytes"):
+        unpack_archive(archive, tmp_path / "small", max_bytes=1_000_000)
+    (tmp_path / "large").mkdir()
+    unpack_archive(archive, tmp_path / "large", max_bytes=2_000_000)
+    assert (tmp_path / "large/copy3").read_bytes() == b"x" * 400_000
+
+
+# ----------------------------------------------------------------- sandbox: hard links, limits
+
+
+def test_hard_links_to_files_outside_the_world_are_refused(tmp_path):
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg/ok.py").write_text("def ok():\n    return 1\n")
+    secret = tmp_path / "secret.py"
+    secret.write_text("TOKEN = 'hunter2'\n")
+    os.link(secret, root / "pkg/leak.py")
+    os.link(root / "pkg/ok.py", root / "pkg/twin.py")  # both names inside: an ordinary file
+    w = World(root)
+    assert w.files() == ["pkg/ok.py", "pkg/twin.py"]
+    message = refused(w, "pkg/leak.py", "outside")
+    assert "hard link" in message and str(tmp_path) not in message
+    assert w.lines("pkg/twin.py")[0] == "def ok():"
+    opted_in = World(root, hard_links="any")  # e.g. a pnpm or uv tree linked from a store
+    assert opted_in.lines("pkg/leak.py") == ["TOKEN = 'hunter2'"]
+    assert "pkg/leak.py" in opted_in.files()
+    with pytest.raises(ValueError, match="hard_links must be one of"):
+        World(root, hard_links="sometimes")
+
+
+def test_over_long_paths_and_link_loops_get_clear_refusals(sandbox):
+    os.symlink("loop_b", sandbox.root / "pkg/loop_a.py")
+    os.symlink("loop_a.py", sandbox.root / "pkg/loop_b")
+    cases = {
+        "pkg/" + "x" * 300 + ".py": "over the 255-byte limit for a file or folder name",
+        "pkg/" + "a/" * 3000 + "b.py": "over the 4,096-character limit",
+        "p" * 5_000_000: "5,000,000 characters long",
+        "pkg/loop_a.py": "loop of symbolic links",
+        "pkg/\udcff\ud800.py": "cannot be part of a file name",
+    }
+    for path, message in cases.items():
+        text = refused(sandbox, path, "bad_path")
+        assert message in text
+        assert str(sandbox.root) not in text and len(text) < 400
+
+
+def test_control_characters_keep_paths_and_messages_one_line(sandbox):
+    (sandbox.root / "pkg" / "two\nlines.py").write_text("X = 1\n")
+    assert not any("\n" in f for f in sandbox.files())
+    for path in ("pkg/two\nlines.py", "pkg/a\tb.py", "0\n0"):
+        text = refused(sandbox, path, "bad_path")
+        assert "control character" in text and "\n" not in text
