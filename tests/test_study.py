@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_quick_and_paper_studies_parse():
     quick = load_study(ROOT / "studies" / "quick.yaml")
     assert len({s.run_id for s in quick.specs}) == len(quick.specs)
-    assert any(s.model == "smollm2-135m" for s in quick.specs)
+    from adakit.models import DEFAULT_LOCAL_MODEL
+
+    assert any(s.model == DEFAULT_LOCAL_MODEL for s in quick.specs)
     assert any(s.condition == "coach_judge" for s in quick.specs)
     paper = load_study(ROOT / "studies" / "paper.yaml")
     main = [s for s in paper.specs if s.condition != "coach_judge"]
