@@ -70,9 +70,9 @@ def behaviour_table(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
     surface = run_surface(corpus).set_index("run_id")
     tags = tag_transitions(turns)
     tags = tags.merge(runs[["run_id", "model"]], on="run_id")
-    coach_s = turns["coach_s"] if "coach_s" in turns.columns else 0.0
-    live = turns.assign(active_s=turns["duration_s"] - coach_s)
-    live = live[~live["cached"].astype(bool)]
+    if "active_s" not in turns.columns:  # tables built before the loader kept three clocks
+        turns = turns.assign(active_s=turns["duration_s"] - turns.get("coach_s", 0.0))
+    live = turns[~turns["cached"].astype(bool)]
     reused = turns["tokens_reused"] if "tokens_reused" in turns.columns else None
     rep = repeats.merge(runs[["run_id", "model"]], on="run_id")
     rows = []
