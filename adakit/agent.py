@@ -90,7 +90,8 @@ class RunConfig:
     constrain_paths: bool = True
     #: weak-model aid (a deviation from the paper, "off" by default) for a call that exactly
     #: repeats an earlier call of the run: "note" runs it and adds a system note; "refuse" does
-    #: not run it and answers with that note instead (recorded as error type "repeated")
+    #: not run it and answers with that note instead (recorded as error type "repeated"; like a
+    #: malformed reply it counts toward ``malformed_limit`` mistakes in a row)
     repeat_guard: str = "off"
     thinking_min_chars: int = THINKING_MIN_CHARS
     extra: dict[str, Any] = field(default_factory=dict)
@@ -374,7 +375,9 @@ class Run:
 
     def _after_turn_bookkeeping(self, t: Turn) -> None:
         self.turns.append(t)
-        self.mistakes = self.mistakes + 1 if t.parse_error else 0
+        # a malformed reply and a refused exact repeat both count as a mistake in a row
+        stuck = t.parse_error is not None or t.metrics.error_type == "repeated"
+        self.mistakes = self.mistakes + 1 if stuck else 0
         if t.call and t.call.tool == "stash_conclusion" and t.metrics.error_type is None:
             self.conclusion = (t.call.params.get("content"), t.call.params.get("title"))
         tool = t.call.tool if t.call else "error"
@@ -513,7 +516,10 @@ class Run:
             metrics = ToolMetrics(error_type="unknown_tool" if perr.kind == "unknown_tool" else "malformed")
         elif repeat_of is not None and self.cfg.repeat_guard == "refuse":
             assert call is not None
-            observation = _fill("repeat_refused.txt", turn=str(repeat_of)).strip()
+            observation = _fill(
+                "repeat_refused.txt", turn=str(repeat_of), count=str(self.mistakes + 1),
+                limit=str(self.cfg.malformed_limit),
+            ).strip()
             metrics = ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="repeated")
         else:
             assert call is not None

@@ -368,8 +368,20 @@ def test_repeat_guard_off_note_and_refuse(world, tmp_path):
     assert t2.observation.startswith("Not run again") and "turn 1" in t2.observation
     assert t3.metrics.error_type is None and t3.metrics.ranges == [(1, 6)]
     assert refuse.end.reason == "finalize" and refuse.end.totals["errors"] == 1
+    assert "mistake 1 of 3" in t2.observation
     with pytest.raises(ValueError, match="repeat_guard"):
         RunConfig(run_id="x", repeat_guard="sometimes")
+
+
+def test_refused_repeats_in_a_row_end_the_run_like_malformed_replies(world, tmp_path):
+    """A model stuck on one call: each refusal is a mistake in a row; a good call resets."""
+    with FakeOpenAI([peek(), peek(), peek(end=7), peek(), peek(), peek(), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "stuck.jsonl", repeat_guard="refuse")
+    assert [t.metrics.error_type for t in rf.turns] == [None, "repeated", None, "repeated",
+                                                        "repeated", "repeated"]
+    assert "mistake 1 of 3" in rf.turns[1].observation
+    assert "mistake 3 of 3" in rf.turns[5].observation
+    assert rf.end.reason == "malformed_limit" and len(fake.requests) == 6
 
 
 class _SlowCoach:
