@@ -396,9 +396,13 @@ def test_exercise_1_check_messages():
         "✓ right: 45 distinct lines (lens 0's LOC viewed)\n"
         "lines shown with repeats: 56 (11 shown again)")
     over = exercises.check_distinct_lines(56, census)
-    assert over.startswith("✗ not quite: you said 56, lens 0 counts 45.") and "twice" in over
-    assert "Did you miss a range" in exercises.check_distinct_lines(44, census)
-    assert "you said 44.5" in exercises.check_distinct_lines(44.5, census)
+    assert over.startswith("✗ not quite: 56 is too many.") and "twice" in over
+    under = exercises.check_distinct_lines(44, census)
+    assert under.startswith("✗ not quite: 44 is too few.") and "Did you miss a range" in under
+    assert "44.5 is too few" in exercises.check_distinct_lines(44.5, census)
+    for wrong in (56, 44, 44.5, 1000, 0):  # a wrong answer never shows lens 0's count
+        text = exercises.check_distinct_lines(wrong, census)
+        assert "45" not in text and "56 (" not in text and "✓" not in text
     assert exercises.check_distinct_lines("45", census).startswith("✗ my_distinct_lines should")
     assert exercises.check_distinct_lines(True, census).startswith("✗ my_distinct_lines should")
     with pytest.raises(ValueError, match="one run"):
@@ -419,10 +423,20 @@ def test_exercise_2_check_messages():
     assert "1 of the 5 tags" in exercises.check_tags([*answer[:4], None], mini)
     assert exercises.check_tags(answer[:4], mini) == (
         "✗ give exactly 5 tags, one per transition (you gave 4)")
-    wrong = exercises.check_tags(["zoom in", "close read", "trace", "traverse", "dump"], mini)
-    assert wrong.endswith("\n✗ 4 of 5 right")
-    row = next(line for line in wrong.splitlines() if "traverse" in line)
-    assert "skim" in row and "NAV → PKR*" in row and row.rstrip().endswith("✗")
+    # any capitalisation and surrounding (or doubled) spaces are accepted
+    shouted = exercises.check_tags(["  Zoom In", "CLOSE  READ ", "Trace", "skim\t", "Dump"], mini)
+    assert shouted.endswith("\n✓ 5 of 5 right")
+    # wrong answers are marked, the key is not shown: not the tag, not the rule that gives it
+    wrong = exercises.check_tags(["zoom in", "close read", "trace", "traverse", "dumb"], mini)
+    lines = wrong.splitlines()
+    assert lines[-1] == "✗ 3 of 5 right (fix the ✗ rows and run the check again)"
+    row4 = next(line for line in lines if "traverse" in line)
+    assert row4.startswith("4→5") and row4.rstrip().endswith("✗")
+    row5 = next(line for line in lines if "dumb" in line)
+    assert row5.rstrip().endswith("✗ not a Table 5 tag")
+    assert "skim" not in wrong and "dump" not in wrong.replace("dumb", "")
+    assert "NAV → PKR*" not in wrong and "NAV → COG" not in wrong
+    assert [line.rstrip().endswith("✓") for line in lines[1:4]] == [True, True, True]
 
 
 def test_the_committed_tour_ships_blank_answers():
@@ -498,14 +512,18 @@ def baseline_corpus(tmp_path_factory, flask_world):
     return home, out
 
 
+def _cell_text(cell: dict) -> str:
+    chunks = []
+    for o in cell.get("outputs", []):
+        chunks.append("".join(o.get("text", "")))
+        chunks.append("".join(o.get("data", {}).get("text/plain", "")))
+        chunks.append("".join(o.get("data", {}).get("text/html", "")))
+    return "\n".join(chunks)
+
+
 def _outputs(path) -> str:
     nb = json.loads(path.read_text())
-    chunks = []
-    for cell in nb["cells"]:
-        for o in cell.get("outputs", []):
-            chunks.append("".join(o.get("text", "")))
-            chunks.append("".join(o.get("data", {}).get("text/plain", "")))
-    return "\n".join(chunks)
+    return "\n".join(_cell_text(cell) for cell in nb["cells"])
 
 
 @pytest.mark.timeout(240)
@@ -529,9 +547,17 @@ def test_notebooks_run_on_a_baseline_corpus(baseline_corpus, tmp_path, monkeypat
     tour_out = tmp_path / "tour"
     pm.execute_notebook(str(config.NOTEBOOKS / "00_tour.ipynb"), str(out00),
                         cwd=str(tmp_path), progress_bar=False, kernel_name="python3",
-                        parameters={"corpus": str(corpus), "output": str(tour_out),
+                        parameters={"corpus": [str(corpus)], "output": str(tour_out),
                                     "turn_bound": 12, "solutions": True})
     text = _outputs(out00)
+    # exercise 1's answer (lens 0's LOC viewed) is not shown above its check, only after it
+    cells = json.loads(out00.read_text())["cells"]
+    check = next(i for i, c in enumerate(cells)
+                 if "exercises.check_distinct_lines" in "".join(c["source"]))
+    before = "\n".join(_cell_text(c) for c in cells[:check])
+    after = "\n".join(_cell_text(c) for c in cells[check + 1:check + 3])
+    assert "loc_viewed" not in before and "lines_shown" not in before
+    assert "loc_viewed" in after and "lines_shown" in after
     assert "✓ right:" in text and "✓ 5 of 5 right" in text and "✗" not in text
     assert exercises.FILL_IN not in text
     assert "verdicts on 4 runs of mini" in text  # lens 3 shows the corpus's judgments
