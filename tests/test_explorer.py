@@ -617,7 +617,9 @@ def test_the_committed_tour_ships_blank_answers():
 # --------------------------------------------------------------------------- notebooks
 
 NOTEBOOKS = {
-    "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "arc_axis", "fetch_world"},
+    "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "arc_axis", "fetch_world",
+                          "labels_file", "labeller", "label_families", "items_per_family",
+                          "blind"},
     "00_tour.ipynb": {"corpus", "world", "baseline", "task", "condition", "turn_bound",
                       "output", "solutions"},
 }
@@ -689,6 +691,12 @@ def test_notebooks_run_on_a_baseline_corpus(baseline_corpus, tmp_path, monkeypat
     assert "a scripted baseline (not an LLM)" in text
     assert "turn 3 of" in text and "STATE CHANNELS AFTER THIS TURN" in text
     assert "whole run:" in text and "never stashed a conclusion" in text
+    # the labelling mode's preview (no widgets under papermill): blind, in the judges' words
+    cells = json.loads(out30.read_text())["cells"]
+    preview = next(_cell_text(c) for c in cells if "labelling.label(" in "".join(c["source"]))
+    assert "items on" in preview and "cards to label" in preview
+    assert "the first card:" in preview and "unclear" in preview
+    assert "baseline-" not in preview and "__r0" not in preview
     out00 = tmp_path / "00.ipynb"
     tour_out = tmp_path / "tour"
     pm.execute_notebook(str(config.NOTEBOOKS / "00_tour.ipynb"), str(out00),
