@@ -618,7 +618,7 @@ def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Literal["turn", "time"
         if not later.empty:
             right = ax.get_xlim()[1]
             start = (x + float(later.min())) / 2
-            ax.axvspan(start, right, ymin=0.03, color="white", alpha=0.55, zorder=4,
+            ax.axvspan(start, right, ymin=0.03, color="white", alpha=0.45, zorder=4,
                        linewidth=0)
         ax.axvline(x, color=HIGHLIGHT_COLOR, linewidth=0.8, linestyle=":", zorder=5)
         ax.scatter([x], [0], s=260, facecolors="none", edgecolors=HIGHLIGHT_COLOR,
@@ -1005,7 +1005,7 @@ class ExplorerWidgets:
         self.run_select = w.Dropdown(description="run", style=label,
                                      layout=w.Layout(width="auto", max_width="100%",
                                                      flex="1 1 auto"))
-        self.summary = w.HTML(layout=w.Layout(width="100%"))
+        self.summary = w.HTML()
         self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="76px"))
         self.next_button = w.Button(description="next ▶", layout=w.Layout(width="76px"))
         self.slider = w.IntSlider(description="turn", min=1, max=1, value=1,
@@ -1018,8 +1018,8 @@ class ExplorerWidgets:
         self.jump_next = w.Button(description="match ▶", layout=w.Layout(width="84px"),
                                   disabled=True)
         self.jump_note = w.HTML()
-        self.turn_view = w.HTML(layout=w.Layout(flex="1 1 380px", min_width="300px",
-                                                max_width="100%"))
+        # widgets carry a 2 px margin: a width or max-width of 100% would stick out by 4 px
+        self.turn_view = w.HTML(layout=w.Layout(flex="1 1 380px", min_width="300px"))
         self.arc_image = w.Image(format="png", layout=w.Layout(width=f"{PICTURE_PX}px"))
         self.map_image = w.Image(format="png", layout=w.Layout(width=f"{PICTURE_PX}px"))
         self.map_note = w.HTML(layout=w.Layout(width=f"{PICTURE_PX}px"))
