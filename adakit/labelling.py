@@ -77,8 +77,9 @@ class LabellingWidgets:
         self.next_open = w.Button(description="next unlabelled ▶",
                                   layout=w.Layout(width="150px"))
         self.position = w.HTML()
-        self.evidence = w.HTML(layout=w.Layout(width="100%"))
-        self.rows = w.VBox(layout=w.Layout(width="100%"))
+        # no width of 100%: widgets carry a 2 px margin and would stick out of the output
+        self.evidence = w.HTML()
+        self.rows = w.VBox()
         self.status = w.HTML()
         self.buttons: dict[str, Any] = {}
         wrap = {"flex_flow": "row wrap", "align_items": "center", "width": "100%"}

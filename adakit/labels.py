@@ -222,14 +222,16 @@ def card_sections(card: LabelCard, rf: RunFile, blind: bool = True,
     if card.turn is None:
         out["how it ended"] = judges.trajectory_summary(rf, anon, caps)
         return out
+    # a step: the step itself first, then the steps before it, then the state so far
+    step = next(t for t in rf.turns if t.turn == card.turn)
+    first = {"about": out.pop("about"), "task": out.pop("task"),
+             "step": judges.turn_detail(step, anon, caps)}
     before = [t for t in rf.turns if t.turn < card.turn]
     if before:
-        out["before"] = judges.clip_lines(
+        first["before"] = judges.clip_lines(
             [judges.turn_line(t, anon, caps.prefix_line) for t in before],
             caps.prefix_summary, keep="tail")
-    step = next(t for t in rf.turns if t.turn == card.turn)
-    out["step"] = judges.turn_detail(step, anon, caps)
-    return out
+    return {**first, **out}
 
 
 def _upto(rf: RunFile, turn: int) -> RunFile:

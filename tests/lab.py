@@ -184,6 +184,19 @@ def open_and_run(page: Page, lab: Lab, name: str, timeout: float = 90) -> None:
     assert page.evaluate(RUN_ALL)
 
 
+SAVE = """(async () => {
+  const app = window.jupyterapp;
+  const panel = [...app.shell.widgets('main')].find((w) => w.sessionContext && w.content);
+  await panel.context.save();
+  return !panel.context.model.dirty;
+})()"""
+
+
+def save_notebook(page: Page) -> None:
+    """Save the open notebook (a dirty notebook would hold a reload at "leave the page?")."""
+    assert page.evaluate(SAVE), "the notebook did not save"
+
+
 def set_viewport(page: Page, width: int, height: int) -> None:
     """Emulate a ``width`` x ``height`` screen (CSS pixels, device scale 1)."""
     page.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
