@@ -184,3 +184,68 @@ def test_explorer_fits_1280x720_with_and_without_the_file_browser(lab: ExplorerL
             print("--- console errors:", *page.errors, sep="\n")
             print("--- jupyter lab log:\n" + lab.lab.log.read_text()[-4000:])
             raise
+
+
+# every output area of a notebook: sideways scrollers, and images shown narrower than drawn
+OUTPUTS = """(() => {
+  const outs = [...document.querySelectorAll('.jp-OutputArea-output')];
+  const wide = [], scaled = [];
+  let images = 0;
+  outs.forEach((o, i) => {
+    for (const e of [o, ...o.querySelectorAll('*')]) {
+      const ox = getComputedStyle(e).overflowX;
+      if ((ox === 'auto' || ox === 'scroll') && e.scrollWidth > e.clientWidth + 1)
+        wide.push([i, e.tagName, e.scrollWidth, e.clientWidth]);
+    }
+    for (const im of o.querySelectorAll('img')) {
+      if (!im.naturalWidth) continue;
+      images += 1;
+      const shown = im.getBoundingClientRect().width;
+      if (shown < im.naturalWidth - 0.5) scaled.push([i, im.naturalWidth, Math.round(shown)]);
+    }
+  });
+  return {outputs: outs.length, images, wide, scaled};
+})()"""
+
+SCROLL_ALL = """(() => {
+  const n = document.querySelector('.jp-WindowedPanel-outer');
+  if (n) n.scrollTop = n.scrollHeight;
+  return true;
+})()"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_executed_tour_reads_at_1280x720(flask_world, tmp_path: Path, monkeypatch):
+    """The tour, executed as a student would (inline figures), shown at 1280x720 with the file
+    browser open and closed: no output scrolls sideways and no figure is shrunk to fit."""
+    pm = pytest.importorskip("papermill")
+    chromium = find_chromium()
+    assert chromium, "headless Chromium is needed (make test installs Debian's chromium)"
+    from adakit import config
+
+    root = tmp_path / "root"
+    root.mkdir()
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline figures, as in a class
+    monkeypatch.setenv("ADAKIT_WORLDS", str(config.worlds_dir()))
+    monkeypatch.setenv("ADAKIT_HOME", str(tmp_path))
+    pm.execute_notebook(str(config.NOTEBOOKS / "00_tour.ipynb"), str(root / "tour.ipynb"),
+                        cwd=str(tmp_path), progress_bar=False, kernel_name="python3",
+                        parameters={"corpus": str(tmp_path / "none"), "turn_bound": 12,
+                                    "output": str(tmp_path / "tour-run"), "solutions": True})
+    with start_lab(tmp_path, root) as server, \
+            start_chromium(chromium, tmp_path / "chromium", tmp_path / "chromium.log") as page:
+        set_viewport(page, 1280, 720)
+        page.navigate(server.notebook_url("tour.ipynb"))
+        page.wait_for(OUTPUT_STATE, 60, "the tour to open", until=bool)
+        for open_ in (True, False):
+            left_area(page, open_)
+            for _ in range(40):  # let JupyterLab render every cell
+                page.evaluate(SCROLL_ALL)
+                time.sleep(0.1)
+            state = page.wait_for(OUTPUTS, 30, "the tour's figures",
+                                  until=lambda s: s["images"] >= 5)
+            what = "file browser " + ("open" if open_ else "closed")
+            assert state["wide"] == [], f"{what}: outputs scrolling sideways {state}"
+            assert state["scaled"] == [], f"{what}: figures shrunk to fit {state}"
+            screenshot(page, tmp_path / f"tour-{what.replace(' ', '-')}.png")
