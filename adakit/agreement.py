@@ -12,6 +12,9 @@ Table C5              :func:`judge_agreement`
 Table C6              :func:`judge_severity`
 Table C7              :func:`human_alignment` (labels from :func:`load_human_labels`)
 Table C8              :func:`model_human_alignment`
+(several labellers)   :func:`by_labeller` (C7/C8 per labeller), :func:`human_agreement`
+                      (human-human), :func:`agreement_overview` (judge-judge, human-judge and
+                      human-human kappa side by side), :func:`format_undefined`
 Table C9 / Fig. D9    :func:`length_robustness` (``length="conclusion_words"``)
 Table C10             :func:`length_robustness` (``length="valid_turns"``)
 Table C11             :func:`conclusion_length_by_model`
