@@ -24,12 +24,12 @@ LLAMA_VERSION := 0.3.36
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup local-model worlds study study-clean test chromium lint bench bench-models lab clean
+.PHONY: help setup git-filter local-model worlds study study-clean test chromium lint bench bench-models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-setup: $(STAMP) ## create .venv and install adakit with its notebook and dev extras
+setup: $(STAMP) git-filter ## create .venv, install adakit with its notebook and dev extras, and the notebook git filter
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,24 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q -e '.[notebooks,dev]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
+
+# Notebooks are committed with outputs stripped: in a git clone, nbstripout (dev extra) becomes
+# the clone's clean filter for *.ipynb (.gitattributes names it), so outputs, execution counts
+# and widget state saved by JupyterLab never reach `git diff` or a commit. Cell ids are kept.
+NBSTRIPOUT = "$(abspath $(PY))" -m nbstripout --keep-id
+
+git-filter: ## keep notebook outputs out of git: nbstripout as this clone's clean filter (run by setup)
+	@if ! git rev-parse --git-dir >/dev/null 2>&1; then \
+	  echo "not a git clone: no notebook filter to install"; \
+	elif ! $(PY) -m nbstripout --version >/dev/null 2>&1; then \
+	  echo "nbstripout is not installed in $(PY): run make setup" >&2; exit 1; \
+	else \
+	  git config filter.nbstripout.clean '$(NBSTRIPOUT)' && \
+	  git config filter.nbstripout.smudge cat && \
+	  git config filter.nbstripout.required true && \
+	  git config diff.ipynb.textconv '$(NBSTRIPOUT) -t' && \
+	  echo "notebook outputs are stripped on commit (git filter nbstripout)"; \
+	fi
 
 local-model: $(LOCAL_STAMP) ## build (once, portably) llama-cpp-python and install the local models' verified weights
 
@@ -117,8 +135,11 @@ bench-models: $(STAMP) $(LOCAL_STAMP) ## the local models' behaviour on a fixed 
 	$(PY) -m adakit worlds fetch flask requests
 	$(PY) benchmarks/bench_models.py
 
-lab: $(STAMP) ## open JupyterLab on the notebooks
-	$(VENV)/bin/jupyter lab notebooks
+# JupyterLab refuses to start as root unless told to (a container usually runs as root)
+LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
+lab: $(STAMP) ## open JupyterLab on the notebooks (as root, e.g. in a container, with --allow-root)
+	$(VENV)/bin/jupyter lab $(LAB_FLAGS) notebooks
 
 clean: ## remove generated data, figures and the venv (downloaded worlds are kept)
 	rm -rf $(VENV) data/runs data/judgments data/processed data/study

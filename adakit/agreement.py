@@ -12,6 +12,9 @@ Table C5              :func:`judge_agreement`
 Table C6              :func:`judge_severity`
 Table C7              :func:`human_alignment` (labels from :func:`load_human_labels`)
 Table C8              :func:`model_human_alignment`
+(several labellers)   :func:`by_labeller` (C7/C8 per labeller), :func:`human_agreement`
+                      (human-human), :func:`agreement_overview` (judge-judge, human-judge and
+                      human-human kappa side by side), :func:`format_undefined`
 Table C9 / Fig. D9    :func:`length_robustness` (``length="conclusion_words"``)
 Table C10             :func:`length_robustness` (``length="valid_turns"``)
 Table C11             :func:`conclusion_length_by_model`
@@ -45,7 +48,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import combinations
 from pathlib import Path
 
@@ -638,6 +641,133 @@ def model_human_alignment(
             "note": "; ".join(notes),
         })
     return pd.DataFrame(rows)
+
+
+def _independent(m: pd.DataFrame) -> pd.DataFrame:
+    """A judge matrix with the copied seats of one model (``m#1``, ``m#2``) kept once."""
+    copies = copied_seats(m.columns)
+    if not copies:
+        return m
+    return m[list(dict.fromkeys(seats[0] if (seats := copies.get(seat_model(c))) else c
+                                for c in m.columns))]
+
+
+def _labeller_matrix(human: pd.DataFrame, family: str) -> pd.DataFrame:
+    """Items x labellers of one family's counted human scores (unclear left out)."""
+    h = human[(human["family"] == family) & human["score"].notna()]
+    if h.empty:
+        return pd.DataFrame()
+    labeller = h["labeller"] if "labeller" in h else pd.Series("human", index=h.index)
+    return h.assign(labeller=labeller).pivot_table(index="item_id", columns="labeller",
+                                                   values="score", aggfunc="last")
+
+
+def _pair_kappas(a: pd.DataFrame, b: pd.DataFrame, family: str,
+                 same: bool) -> tuple[list[float], list[float], set[str]]:
+    """Weighted kappa and exact agreement of every rater pair (columns of ``a`` against
+    columns of ``b``; within ``a`` when ``same``) on the items both rated, and the items
+    shared by at least one pair."""
+    pairs = list(combinations(a.columns, 2)) if same else \
+        [(x, y) for x in a.columns for y in b.columns]
+    other = a if same else b
+    kappas, exact, items = [], [], set()
+    for x, y in pairs:
+        both = pd.concat([a[x].rename("x"), other[y].rename("y")], axis=1,
+                         join="inner").dropna()
+        items |= set(both.index)
+        kappas.append(weighted_kappa(both["x"], both["y"], SCALES[family]))
+        exact.append(float((both["x"] == both["y"]).mean()) if len(both) else np.nan)
+    return kappas, exact, items
+
+
+def human_agreement(human: pd.DataFrame, families: Sequence[str] | None = None) -> pd.DataFrame:
+    """Human-human agreement per family: quadratic-weighted kappa and exact agreement of every
+    pair of labellers on the items both labelled (counted labels only), averaged over the
+    pairs where it is defined. With one labeller, or pairs sharing fewer than
+    :data:`MIN_KAPPA_PAIRS` items (or without chance disagreement), it is undefined (NaN)
+    and ``note`` says why."""
+    fams = [f for f in (families or FAMILIES) if f in set(human["family"])]
+    rows = []
+    for fam in fams:
+        m = _labeller_matrix(human, fam)
+        kappas, exact, items = _pair_kappas(m, m, fam, same=True)
+        note = ""
+        if m.shape[1] < 2:
+            note = "human-human undefined: one labeller"
+        elif not np.isfinite(kappas).any():
+            note = (f"human-human kappa undefined: no pair of labellers shares "
+                    f"{MIN_KAPPA_PAIRS} or more items with some disagreement by chance")
+        rows.append({"family": fam, "n_labellers": m.shape[1], "n_items": len(items),
+                     "kappa": _nanmean(kappas), "exact": _nanmean(exact), "note": note})
+    return pd.DataFrame(rows, columns=["family", "n_labellers", "n_items", "kappa", "exact",
+                                       "note"])
+
+
+def agreement_overview(human: pd.DataFrame, judgments: pd.DataFrame,
+                       families: Sequence[str] | None = None) -> pd.DataFrame:
+    """Judge-judge, human-judge and human-human agreement side by side, per family: the mean
+    quadratic-weighted kappa over rater pairs (independent judges; each labeller against each
+    judge; pairs of labellers), each on the items the pair shares, with the number of items
+    some pair of that kind shares. A kind of agreement with no defined pair is NaN (shown as
+    "undefined" by :func:`format_undefined`), and ``note`` says why."""
+    fams = [f for f in (families or FAMILIES)
+            if f in set(human["family"]) or f in set(judgments["family"])]
+    rows = []
+    for fam in fams:
+        jm = _independent(judge_matrix(judgments, fam)) if fam in set(judgments["family"]) \
+            else pd.DataFrame()
+        hm = _labeller_matrix(human, fam)
+        jj, _, jj_items = _pair_kappas(jm, jm, fam, same=True) if jm.shape[1] else ([], [], set())
+        hj, _, hj_items = (_pair_kappas(hm, jm, fam, same=False)
+                           if hm.shape[1] and jm.shape[1] else ([], [], set()))
+        hh, _, hh_items = _pair_kappas(hm, hm, fam, same=True) if hm.shape[1] else ([], [], set())
+        notes = []
+        for what, values, raters in (("judge-judge", jj, jm.shape[1]),
+                                     ("human-judge", hj, min(hm.shape[1], jm.shape[1])),
+                                     ("human-human", hh, hm.shape[1])):
+            need = 1 if what == "human-judge" else 2
+            if raters < need:
+                who = {"judge-judge": "fewer than two independent judges",
+                       "human-judge": "no human label or no verdict",
+                       "human-human": "fewer than two labellers"}[what]
+                notes.append(f"{what} undefined: {who}")
+            elif not np.isfinite(values).any():
+                notes.append(f"{what} undefined: too few shared items (fewer than "
+                             f"{MIN_KAPPA_PAIRS}) or no chance disagreement")
+        rows.append({
+            "family": fam,
+            "judge_judge_kappa": _nanmean(jj), "judge_judge_items": len(jj_items),
+            "human_judge_kappa": _nanmean(hj), "human_judge_items": len(hj_items),
+            "human_human_kappa": _nanmean(hh), "human_human_items": len(hh_items),
+            "note": "; ".join(notes),
+        })
+    return pd.DataFrame(rows, columns=[
+        "family", "judge_judge_kappa", "judge_judge_items", "human_judge_kappa",
+        "human_judge_items", "human_human_kappa", "human_human_items", "note"])
+
+
+def by_labeller(human: pd.DataFrame, table: Callable[[pd.DataFrame], pd.DataFrame]
+                ) -> pd.DataFrame:
+    """``table`` (e.g. ``lambda h: human_alignment(h, judgments)``) computed for each
+    labeller's labels, stacked with a leading ``labeller`` column."""
+    labellers = human["labeller"] if "labeller" in human else pd.Series("human",
+                                                                         index=human.index)
+    parts = []
+    for name in sorted(labellers.unique()):
+        part = table(human[labellers == name])
+        parts.append(part.assign(labeller=name)[["labeller", *part.columns]])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def format_undefined(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """A table for display: numbers rounded, NaN in numeric columns written "undefined"."""
+    out = table.copy()
+    for col in out.columns:
+        if pd.api.types.is_float_dtype(out[col]):
+            out[col] = [("undefined" if pd.isna(v) else round(float(v), digits))
+                        for v in out[col]]
+            out[col] = out[col].astype(object)
+    return out
 
 
 def _nanmean(values: list[float]) -> float:

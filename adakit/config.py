@@ -28,6 +28,8 @@ WORLDS = DATA / "worlds"
 RUNS = DATA / "runs"
 JUDGMENTS = DATA / "judgments"
 PROCESSED = DATA / "processed"
+#: Human labels made in the explorer's labelling mode (Appendix C.3), read by notebook 13.
+LABELS = DATA / "labels"
 CACHE = DATA / "cache"
 #: The shipped reference corpus whose measured prompt and reply sizes `adakit launch --plan`
 #: uses to estimate a study's tokens and cost.

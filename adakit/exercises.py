@@ -60,7 +60,8 @@ def _one_run(census: pd.DataFrame) -> pd.Series:
 def check_distinct_lines(answer: Any, census: pd.DataFrame) -> str:
     """Grade exercise 1 against lens 0 (``surface.run_surface`` of the one run).
 
-    A blank answer (None) asks to fill it in, without giving anything away.
+    A blank answer (None) asks to fill it in; a wrong one says whether it is too high or too
+    low, with a hint, never the expected number (only a right answer shows lens 0's count).
     """
     row = _one_run(census)
     expected, shown = int(row["loc_viewed"]), int(row["lines_shown"])
@@ -71,16 +72,25 @@ def check_distinct_lines(answer: Any, census: pd.DataFrame) -> str:
     if answer == expected:
         return (f"✓ right: {expected} distinct lines (lens 0's LOC viewed)\n"
                 f"lines shown with repeats: {shown} ({shown - expected} shown again)")
-    hint = ("Did you count overlapping ranges twice?" if answer > expected else
-            "Did you miss a range, or count an inclusive range one short?")
     exact = answer if isinstance(answer, Integral) else f"{answer:g}"
-    return f"✗ not quite: you said {exact}, lens 0 counts {expected}. {hint}"
+    if answer > expected:
+        return (f"✗ not quite: {exact} is too many. Did you count overlapping ranges twice? "
+                "Change my_distinct_lines and run the check again.")
+    return (f"✗ not quite: {exact} is too few. Did you miss a range, or count an inclusive "
+            "range one short? Change my_distinct_lines and run the check again.")
+
+
+def _normal_tag(tag: Any) -> str:
+    """A tag as lens 2 spells it: any capitalisation, surrounding or doubled spaces ignored."""
+    return " ".join(str(tag).split()).lower()
 
 
 def check_tags(answer: Sequence[Any], trajectory: pd.DataFrame | None = None) -> str:
     """Grade exercise 2 against lens 2's tags of ``trajectory`` (default: the mini trajectory).
 
-    Any blank (None) asks to fill in the answer, without showing lens 2's tags.
+    Each transition is marked right or wrong without showing lens 2's tag or rule; a tag that
+    is not one of Table 5's codes is pointed out as such. Capitalisation and surrounding
+    spaces do not matter. Any blank (None) asks to fill in the answer first.
     """
     lens2 = policy.tag_transitions(trajectory if trajectory is not None else mini_trajectory())
     answer = list(answer)
@@ -90,10 +100,27 @@ def check_tags(answer: Sequence[Any], trajectory: pd.DataFrame | None = None) ->
     if len(answer) != len(lens2):
         return (f"✗ give exactly {len(lens2)} tags, one per transition "
                 f"(you gave {len(answer)})")
-    check = lens2[["turn_from", "turn_to", "from_tool", "to_tool"]].assign(
-        yours=[str(t).strip() for t in answer], lens2=lens2["tag"].astype(str),
-        rule=lens2["rule"].astype(str))
-    check["ok"] = (check["yours"] == check["lens2"]).map({True: "✓", False: "✗"})
-    right = int((check["ok"] == "✓").sum())
+    known = {_normal_tag(t) for t in policy.TAGS}
+    yours = [_normal_tag(t) for t in answer]
+    ok = [y == _normal_tag(k) for y, k in zip(yours, lens2["tag"].astype(str), strict=True)]
+    marks = ["✓" if good else ("✗ not a Table 5 tag" if y not in known else "✗")
+             for y, good in zip(yours, ok, strict=True)]
+    check = pd.DataFrame({
+        "transition": [f"{a}→{b}" for a, b in zip(lens2["turn_from"], lens2["turn_to"],
+                                                   strict=True)],
+        "tools": [f"{a} → {b}" for a, b in zip(lens2["from_tool"], lens2["to_tool"],
+                                               strict=True)],
+        "yours": yours, "check": marks})
+    right = sum(ok)
     mark = "✓" if right == len(check) else "✗"
-    return f"{check.to_string(index=False)}\n{mark} {right} of {len(check)} right"
+    tail = "" if right == len(check) else " (fix the ✗ rows and run the check again)"
+    return f"{_left_table(check)}\n{mark} {right} of {len(check)} right{tail}"
+
+
+def _left_table(frame: pd.DataFrame) -> str:
+    """A small table as left-aligned text columns."""
+    cols = [[str(c), *map(str, frame[c])] for c in frame.columns]
+    widths = [max(map(len, col)) for col in cols]
+    rows = zip(*cols, strict=True)
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)

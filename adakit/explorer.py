@@ -35,14 +35,27 @@ from typing import Any, Literal
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib import colormaps
+from matplotlib import patheffects as pe
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle
+from matplotlib.text import Text
+from matplotlib.ticker import MaxNLocator
 
 from adakit import figures
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey
 from adakit.lenses.surface import distinct_lines
-from adakit.record import CANONICAL_ORDER, Corpus, RunFile, Turn, load_corpus, read_run
+from adakit.record import (
+    CANONICAL_ORDER,
+    Corpus,
+    RunFile,
+    Turn,
+    active_seconds,
+    load_corpus,
+    read_run,
+)
 from adakit.tools import Bookmark, Conclusion, Memory, Toolbox, WorkingState
 
 #: Environment variable: ``static`` forces the static rendering everywhere.
@@ -53,7 +66,17 @@ AXES: tuple[str, ...] = ("model", "world", "task", "condition")
 ANY = "(any)"
 STATE_TOOLS = frozenset({"create_memory", "bookmark", "stash_conclusion"})
 HIGHLIGHT_COLOR = "#1F1F1F"
-Axis = Literal["time", "turn"]
+#: ``"turn"`` (the default) places each turn at its index; ``"time"`` at its start on the active
+#: clock, used only when the run's turn times are meaningful (:func:`turn_times_meaningful`),
+#: else the turn axis is drawn with a note; ``"auto"`` picks time exactly when meaningful.
+Axis = Literal["turn", "time", "auto"]
+#: A run's turn times are read as meaningful only if its median turn takes at least this long.
+MIN_TURN_SECONDS = 0.05
+#: Pictures are drawn at the size they are shown: this many pixels wide at this resolution,
+#: with every text at least :data:`MIN_FONT_PX` pixels high.
+PICTURE_PX = 460
+DISPLAY_DPI = 100
+MIN_FONT_PX = 10.0
 
 
 # --------------------------------------------------------------------------- choosing a run
@@ -92,10 +115,10 @@ def axis_options(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None)
 def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
     """The run to open first: an instructive one.
 
-    Runs of a model that is not a scripted baseline come first; among them, runs that end with
-    a conclusion, then those using more distinct tools and visiting more files (given
-    ``turns``), then the corpus order. A corpus of baselines only opens on its most
-    instructive baseline run the same way.
+    Runs that end with a conclusion come first (whenever any run has one); among them, runs of
+    a model that is not a scripted baseline, then those using more distinct tools and visiting
+    more files (given ``turns``), then the corpus order. A corpus of baselines only opens on
+    its most instructive baseline run the same way.
     """
     if runs.empty:
         raise ValueError("the corpus has no runs to explore")
@@ -116,9 +139,31 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
         files = ok.groupby("run_id")["file"].nunique()
         key["tools"] = order["run_id"].map(tools).fillna(0).astype(int).to_numpy()
         key["files"] = order["run_id"].map(files).fillna(0).astype(int).to_numpy()
-    key = key.sort_values(["real", "concluded", "tools", "files", "position"],
+    key = key.sort_values(["concluded", "real", "tools", "files", "position"],
                           ascending=[False, False, False, False, True])
     return str(order["run_id"].iloc[int(key.index[0])])
+
+
+def hidden_values(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None,
+                  axis: str = "model") -> list:
+    """The values of ``axis`` (default: the models) in the corpus that the selection on the
+    other axes leaves out of its menu, in display order (empty when nothing is hidden)."""
+    shown = set(axis_options(runs, selection)[axis])
+    return [v for v in figures.order_for(axis, runs[axis].tolist()) if v not in shown]
+
+
+def hidden_note(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None,
+                axis: str = "model") -> str:
+    """One line saying which ``axis`` values the other filters hide, and by which filters;
+    empty when none is hidden."""
+    hidden = hidden_values(runs, selection, axis)
+    if not hidden:
+        return ""
+    filters = ", ".join(f"{k} = {v}" for k, v in _selected(selection).items() if k != axis)
+    names = ", ".join(map(str, hidden))
+    plural = f"{len(hidden)} {axis}s" if len(hidden) > 1 else f"1 {axis}"
+    return (f"{plural} hidden by the filter {filters} (no runs there): {names}; "
+            f"set the other menus to {ANY} to see every {axis}")
 
 
 def run_label(run: Mapping[str, Any] | pd.Series) -> str:
@@ -141,6 +186,32 @@ def turn_record(rf: RunFile, turn: int) -> Turn:
         raise ValueError(f"run {rf.header.run_id} has no turns")
     raise ValueError(f"run {rf.header.run_id} has turns {rf.turns[0].turn}-{rf.turns[-1].turn}, "
                      f"not {turn}")
+
+
+def turn_times_meaningful(rf: RunFile, min_seconds: float = MIN_TURN_SECONDS) -> bool:
+    """Whether a run's turn times say something about the agent: not a scripted baseline
+    (its turns take microseconds of Python), not every turn replayed from the response cache,
+    and a median turn of at least ``min_seconds`` on the active clock."""
+    if not rf.turns or rf.header.model.kind == "baseline":
+        return False
+    if all(t.cached for t in rf.turns):
+        return False
+    seconds = sorted(active_seconds(t) for t in rf.turns)
+    return seconds[len(seconds) // 2] >= min_seconds
+
+
+def resolve_axis(rf: RunFile, axis: str = "turn") -> tuple[Literal["turn", "time"], str]:
+    """The arc axis drawn for a run and a note when it differs from the one asked for:
+    ``"time"`` and ``"auto"`` give time only when :func:`turn_times_meaningful`."""
+    if axis not in ("turn", "time", "auto"):
+        raise ValueError(f"axis must be 'turn', 'time' or 'auto', not {axis!r}")
+    if axis == "turn":
+        return "turn", ""
+    if turn_times_meaningful(rf):
+        return "time", ""
+    why = ("a scripted baseline's turns take ~0 s" if rf.header.model.kind == "baseline"
+           else "its turn times are ~0 s or replayed")
+    return "turn", (f"turn axis: {why}" if axis == "time" else "")
 
 
 class _NoWorld:
@@ -389,13 +460,19 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
     n = len(rf.turns)
     head = (f"turn {t.turn} of {n} · {h.model.name} ({h.model.kind}) · {h.world.name} · "
             f"{h.task.family} · {h.condition.name}")
-    timing = f"+{t.started_at - h.started_at:.1f}s from launch, {t.ended_at - t.started_at:.2f}s"
+    if turn_times_meaningful(rf):
+        timing = (f"+{t.started_at - h.started_at:.1f} s from launch · "
+                  f"this turn {t.ended_at - t.started_at:.2f} s")
+    elif h.model.kind == "baseline":
+        timing = "scripted baseline: no model time (turns take ~0 s)"
+    else:
+        timing = "turn times not meaningful (~0 s, or replayed)"
     if t.tokens_in or t.tokens_out:
-        timing += f", {t.tokens_in} tokens in / {t.tokens_out} out"
+        timing += f" · {t.tokens_in} tokens in / {t.tokens_out} out"
     if t.cached:
-        timing += ", replayed from cache"
+        timing += " · replayed from cache"
     if t.dropped_messages:
-        timing += f", {t.dropped_messages} old messages left out of the prompt"
+        timing += f" · {t.dropped_messages} old messages left out of the prompt"
     out = {"header": f"{head}\n{timing}"}
     if t.thinking.strip():
         out["thinking"] = _clip(t.thinking, 2000)
@@ -456,6 +533,11 @@ def turn_text(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
     return "\n\n".join(parts)
 
 
+#: Wrap text at word boundaries; break a word only when it alone is wider than the line
+#: (JupyterLab's output area breaks preformatted text anywhere, mid-word).
+WRAP = "white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;"
+PRE_STYLE = f"{WRAP}margin:0;font-size:12px;line-height:1.4;"
+
 _SECTION_STYLE = {
     "call": "color:#0B3C5D;font-weight:bold", "coach": f"color:{figures.COACH_COLOR}",
     "injected": "color:#8A5A00",
@@ -475,19 +557,23 @@ def turn_html(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
             style = f"color:{figures.ERROR_COLOR}"
         title = SECTION_TITLES.get(key, key.upper())
         if key == "header":
-            blocks.append(f"<div style='font-weight:bold'>{html.escape(body)}</div>")
+            first, _, second = body.partition("\n")
+            blocks.append(f"<div style='font-weight:bold;line-height:1.35;{WRAP}'>"
+                          f"{html.escape(first)}</div>"
+                          f"<div style='font-size:12px;color:#555;line-height:1.35;"
+                          f"margin-top:2px;{WRAP}'>{html.escape(second)}</div>")
             continue
         blocks.append(
-            f"<div style='margin-top:6px;font-size:11px;color:#555'>{html.escape(title)}</div>"
-            f"<pre style='white-space:pre-wrap;margin:0;font-size:12px;{style}'>"
-            f"{html.escape(body)}</pre>")
+            f"<div style='margin-top:8px;font-size:11px;color:#555'>{html.escape(title)}</div>"
+            f"<pre style='{PRE_STYLE}{style}'>{html.escape(body)}</pre>")
     return "<div>" + "".join(blocks) + "</div>"
 
 
 # --------------------------------------------------------------------------- journey arc
 
 
-def arc_data(corpus: Corpus, run_id: str, turn: int, axis: Axis = "time") -> pd.DataFrame:
+def arc_data(corpus: Corpus, run_id: str, turn: int,
+             axis: Literal["turn", "time"] = "turn") -> pd.DataFrame:
     """Lens 1's events of one run (:func:`adakit.lenses.journey.arc_events`) with ``x`` (the
     marker position: % of the run's time for ``axis="time"``, the turn for ``"turn"``),
     ``seen`` (turn <= ``turn``) and ``current`` (turn == ``turn``)."""
@@ -505,10 +591,13 @@ def arc_data(corpus: Corpus, run_id: str, turn: int, axis: Axis = "time") -> pd.
                      current=(ev["turn"] == turn).to_numpy())
 
 
-def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Axis = "time",
-             title: str | None = None, width: float = 7.5) -> Figure:
+def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Literal["turn", "time"] = "turn",
+             title: str | None = None, width_px: int = PICTURE_PX, dpi: int = DISPLAY_DPI,
+             note: str = "") -> Figure:
     """One run's journey arc (lens 1 markers) with the current turn ringed and the turns
-    still to come faded."""
+    still to come faded, drawn ``width_px`` pixels wide at ``dpi`` (show it with
+    :func:`figure_png` ``tight=False`` at that width) with every text at least
+    :data:`MIN_FONT_PX` high. ``note`` goes under the title (e.g. why the turn axis)."""
     if arc.empty:
         raise ValueError("the run has no turns: no arc to draw")
     run_ids = set(arc["run_id"])
@@ -516,26 +605,68 @@ def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Axis = "time",
         raise ValueError(f"plot_arc draws one run; got {len(run_ids)}")
     fig = journey.plot_journey_arcs(arc, runs[runs["run_id"].isin(run_ids)], facet=None,
                                     axis=axis, scale="run", max_runs_per_panel=1,
-                                    row_label=None, width=width)
+                                    row_label=None, width=width_px / dpi)
     ax = fig.axes[0]
+    if axis == "turn":
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
+        ax.set_title(ax.get_title(loc="right").replace("max = ", ""), loc="right")
     cur = arc[arc["current"]]
+    label = title
     if not cur.empty:
         x = float(cur["x"].iloc[0])
         later = arc.loc[arc["x"] > x, "x"]
         if not later.empty:
             right = ax.get_xlim()[1]
             start = (x + float(later.min())) / 2
-            ax.axvspan(start, right, ymin=0.03, color="white", alpha=0.7, zorder=4, linewidth=0)
+            ax.axvspan(start, right, ymin=0.03, color="white", alpha=0.45, zorder=4,
+                       linewidth=0)
         ax.axvline(x, color=HIGHLIGHT_COLOR, linewidth=0.8, linestyle=":", zorder=5)
         ax.scatter([x], [0], s=260, facecolors="none", edgecolors=HIGHLIGHT_COLOR,
                    linewidths=1.6, zorder=6)
         turn = int(cur["turn"].iloc[0])
         n = int(cur["n_turns"].iloc[0])
-        label = title or f"journey arc: turn {turn} of {n} ({cur['kind'].astype(str).iloc[0]})"
-        ax.set_title(label, loc="left", fontsize=9)
-    elif title:
-        ax.set_title(title, loc="left", fontsize=9)
+        label = title or f"turn {turn} of {n}: {cur['kind'].astype(str).iloc[0]}"
+    if note:
+        label = f"{label}\n{note}" if label else note
+    if label:
+        ax.set_title(label, loc="left")
+    # a legend that fits the width: as many columns as ~120 px allow
+    handles = [h for legend in fig.legends for h in legend.legend_handles]
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    for legend in list(fig.legends):
+        legend.remove()
+    ncol = max(1, min(len(handles), int(width_px // 120)))
+    rows = -(-len(handles) // ncol) if handles else 0
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=ncol,
+                   handletextpad=0.3, columnspacing=0.8, frameon=False)
+    height_px = 118 + 16 * rows + (16 if note else 0)
+    fig.set_size_inches(width_px / dpi, height_px / dpi)
+    legible(fig, dpi=dpi)
     return fig
+
+
+def legible(fig: Figure, min_px: float = MIN_FONT_PX, dpi: int = DISPLAY_DPI) -> Figure:
+    """Raise every text of ``fig`` (titles, labels, ticks, legends, annotations) to at least
+    ``min_px`` pixels at ``dpi``."""
+    floor = min_px * 72.0 / dpi
+    for ax in fig.axes:
+        for which in ("x", "y"):
+            ticks = ax.get_xticklabels() if which == "x" else ax.get_yticklabels()
+            size = max([t.get_fontsize() for t in ticks] or [floor])
+            ax.tick_params(axis=which, labelsize=max(size, floor))
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < floor:
+            text.set_fontsize(floor)
+    return fig
+
+
+def font_px(fig: Figure, dpi: int = DISPLAY_DPI) -> float:
+    """The smallest font of the texts ``fig`` draws, in pixels at ``dpi``."""
+    fig.canvas.draw()
+    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip()]
+    return min(sizes) * dpi / 72.0 if sizes else float("inf")
 
 
 # --------------------------------------------------------------------------- footprint map
@@ -551,22 +682,93 @@ def map_values(reads: pd.DataFrame, run_id: str, turn: int) -> pd.Series:
     return dens.set_index("file")["lines_shown"].astype(float)
 
 
+def outlined_until(turns: pd.DataFrame, run_id: str, turn: int) -> list[str]:
+    """Files one run saw as a structural outline (OVW) at turns 1..``turn`` without an error,
+    in first-seen order; with no lines shown they stay uncoloured on the map, while lens 0's
+    census counts them as visited."""
+    t = turns[(turns["run_id"] == run_id) & (pd.to_numeric(turns["turn"]) <= turn)
+              & (turns["tool"] == "OVW") & turns["file"].notna()]
+    if "error_type" in t.columns:
+        t = t[t["error_type"].isna()]
+    return list(dict.fromkeys(t["file"].astype(str)))
+
+
+MAP_LEGEND = ("grey: no lines shown yet · dashed ring: outlined only (structure,\n"
+              "no lines; the census counts it as visited) · black ring: this turn's file")
+
+
+def _luminance(rgba: Sequence[float]) -> float:
+    r, g, b = rgba[:3]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _label_files(fig: Figure, ax: Any, lay: pd.DataFrame, values: pd.Series, cmap: Any,
+                 norm: Any, top: int) -> None:
+    """Name the ``top`` files with the most lines shown: inside the circle in a colour that
+    contrasts with its fill when the name fits, else just above it, on white."""
+    leaf = lay[(lay["kind"] == "file") & lay["path"].isin(values[values > 0].index)]
+    if leaf.empty or top <= 0:
+        return
+    leaf = leaf.assign(v=leaf["path"].map(values).astype(float)).nlargest(top, "v")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_px = ax.transData
+    halo = [pe.withStroke(linewidth=2.5, foreground="white")]
+    for row in leaf.itertuples():
+        name = fp._short(row.name, 22)
+        fill = cmap(norm(row.v))
+        dark_fill = _luminance(fill) < 0.5
+        text = ax.text(row.x, row.y, name, ha="center", va="center", zorder=9,
+                       color="white" if dark_fill else "#1F1F1F")
+        width = text.get_window_extent(renderer).width
+        diameter = abs(to_px.transform((row.r, 0))[0] - to_px.transform((-row.r, 0))[0])
+        if width <= diameter * 0.92:
+            continue
+        # above the circle, on a white halo, kept inside the map
+        lo, hi = ax.get_xlim()
+        half = (hi - lo) * width / max(ax.get_window_extent(renderer).width, 1.0) / 2
+        text.set_position((min(max(row.x, lo + half), hi - half), row.y + row.r))
+        text.set_verticalalignment("bottom")
+        text.set_color("#1F1F1F")
+        text.set_path_effects(halo)
+
+
 def plot_turn_map(files: pd.DataFrame, values: pd.Series, current_file: str | None = None,
-                  layout: pd.DataFrame | None = None, title: str | None = None) -> Figure:
-    """The world's footprint map (lens 4) coloured by the lines read so far, with the current
-    turn's file outlined."""
-    # label_top=0 before anything is read: plot_repo_map's label step fails on no read file
-    read = bool(len(values) and (values != 0).any())
-    fig = fp.plot_repo_map(files, values, layout=layout, title=title,
-                           label_top=5 if read else 0, colorbar_label="Lines shown so far")
-    fig.set_size_inches(5.6, 4.8)
-    ax = fig.axes[0]
-    if current_file:
-        lay = layout if layout is not None else fp.repo_layout(files, values)
-        hit = lay[(lay["kind"] == "file") & (lay["path"] == current_file)]
-        for row in hit.itertuples():
-            ax.add_patch(Circle((row.x, row.y), max(row.r, 0.012), fill=False,
-                                edgecolor=HIGHLIGHT_COLOR, linewidth=2.0, zorder=8))
+                  layout: pd.DataFrame | None = None, title: str | None = None,
+                  outlined: Sequence[str] = (), vmax: float | None = None,
+                  label_top: int = 4, width_px: int = PICTURE_PX,
+                  dpi: int = DISPLAY_DPI) -> Figure:
+    """The world's footprint map (lens 4) coloured by the lines read so far, drawn
+    ``width_px`` wide at ``dpi`` with texts of at least :data:`MIN_FONT_PX`: files outlined
+    without lines (``outlined``) get a dashed ring, the current turn's file a black one, the
+    ``label_top`` most-read files their names; the colour bar counts whole lines up to ``vmax``
+    (e.g. the run's final maximum, so colours mean the same at every turn)."""
+    values = values.astype(float) if len(values) else pd.Series(dtype=float)
+    lay = layout if layout is not None else fp.repo_layout(files, values)
+    top = max(1.0, float(vmax) if vmax else float(values.max()) if len(values) else 1.0)
+    fig = fp.plot_repo_map(files, values, layout=lay, title=title, label_top=0,
+                           colorbar_label="lines shown so far", vmax=top)
+    ax, bar = fig.axes[0], fig.axes[-1]
+    bar.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
+    files_at = lay[lay["kind"] == "file"].set_index("path")
+    shown = set(values[values > 0].index)
+    for path in outlined:
+        if path in files_at.index and path not in shown:
+            row = files_at.loc[path]
+            ax.add_patch(Circle((row["x"], row["y"]), max(row["r"], 0.012), fill=False,
+                                edgecolor="#4D4D4D", linewidth=1.1, linestyle=(0, (2, 1.5)),
+                                zorder=7))
+    if current_file and current_file in files_at.index:
+        row = files_at.loc[current_file]
+        ax.add_patch(Circle((row["x"], row["y"]), max(row["r"], 0.012), fill=False,
+                            edgecolor=HIGHLIGHT_COLOR, linewidth=2.0, zorder=8))
+    fig.set_size_inches(width_px / dpi, (width_px - 10) / dpi)
+    fig.text(0.01, 0.005, MAP_LEGEND, ha="left", va="bottom", color="#444444")
+    fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
+    legible(fig, dpi=dpi)
+    norm = Normalize(0.0, top)
+    _label_files(fig, ax, lay, values, colormaps[fp.DENSITY_CMAP], norm, label_top)
+    legible(fig, dpi=dpi)
     return fig
 
 
@@ -588,7 +790,7 @@ class RunView:
     (``fetch_world=True`` downloads it instead).
     """
 
-    def __init__(self, corpus: Corpus, run_id: str, axis: Axis = "time",
+    def __init__(self, corpus: Corpus, run_id: str, axis: Axis = "turn",
                  fetch_world: bool = False, files: tuple[pd.DataFrame, str] | None = None,
                  run_file: RunFile | None = None) -> None:
         hit = corpus.runs[corpus.runs["run_id"] == run_id]
@@ -599,9 +801,10 @@ class RunView:
         self.corpus = corpus
         self.run_id = run_id
         self.run = hit.iloc[0]
-        self.axis: Axis = axis
         self.fetch_world = fetch_world
         self.rf = run_file if run_file is not None else read_run(self.run["path"])
+        #: the arc axis drawn (turn or time) and why it differs from the one asked for
+        self.axis, self.axis_note = resolve_axis(self.rf, axis)
         self.reads = corpus.reads[corpus.reads["run_id"] == run_id].reset_index(drop=True)
         self.jumps = jump_targets(self.rf)
         self._files = files
@@ -646,7 +849,7 @@ class RunView:
     def arc_figure(self, turn: int) -> Figure:
         """The run's journey arc with ``turn`` ringed (:func:`plot_arc`)."""
         return plot_arc(arc_data(self.corpus, self.run_id, turn, self.axis), self.corpus.runs,
-                        axis=self.axis)
+                        axis=self.axis, note=self.axis_note)
 
     def files(self) -> tuple[pd.DataFrame, str]:
         """The world's files table for the map and a note on where it came from."""
@@ -672,7 +875,10 @@ class RunView:
         current = turn_record(self.rf, turn).metrics.file
         shown = int(values.sum()) if len(values) else 0
         title = f"read by turn {turn}: {len(values)} file(s), {shown} lines shown"
-        return plot_turn_map(files, values, current, self.layout(), title)
+        final = map_values(self.reads, self.run_id, 10**9)
+        outlined = outlined_until(self.corpus.turns, self.run_id, turn)
+        return plot_turn_map(files, values, current, self.layout(), title, outlined=outlined,
+                             vmax=float(final.max()) if len(final) else 1.0)
 
 
 def _map_files(world: str, reads: pd.DataFrame, fetch: bool,
@@ -683,13 +889,24 @@ def _map_files(world: str, reads: pd.DataFrame, fetch: bool,
         return pd.DataFrame(columns=["file", "loc"]), str(exc)
 
 
-def figure_png(fig: Figure, dpi: int = 90, close: bool = True) -> bytes:
-    """A figure as PNG bytes (the figure is closed unless ``close=False``)."""
+def figure_png(fig: Figure, dpi: int = DISPLAY_DPI, close: bool = True,
+               tight: bool = False) -> bytes:
+    """A figure as PNG bytes at ``dpi``: the whole canvas, so a figure drawn for a display
+    size keeps it (``tight=True`` crops to the drawn content instead); the figure is closed
+    unless ``close=False``."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight" if tight else fig.bbox_inches,
+                pad_inches=0.05 if tight else 0.0)
     if close:
         plt.close(fig)
     return buf.getvalue()
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) in pixels of PNG bytes (from the IHDR chunk)."""
+    if not data.startswith(b"\x89PNG\r\n\x1a\n") or len(data) < 24:
+        raise ValueError("not a PNG image")
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
 # --------------------------------------------------------------------------- static rendering
@@ -731,7 +948,7 @@ def landmark_turns(rf: RunFile, turn: int, limit: int = 5) -> list[int]:
 
 
 def render_static(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
-                  turns: Sequence[int] | None = None, axis: Axis = "time",
+                  turns: Sequence[int] | None = None, axis: Axis = "turn",
                   fetch_world: bool = False, show_map: bool = True) -> StaticRendering:
     """The static explorer: run summary, jump targets, the text of ``turns`` (default:
     :func:`landmark_turns`), and the arc and map figures at ``turn``."""
@@ -766,7 +983,7 @@ class ExplorerWidgets:
     and the arc and footprint pictures. ``ui`` is the top-level widget."""
 
     def __init__(self, corpus: Corpus, run_id: str | None = None, turn: int = 1,
-                 axis: Axis = "time", fetch_world: bool = False, show_map: bool = True) -> None:
+                 axis: Axis = "turn", fetch_world: bool = False, show_map: bool = True) -> None:
         import ipywidgets as w
 
         if corpus.runs.empty:
@@ -778,37 +995,55 @@ class ExplorerWidgets:
         self.view: RunView | None = None
         self._files: dict[str, tuple[pd.DataFrame, str]] = {}
         self._busy = False
+        label = {"description_width": "72px"}
+        wrap = {"flex_flow": "row wrap", "align_items": "center", "width": "100%"}
         self.selectors = {
-            a: w.Dropdown(description=a, options=[ANY], value=ANY,
-                          layout=w.Layout(width="24%")) for a in AXES
+            a: w.Dropdown(description=a, options=[ANY], value=ANY, style=label,
+                          layout=w.Layout(width="240px")) for a in AXES
         }
-        self.run_select = w.Dropdown(description="run", layout=w.Layout(width="98%"))
+        self.filter_note = w.HTML()
+        self.run_select = w.Dropdown(description="run", style=label,
+                                     layout=w.Layout(width="auto", max_width="100%",
+                                                     flex="1 1 auto"))
         self.summary = w.HTML()
-        self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="80px"))
-        self.next_button = w.Button(description="next ▶", layout=w.Layout(width="80px"))
+        self.prev_button = w.Button(description="◀ prev", layout=w.Layout(width="76px"))
+        self.next_button = w.Button(description="next ▶", layout=w.Layout(width="76px"))
         self.slider = w.IntSlider(description="turn", min=1, max=1, value=1,
-                                  continuous_update=False, layout=w.Layout(width="45%"))
-        self.jump_select = w.Dropdown(description="jump to", options=[("-", "")],
-                                      layout=w.Layout(width="230px"))
-        self.jump_prev = w.Button(description="◀ match", layout=w.Layout(width="80px"))
-        self.jump_next = w.Button(description="match ▶", layout=w.Layout(width="80px"))
-        self.turn_view = w.HTML(layout=w.Layout(width="52%"))
-        self.arc_image = w.Image(format="png", layout=w.Layout(width="100%"))
-        self.map_image = w.Image(format="png", layout=w.Layout(width="85%"))
-        self.map_note = w.HTML()
+                                  continuous_update=False, style={"description_width": "36px"},
+                                  layout=w.Layout(width="300px"))
+        self.jump_select = w.Dropdown(description="jump to", options=[("-", "")], style=label,
+                                      layout=w.Layout(width="250px"))
+        self.jump_prev = w.Button(description="◀ match", layout=w.Layout(width="84px"),
+                                  disabled=True)
+        self.jump_next = w.Button(description="match ▶", layout=w.Layout(width="84px"),
+                                  disabled=True)
+        self.jump_note = w.HTML()
+        # widgets carry a 2 px margin: a width or max-width of 100% would stick out by 4 px
+        self.turn_view = w.HTML(layout=w.Layout(flex="1 1 380px", min_width="300px"))
+        self.arc_image = w.Image(format="png", layout=w.Layout(width=f"{PICTURE_PX}px"))
+        self.map_image = w.Image(format="png", layout=w.Layout(width=f"{PICTURE_PX}px"))
+        self.map_note = w.HTML(layout=w.Layout(width=f"{PICTURE_PX}px"))
         pictures = [self.arc_image] + ([self.map_image, self.map_note] if show_map else [])
         self.ui = w.VBox([
-            w.HBox(list(self.selectors.values())),
-            self.run_select,
+            w.HBox(list(self.selectors.values()), layout=w.Layout(**wrap)),
+            self.filter_note,
+            w.HBox([self.run_select], layout=w.Layout(width="100%")),
             self.summary,
             w.HBox([self.prev_button, self.slider, self.next_button, self.jump_select,
-                    self.jump_prev, self.jump_next]),
-            w.HBox([self.turn_view, w.VBox(pictures, layout=w.Layout(width="48%"))]),
-        ])
+                    self.jump_prev, self.jump_next], layout=w.Layout(**wrap)),
+            self.jump_note,
+            w.HBox([self.turn_view,
+                    w.VBox(pictures, layout=w.Layout(flex=f"0 0 {PICTURE_PX + 8}px",
+                                                     width=f"{PICTURE_PX + 8}px"))],
+                   layout=w.Layout(flex_flow="row wrap", align_items="flex-start",
+                                   width="100%", grid_gap="12px")),
+        ], layout=w.Layout(width="100%", max_width="100%"))
+        self.ui.add_class("adakit-explorer")
         for sel in self.selectors.values():
             sel.observe(self._on_axis, names="value")
         self.run_select.observe(self._on_run, names="value")
         self.slider.observe(self._on_turn, names="value")
+        self.jump_select.observe(lambda _: self._update_jumps(), names="value")
         self.prev_button.on_click(lambda _: self.step(-1))
         self.next_button.on_click(lambda _: self.step(1))
         self.jump_prev.on_click(lambda _: self.jump(-1))
@@ -835,6 +1070,9 @@ class ExplorerWidgets:
             self.run_select.options = [(run_label(r), r["run_id"]) for _, r in runs.iterrows()]
             if current in set(runs["run_id"]):
                 self.run_select.value = current
+            note = hidden_note(self.corpus.runs, self._selection(), "model")
+            self.filter_note.value = (f"<div style='font-size:12px;color:#8A5A00;{WRAP}'>"
+                                      f"{html.escape(note)}</div>" if note else "")
         finally:
             self._busy = False
 
@@ -875,12 +1113,15 @@ class ExplorerWidgets:
             self.slider.value = min(max(turn, self.slider.min), self.slider.max)
             self.slider.disabled = not view.turn_numbers
             self.jump_select.options = [("-", "")] + [
-                (f"{k} ({len(v)})", k) for k, v in view.jumps.items()]
+                (f"{k} ({len(v)})", k) for k, v in view.jumps.items() if v]
             self.jump_select.value = ""
+            empty = [k for k, v in view.jumps.items() if not v]
+            self.jump_note.value = (
+                f"<div style='font-size:12px;color:#555;{WRAP}'>not in this run, so not in "
+                f"the jump menu: {html.escape(', '.join(empty))}</div>" if empty else "")
         finally:
             self._busy = False
-        self.summary.value = "<pre style='white-space:pre-wrap;font-size:12px'>" \
-            + html.escape(view.summary()) + "</pre>"
+        self.summary.value = f"<pre style='{PRE_STYLE}'>{html.escape(view.summary())}</pre>"
         self.render()
 
     # ------------------------------------------------------------------ turns
@@ -911,11 +1152,25 @@ class ExplorerWidgets:
         if target is not None:
             self.go(target)
 
+    def _update_jumps(self) -> None:
+        """Enable ◀ match / match ▶ only when there is an earlier / later match to go to."""
+        kind = self.jump_select.value
+        matches = self.view.jumps.get(kind, []) if self.view is not None and kind else []
+        self.jump_prev.disabled = step_match(matches, self.turn, -1) is None
+        self.jump_next.disabled = step_match(matches, self.turn, 1) is None
+        if not kind:
+            tip = "choose a kind in the jump menu first"
+            self.jump_prev.tooltip = self.jump_next.tooltip = tip
+        else:
+            self.jump_prev.tooltip = f"previous {kind} turn"
+            self.jump_next.tooltip = f"next {kind} turn"
+
     def render(self) -> None:
         """Redraw the turn text, the arc and the map for the current turn."""
         view = self.view
         if view is None:
             return
+        self._update_jumps()
         if not view.n_turns:
             self.turn_view.value = "<i>this run has no turns</i>"
             self.arc_image.value = b""
@@ -923,21 +1178,25 @@ class ExplorerWidgets:
             return
         t = self.turn
         self.turn_view.value = view.html(t)
-        self.arc_image.value = figure_png(view.arc_figure(t))
+        _show(self.arc_image, figure_png(view.arc_figure(t)))
         if self.show_map:
             files, note = view.files()
             self._files.setdefault(str(view.run["world"]), (files, note))
-            self.map_image.value = figure_png(view.map_figure(t)) if not files.empty else b""
-            self.map_note.value = f"<small>{html.escape(note)}</small>"
+            _show(self.map_image, figure_png(view.map_figure(t)) if not files.empty else b"")
+            self.map_note.value = f"<div style='font-size:12px;color:#555;{WRAP}'>" \
+                f"{html.escape(note)}</div>"
 
     def snapshot_html(self) -> str:
         """The current turn as static HTML (summary, turn text, arc and map images)."""
-        parts = [self.summary.value, "<div style='display:flex;gap:12px'>",
-                 f"<div style='width:52%'>{self.turn_view.value}</div><div style='width:48%'>"]
+        parts = [self.summary.value, "<div style='display:flex;flex-wrap:wrap;gap:12px'>",
+                 f"<div style='flex:1 1 380px;min-width:300px'>{self.turn_view.value}</div>"
+                 f"<div style='flex:0 0 {PICTURE_PX + 8}px'>"]
         for image in (self.arc_image, self.map_image):
             if image.value:
                 data = base64.b64encode(image.value).decode("ascii")
-                parts.append(f"<img style='max-width:100%' src='data:image/png;base64,{data}'/>")
+                width, _ = png_size(bytes(image.value))
+                parts.append(f"<img style='width:{width}px;max-width:100%' "
+                             f"src='data:image/png;base64,{data}'/>")
         parts.append(f"{self.map_note.value}</div></div>")
         return "".join(parts)
 
@@ -957,8 +1216,17 @@ class ExplorerWidgets:
         display(self.mimebundle(), raw=True)
 
 
+def _show(image: Any, png: bytes) -> None:
+    """Put PNG bytes in an Image widget shown at the PNG's own pixel width (no rescaling)."""
+    image.value = png
+    if png:
+        width, _ = png_size(png)
+        image.layout.width = f"{width}px"
+        image.layout.max_width = "100%"
+
+
 def build_explorer(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
-                   axis: Axis = "time", fetch_world: bool = False,
+                   axis: Axis = "turn", fetch_world: bool = False,
                    show_map: bool = True) -> ExplorerWidgets:
     """The interactive explorer's widgets (needs ipywidgets; works without a front end)."""
     return ExplorerWidgets(_as_corpus(corpus), run_id, turn, axis, fetch_world, show_map)
@@ -984,7 +1252,7 @@ def use_widgets(interactive: bool | None = None) -> bool:
 
 
 def explore(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
-            interactive: bool | None = None, axis: Axis = "time", fetch_world: bool = False,
+            interactive: bool | None = None, axis: Axis = "turn", fetch_world: bool = False,
             show_map: bool = True) -> ExplorerWidgets | StaticRendering:
     """Open the explorer on a corpus (a :class:`Corpus` or a corpus folder) at ``run_id``
     (default :func:`default_run`) and ``turn``: widgets when :func:`use_widgets` says so,

@@ -264,12 +264,13 @@ def test_turn_text_sections():
 def test_arc_data_and_plots():
     rf = scripted_run()
     c = corpus_from_runs([rf])
-    arc = explorer.arc_data(c, "syn", 4, axis="turn")
+    arc = explorer.arc_data(c, "syn", 4)  # the turn axis by default
     assert arc["x"].tolist() == list(range(1, 12))
     assert arc["current"].tolist() == [t == 4 for t in range(1, 12)]
     assert arc["seen"].sum() == 4
-    timed = explorer.arc_data(c, "syn", 4)
+    timed = explorer.arc_data(c, "syn", 4, axis="time")
     assert timed["x"].between(0, 100).all() and timed["x"].is_monotonic_increasing
+    assert timed["x"].max() < 100  # the last turn starts before the run's end
     fig = explorer.plot_arc(arc, c.runs, axis="turn")
     assert isinstance(fig, Figure) and "turn 4 of 11" in fig.axes[0].get_title(loc="left")
     with pytest.raises(ValueError, match="axis"):
@@ -283,6 +284,115 @@ def test_arc_data_and_plots():
     assert len(rings) == 1  # the current file is outlined
     empty = explorer.plot_turn_map(files, explorer.map_values(c.reads, "syn", 1), "pkg/a.py")
     assert isinstance(empty, Figure)  # nothing read yet still draws
+
+
+def test_pictures_are_drawn_at_their_display_size_with_legible_fonts():
+    """The arc and the map are rendered exactly as wide as they are shown, every text at
+    least 10 px: before, the arc was drawn at ~676 px and shown at ~475 px (text 5-7 px)."""
+    syn = scripted_run()
+    c = corpus_from_runs([syn, recorded_run()])
+    view = explorer.RunView(c, "syn", run_file=syn)
+    files = pd.DataFrame({"file": list(FILES), "loc": list(FILES.values())})
+    view._files = (files, "test files")
+    for fig in (view.arc_figure(4), view.map_figure(4)):
+        assert explorer.font_px(fig) >= explorer.MIN_FONT_PX
+        png = explorer.figure_png(fig)
+        assert explorer.png_size(png)[0] == explorer.PICTURE_PX
+    arc = explorer.plot_arc(explorer.arc_data(c, "rec", 2), c.runs, width_px=333, dpi=72)
+    assert explorer.png_size(explorer.figure_png(arc, dpi=72))[0] == 333
+    assert explorer.font_px(arc, dpi=72) >= explorer.MIN_FONT_PX
+    with pytest.raises(ValueError, match="not a PNG"):
+        explorer.png_size(b"GIF89a")
+
+
+def test_time_axis_only_when_turn_times_mean_something():
+    syn, rec = scripted_run(), recorded_run()  # a scripted baseline; an LLM with 0.5 s turns
+    assert not explorer.turn_times_meaningful(syn)
+    assert explorer.turn_times_meaningful(rec)
+    replayed = RunFile(path=rec.path, header=rec.header, end=rec.end,
+                       turns=[t.model_copy(update={"cached": True}) for t in rec.turns])
+    assert not explorer.turn_times_meaningful(replayed)
+    instant = RunFile(path=rec.path, header=rec.header, end=rec.end,
+                      turns=[t.model_copy(update={"ended_at": t.started_at + 0.001})
+                             for t in rec.turns])
+    assert not explorer.turn_times_meaningful(instant)
+    assert explorer.resolve_axis(syn, "turn") == ("turn", "")
+    assert explorer.resolve_axis(syn, "time") == (
+        "turn", "turn axis: a scripted baseline's turns take ~0 s")
+    assert explorer.resolve_axis(syn, "auto") == ("turn", "")
+    assert explorer.resolve_axis(rec, "time") == ("time", "")
+    assert explorer.resolve_axis(rec, "auto") == ("time", "")
+    with pytest.raises(ValueError, match="axis"):
+        explorer.resolve_axis(rec, "space")
+    c = corpus_from_runs([syn, rec])
+    assert explorer.RunView(c, "syn", run_file=syn).axis == "turn"  # the default
+    asked = explorer.RunView(c, "syn", axis="time", run_file=syn)
+    assert asked.axis == "turn" and "scripted baseline" in \
+        asked.arc_figure(3).axes[0].get_title(loc="left")
+    assert explorer.RunView(c, "rec", axis="time", run_file=rec).axis == "time"
+    # the turn header says so instead of "+0.0s from launch"
+    head = explorer.turn_sections(syn, 11)["header"].splitlines()
+    assert head[0].startswith("turn 11 of 11") and "from launch" not in head[1]
+    assert head[1].startswith("scripted baseline: no model time")
+    head = explorer.turn_sections(rec, 3)["header"].splitlines()
+    assert head[1].startswith("+3.0 s from launch · this turn 0.50 s")
+
+
+def test_turn_html_wraps_at_word_boundaries_and_separates_the_header_lines():
+    rf = recorded_run()
+    html = explorer.turn_html(rf, 4)
+    assert html.count("<pre") >= 3
+    assert html.count("word-break:normal") == html.count("<pre") + 2  # every pre + header
+    assert "break-all" not in html
+    first, second = html.split("</div>", 2)[:2]
+    assert "turn 4 of 6" in first and "font-weight:bold" in first
+    assert "from launch" in second and "font-weight:bold" not in second
+
+
+def test_map_marks_outlined_files_and_counts_whole_lines():
+    rf = scripted_run()  # turn 1 outlines pkg/a.py; turn 2 reads lines 1-10 of it
+    c = corpus_from_runs([rf])
+    assert explorer.outlined_until(c.turns, "syn", 1) == ["pkg/a.py"]
+    assert explorer.outlined_until(c.turns, "syn", 11) == ["pkg/a.py"]
+    files = pd.DataFrame({"file": list(FILES), "loc": list(FILES.values())})
+    values = explorer.map_values(c.reads, "syn", 1)
+    fig = explorer.plot_turn_map(files, values, "pkg/a.py", outlined=["pkg/a.py"])
+    dashed = [p for p in fig.axes[0].patches if not p.get_fill() and p.get_linestyle() != "solid"]
+    assert len(dashed) == 1  # outlined only: a dashed ring
+    assert "outlined only" in " ".join(t.get_text() for t in fig.texts)
+    read = explorer.map_values(c.reads, "syn", 2)
+    fig = explorer.plot_turn_map(files, read, "pkg/a.py", outlined=["pkg/a.py"], vmax=10)
+    assert not [p for p in fig.axes[0].patches if not p.get_fill() and p.get_linestyle() != "solid"]
+    fig.canvas.draw()
+    ticks = [float(t) for t in fig.axes[-1].get_yticks() if 0 <= t <= 10]
+    assert ticks and all(t == int(t) for t in ticks)  # whole lines, not 0.0-1.0 fractions
+    one = explorer.plot_turn_map(files, pd.Series({"pkg/a.py": 1.0}), None, vmax=1)
+    one.canvas.draw()
+    assert [t for t in one.axes[-1].get_yticks() if 0 <= t <= 1] == [0.0, 1.0]
+    names = [t.get_text() for t in fig.axes[0].texts]
+    assert "a.py" in names  # the file read is named
+
+
+def test_hidden_models_are_named():
+    runs = pd.DataFrame({
+        "run_id": ["r1", "r2", "r3"], "model": ["m-a", "m-b", "m-c"],
+        "world": ["flask", "requests", "flask"], "task": ["t"] * 3,
+        "condition": ["natural"] * 3})
+    assert explorer.hidden_values(runs, {}) == []
+    assert explorer.hidden_note(runs, {}) == ""
+    assert explorer.hidden_values(runs, {"world": "flask"}) == ["m-b"]
+    note = explorer.hidden_note(runs, {"world": "flask", "model": explorer.ANY})
+    assert note.startswith("1 model hidden by the filter world = flask (no runs there): m-b")
+    assert explorer.hidden_values(runs, {"world": "requests"}) == ["m-a", "m-c"]
+    assert explorer.hidden_note(runs, {"world": "requests"}).startswith("2 models hidden")
+
+
+def test_notebook_markdown_has_no_raw_subscripts():
+    for name in ("00_tour.ipynb", "30_explorer.ipynb"):
+        nb = json.loads((config.NOTEBOOKS / name).read_text())
+        text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+        for raw in ("o_{t+1}", "_{", "x_t", "a_t"):
+            assert raw not in text, (name, raw)
 
 
 # --------------------------------------------------------------------------- widgets and static
@@ -332,6 +442,42 @@ def test_widget_builder_steps_and_jumps(small_corpus):
     bundle = w.mimebundle()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == w.ui.model_id
     assert bundle["text/html"].count("<img") == 2 and "turn 1 of 6" in bundle["text/html"]
+
+
+def test_widget_jump_menu_filter_note_and_picture_sizes(small_corpus):
+    w = explorer.build_explorer(small_corpus, run_id="rec", turn=1)
+    kinds = [v for _, v in w.jump_select.options if v]
+    assert "error" not in kinds  # "rec" has no error: not offered ...
+    assert "not in this run" in w.jump_note.value and "error" in w.jump_note.value  # ... said
+    assert "conclusion" in kinds
+    assert w.jump_prev.disabled and w.jump_next.disabled  # no kind chosen yet
+    w.jump_select.value = "conclusion"  # turns 5 and 6
+    assert w.jump_prev.disabled and not w.jump_next.disabled
+    w.jump_next.click()
+    assert w.turn == 5 and w.jump_prev.disabled and not w.jump_next.disabled
+    w.jump_next.click()
+    assert w.turn == 6 and w.jump_next.disabled and not w.jump_prev.disabled
+    # the pictures are shown at the width they were drawn
+    for image in (w.arc_image, w.map_image):
+        width, _ = explorer.png_size(bytes(image.value))
+        assert width == explorer.PICTURE_PX and image.layout.width == f"{width}px"
+    # a filter that hides a model says so
+    assert w.filter_note.value == ""
+    w.selectors["condition"].value = "budget_pressure"
+    assert "hidden by the filter condition = budget_pressure" in w.filter_note.value
+    assert "synth-A" in w.filter_note.value and "m-llm" in w.filter_note.value
+
+
+def test_the_explorer_opens_on_a_concluded_run_when_there_is_one(tmp_path):
+    unfinished = synthetic_run("a-first", model="synth-A", tools=["OVW", "BKM", "BKM"],
+                               files=FILES, reason="turn_bound")
+    concluded = scripted_run("b-second", model="synth-B")
+    for rf in (unfinished, concluded):
+        write_run(rf, tmp_path / f"{rf.header.run_id}.jsonl")
+    c = load_corpus(tmp_path, cache=False)
+    w = explorer.build_explorer(c)
+    assert w.view.run_id == "b-second" and w.view.rf.end.conclusion
+    assert explorer.render_static(c).run_id == "b-second"
 
 
 def test_static_rendering_and_mode_choice(small_corpus, monkeypatch):
@@ -396,9 +542,13 @@ def test_exercise_1_check_messages():
         "✓ right: 45 distinct lines (lens 0's LOC viewed)\n"
         "lines shown with repeats: 56 (11 shown again)")
     over = exercises.check_distinct_lines(56, census)
-    assert over.startswith("✗ not quite: you said 56, lens 0 counts 45.") and "twice" in over
-    assert "Did you miss a range" in exercises.check_distinct_lines(44, census)
-    assert "you said 44.5" in exercises.check_distinct_lines(44.5, census)
+    assert over.startswith("✗ not quite: 56 is too many.") and "twice" in over
+    under = exercises.check_distinct_lines(44, census)
+    assert under.startswith("✗ not quite: 44 is too few.") and "Did you miss a range" in under
+    assert "44.5 is too few" in exercises.check_distinct_lines(44.5, census)
+    for wrong in (56, 44, 44.5, 1000, 0):  # a wrong answer never shows lens 0's count
+        text = exercises.check_distinct_lines(wrong, census)
+        assert "45" not in text and "56 (" not in text and "✓" not in text
     assert exercises.check_distinct_lines("45", census).startswith("✗ my_distinct_lines should")
     assert exercises.check_distinct_lines(True, census).startswith("✗ my_distinct_lines should")
     with pytest.raises(ValueError, match="one run"):
@@ -419,10 +569,20 @@ def test_exercise_2_check_messages():
     assert "1 of the 5 tags" in exercises.check_tags([*answer[:4], None], mini)
     assert exercises.check_tags(answer[:4], mini) == (
         "✗ give exactly 5 tags, one per transition (you gave 4)")
-    wrong = exercises.check_tags(["zoom in", "close read", "trace", "traverse", "dump"], mini)
-    assert wrong.endswith("\n✗ 4 of 5 right")
-    row = next(line for line in wrong.splitlines() if "traverse" in line)
-    assert "skim" in row and "NAV → PKR*" in row and row.rstrip().endswith("✗")
+    # any capitalisation and surrounding (or doubled) spaces are accepted
+    shouted = exercises.check_tags(["  Zoom In", "CLOSE  READ ", "Trace", "skim\t", "Dump"], mini)
+    assert shouted.endswith("\n✓ 5 of 5 right")
+    # wrong answers are marked, the key is not shown: not the tag, not the rule that gives it
+    wrong = exercises.check_tags(["zoom in", "close read", "trace", "traverse", "dumb"], mini)
+    lines = wrong.splitlines()
+    assert lines[-1] == "✗ 3 of 5 right (fix the ✗ rows and run the check again)"
+    row4 = next(line for line in lines if "traverse" in line)
+    assert row4.startswith("4→5") and row4.rstrip().endswith("✗")
+    row5 = next(line for line in lines if "dumb" in line)
+    assert row5.rstrip().endswith("✗ not a Table 5 tag")
+    assert "skim" not in wrong and "dump" not in wrong.replace("dumb", "")
+    assert "NAV → PKR*" not in wrong and "NAV → COG" not in wrong
+    assert [line.rstrip().endswith("✓") for line in lines[1:4]] == [True, True, True]
 
 
 def test_the_committed_tour_ships_blank_answers():
@@ -457,7 +617,9 @@ def test_the_committed_tour_ships_blank_answers():
 # --------------------------------------------------------------------------- notebooks
 
 NOTEBOOKS = {
-    "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "arc_axis", "fetch_world"},
+    "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "arc_axis", "fetch_world",
+                          "labels_file", "labeller", "label_families", "items_per_family",
+                          "blind"},
     "00_tour.ipynb": {"corpus", "world", "baseline", "task", "condition", "turn_bound",
                       "output", "solutions"},
 }
@@ -498,14 +660,18 @@ def baseline_corpus(tmp_path_factory, flask_world):
     return home, out
 
 
+def _cell_text(cell: dict) -> str:
+    chunks = []
+    for o in cell.get("outputs", []):
+        chunks.append("".join(o.get("text", "")))
+        chunks.append("".join(o.get("data", {}).get("text/plain", "")))
+        chunks.append("".join(o.get("data", {}).get("text/html", "")))
+    return "\n".join(chunks)
+
+
 def _outputs(path) -> str:
     nb = json.loads(path.read_text())
-    chunks = []
-    for cell in nb["cells"]:
-        for o in cell.get("outputs", []):
-            chunks.append("".join(o.get("text", "")))
-            chunks.append("".join(o.get("data", {}).get("text/plain", "")))
-    return "\n".join(chunks)
+    return "\n".join(_cell_text(cell) for cell in nb["cells"])
 
 
 @pytest.mark.timeout(240)
@@ -525,13 +691,27 @@ def test_notebooks_run_on_a_baseline_corpus(baseline_corpus, tmp_path, monkeypat
     assert "a scripted baseline (not an LLM)" in text
     assert "turn 3 of" in text and "STATE CHANNELS AFTER THIS TURN" in text
     assert "whole run:" in text and "never stashed a conclusion" in text
+    # the labelling mode's preview (no widgets under papermill): blind, in the judges' words
+    cells = json.loads(out30.read_text())["cells"]
+    preview = next(_cell_text(c) for c in cells if "labelling.label(" in "".join(c["source"]))
+    assert "items on" in preview and "cards to label" in preview
+    assert "the first card:" in preview and "unclear" in preview
+    assert "baseline-" not in preview and "__r0" not in preview
     out00 = tmp_path / "00.ipynb"
     tour_out = tmp_path / "tour"
     pm.execute_notebook(str(config.NOTEBOOKS / "00_tour.ipynb"), str(out00),
                         cwd=str(tmp_path), progress_bar=False, kernel_name="python3",
-                        parameters={"corpus": str(corpus), "output": str(tour_out),
+                        parameters={"corpus": [str(corpus)], "output": str(tour_out),
                                     "turn_bound": 12, "solutions": True})
     text = _outputs(out00)
+    # exercise 1's answer (lens 0's LOC viewed) is not shown above its check, only after it
+    cells = json.loads(out00.read_text())["cells"]
+    check = next(i for i, c in enumerate(cells)
+                 if "exercises.check_distinct_lines" in "".join(c["source"]))
+    before = "\n".join(_cell_text(c) for c in cells[:check])
+    after = "\n".join(_cell_text(c) for c in cells[check + 1:check + 3])
+    assert "loc_viewed" not in before and "lines_shown" not in before
+    assert "loc_viewed" in after and "lines_shown" in after
     assert "✓ right:" in text and "✓ 5 of 5 right" in text and "✗" not in text
     assert exercises.FILL_IN not in text
     assert "verdicts on 4 runs of mini" in text  # lens 3 shows the corpus's judgments

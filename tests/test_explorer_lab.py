@@ -11,191 +11,84 @@ through JupyterLab's own command, then the test reads the output area's DOM, cli
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-import nbformat
 import pytest
-from cdp import find_chromium, start_chromium, stop_process_group
+from cdp import find_chromium, start_chromium
+from lab import (
+    CLICK,
+    LAYOUT,
+    OUTPUT_STATE,
+    WIDGET_ERRORS,
+    Lab,
+    assert_fits,
+    left_area,
+    open_and_run,
+    screenshot,
+    set_viewport,
+    start_lab,
+    write_notebook,
+)
 
 from adakit import explorer
 from adakit.record import load_corpus
 from adakit.synthetic import synthetic_run, write_run
 
+LAYOUT_OF_EXPLORER = LAYOUT.replace("(CLS)", '("adakit-explorer")')
 FILES = {"pkg/a.py": 100, "pkg/b.py": 50, "pkg/sub/c.py": 80}
 RUN_ID = "lab-a"
+# the thinking of turn 1: prose with long words, for the wrapping check
+THINKING = ("Before reading anything I want the repository's structure: the feature under study "
+            "is request dispatching under budget_pressure, so I outline the application module, "
+            "then follow the registration of URL rules into the routing implementation and "
+            "check how configuration, blueprints and error handlers participate in dispatching.")
 # the first two turns differ in tool and file, so their texts differ beyond the turn number
 TOOLS = [
-    {"tool": "OVW", "file": "pkg/a.py"},
+    {"tool": "OVW", "file": "pkg/a.py", "thinking": THINKING},
     {"tool": "PKR", "file": "pkg/b.py", "ranges": [(3, 12)]},
     "MEM",
     {"tool": "PKR", "file": "pkg/sub/c.py", "ranges": [(40, 49)]},
     {"tool": "CON", "finalize": True},
 ]
-# loopback only, a port the OS picks (read back from the runtime file), window.jupyterapp
-# exposed for the page scripts, and nothing fetched from the network
-LAB_FLAGS = (
-    "--no-browser", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0",
-    "--ServerApp.port_retries=0", "--LabApp.expose_app_in_browser=True",
-    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
-    "--ServerApp.allow_root=True",  # the CI container runs as root
-)
-WIDGET_ERRORS = ("Error displaying widget", "model not found", "Could not create a model",
-                 "Could not create view", "Failed to render")
 
 
 def _corpus(folder: Path) -> Path:
     runs = folder / "runs"
+    # the first run in corpus order never concludes; the explorer must not open on it
+    write_run(synthetic_run("lab-0", model="synth-B", world="toyworld",
+                            condition="budget_pressure", tools=TOOLS[:3], files=FILES, seed=2,
+                            reason="turn_bound"), runs / "lab-0.jsonl")
     write_run(synthetic_run(RUN_ID, model="synth-A", world="toyworld", tools=TOOLS,
                             files=FILES, seed=1), runs / f"{RUN_ID}.jsonl")
-    write_run(synthetic_run("lab-b", model="synth-B", world="toyworld",
-                            condition="budget_pressure", tools=TOOLS[:3], files=FILES, seed=2),
-              runs / "lab-b.jsonl")
     return runs
 
 
-def _notebook(path: Path, corpus: Path) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    nb.cells.append(nbformat.v4.new_code_cell(
-        "from adakit.explorer import explore\n"
-        f"ui = explore({str(corpus)!r}, run_id={RUN_ID!r}, interactive=True)\n"
-        "print(type(ui).__name__)\n"
-        "ui"))
-    nbformat.write(nb, path)
-
-
-def _lab_env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("JUPYTER", "IPYTHON")) and k != explorer.ENV_VAR}
-    dirs = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_DATA_DIR": "data",
-            "JUPYTER_RUNTIME_DIR": "runtime", "IPYTHONDIR": "ipython",
-            "JUPYTERLAB_SETTINGS_DIR": "lab-settings",
-            "JUPYTERLAB_WORKSPACES_DIR": "lab-workspaces", "ADAKIT_HOME": "adakit-home",
-            "MPLCONFIGDIR": "mpl"}
-    for var, name in dirs.items():
-        (tmp / name).mkdir(parents=True, exist_ok=True)
-        env[var] = str(tmp / name)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _wait_for_lab(proc: subprocess.Popen, runtime: Path, token: str, log: Path,
-                  timeout: float = 60.0) -> str:
-    """The base URL of the JupyterLab ``proc`` once /api/status answers with the token."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"jupyter lab exited with code {proc.returncode}:\n"
-                                 + log.read_text()[-3000:])
-        info = [json.loads(p.read_text()) for p in runtime.glob("jpserver-*.json")
-                if p.stat().st_size]
-        if info:
-            url = f"http://127.0.0.1:{info[0]['port']}/"
-            request = urllib.request.Request(url + "api/status",
-                                             headers={"Authorization": f"token {token}"})
-            try:
-                with urllib.request.urlopen(request, timeout=5) as r:
-                    if r.status == 200:
-                        return url
-            except OSError:
-                pass
-        time.sleep(0.25)
-    raise AssertionError(f"jupyter lab did not answer within {timeout:.0f}s:\n"
-                         + log.read_text()[-3000:])
-
-
-class Lab(NamedTuple):
-    url: str  # the server's base URL
-    token: str
-    log: Path  # the server's (and its kernels') output
-    corpus: Path  # the corpus the notebook explores
+class ExplorerLab(NamedTuple):
+    lab: Lab
+    corpus: Path
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
-    """A JupyterLab server whose root holds explore.ipynb, a notebook opening the explorer."""
+def lab(tmp_path: Path) -> Iterator[ExplorerLab]:
+    """A JupyterLab server whose root holds explore.ipynb (the explorer on ``RUN_ID``) and
+    default.ipynb (the explorer on the corpus's default run)."""
     root = tmp_path / "root"
     root.mkdir()
     corpus = _corpus(tmp_path)
-    _notebook(root / "explore.ipynb", corpus)
-    token = secrets.token_hex(16)
-    env = _lab_env(tmp_path / "jupyter")
-    log = tmp_path / "lab.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", *LAB_FLAGS, f"--ServerApp.root_dir={root}",
-             f"--IdentityProvider.token={token}",
-             f"--LabApp.workspaces_dir={env['JUPYTERLAB_WORKSPACES_DIR']}",
-             f"--LabApp.user_settings_dir={env['JUPYTERLAB_SETTINGS_DIR']}"],
-            cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-    try:
-        url = _wait_for_lab(proc, Path(env["JUPYTER_RUNTIME_DIR"]), token, log)
-        yield Lab(url, token, log, corpus)
-    finally:
-        stop_process_group(proc)
-
-
-# ------------------------------------------------------------------------ page scripts
-
-# The notebook panel JupyterLab opened (made the current widget, which notebook commands act
-# on), and its kernel's status once the session is ready.
-KERNEL_STATUS = """(async () => {
-  const app = window.jupyterapp;
-  if (!app) return null;
-  const panel = [...app.shell.widgets('main')].find((w) => w.sessionContext && w.content);
-  if (!panel) return null;
-  if (app.shell.currentWidget !== panel) app.shell.activateById(panel.id);
-  await panel.sessionContext.ready;
-  const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
-  return kernel ? kernel.status : null;
-})()"""
-
-# Run every cell through JupyterLab's own command; its outcome lands in window.__runAll.
-RUN_ALL = """(() => {
-  window.__runAll = 'running';
-  window.jupyterapp.commands.execute('notebook:run-all-cells')
-    .then(() => { window.__runAll = 'done'; }, (e) => { window.__runAll = 'failed: ' + e; });
-  return true;
-})()"""
-
-# What the cell's output area shows: the widget buttons, the turn slider (label and
-# readout), the turn texts of the HTML widgets, and all of the output area's text.
-OUTPUT_STATE = """(() => {
-  const out = document.querySelector('.jp-Notebook .jp-Cell .jp-OutputArea');
-  if (!out) return null;
-  const text = (el) => (el.textContent || '').trim();
-  const sliders = [...out.querySelectorAll('.widget-slider')].map((s) => ({
-    label: text(s.querySelector('.widget-label') || s),
-    readout: text(s.querySelector('.widget-readout') || s),
-  }));
-  return {
-    buttons: [...out.querySelectorAll('button.jupyter-button')].map(text),
-    sliders,
-    html: [...out.querySelectorAll('.widget-html-content')].map(text),
-    text: text(out),
-    run: window.__runAll,
-  };
-})()"""
-
-CLICK = """((label) => {
-  const out = document.querySelector('.jp-Notebook .jp-Cell .jp-OutputArea');
-  const button = [...out.querySelectorAll('button.jupyter-button')]
-    .find((b) => b.textContent.trim() === label);
-  if (!button) return false;
-  button.click();
-  return true;
-})(%s)"""
+    write_notebook(root / "explore.ipynb", [
+        "from adakit.explorer import explore\n"
+        f"ui = explore({str(corpus)!r}, run_id={RUN_ID!r}, interactive=True)\n"
+        "print(type(ui).__name__)\n"
+        "ui"])
+    write_notebook(root / "default.ipynb", [
+        "from adakit.explorer import explore\n"
+        f"ui = explore({str(corpus)!r}, interactive=True)\n"
+        "ui"])
+    with start_lab(tmp_path, root) as server:
+        yield ExplorerLab(server, corpus)
 
 
 def _turn_text(state: dict, header: str) -> str | None:
@@ -204,7 +97,8 @@ def _turn_text(state: dict, header: str) -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(150)
-def test_explorer_widgets_work_in_jupyterlab_in_headless_chromium(lab: Lab, tmp_path: Path):
+def test_explorer_widgets_work_in_jupyterlab_in_headless_chromium(lab: ExplorerLab,
+                                                                  tmp_path: Path):
     chromium = find_chromium()
     assert chromium, "headless Chromium is needed (make test installs Debian's chromium)"
     corpus = load_corpus(lab.corpus, cache=False)
@@ -219,10 +113,7 @@ def test_explorer_widgets_work_in_jupyterlab_in_headless_chromium(lab: Lab, tmp_
     t0 = time.monotonic()
     with start_chromium(chromium, tmp_path / "chromium", tmp_path / "chromium.log") as page:
         try:
-            page.navigate(f"{lab.url}lab/tree/explore.ipynb?token={lab.token}")
-            page.wait_for(KERNEL_STATUS, 60, "the notebook's kernel to be idle",
-                          until=lambda status: status == "idle")
-            assert page.evaluate(RUN_ALL)
+            open_and_run(page, lab.lab, "explore.ipynb")
 
             # 1. the widget renders: buttons, the "turn" slider at 1, turn 1's text
             state = page.wait_for(
@@ -253,6 +144,108 @@ def test_explorer_widgets_work_in_jupyterlab_in_headless_chromium(lab: Lab, tmp_
             assert not bad, bad
         except BaseException:
             print("--- console errors:", *page.errors, sep="\n")
-            print("--- jupyter lab log:\n" + lab.log.read_text()[-4000:])
+            print("--- jupyter lab log:\n" + lab.lab.log.read_text()[-4000:])
             raise
     assert time.monotonic() - t0 < 90
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_explorer_fits_1280x720_with_and_without_the_file_browser(lab: ExplorerLab,
+                                                                  tmp_path: Path):
+    """At 1280x720 the explorer stays inside its output box (no horizontal scrollbar, no cut
+    button, no clipped menu), shows the arc and the map at the width they were drawn, wraps
+    text at word boundaries, and opens on the run that concludes."""
+    chromium = find_chromium()
+    assert chromium, "headless Chromium is needed (make test installs Debian's chromium)"
+    with start_chromium(chromium, tmp_path / "chromium", tmp_path / "chromium.log") as page:
+        try:
+            set_viewport(page, 1280, 720)
+            open_and_run(page, lab.lab, "default.ipynb")
+            page.wait_for(OUTPUT_STATE, 60, "the explorer to show turn 1",
+                          until=lambda s: bool(s) and s["run"] == "done"
+                          and any(h.startswith("turn 1 of 5") for h in s["html"]))
+            state = page.evaluate(OUTPUT_STATE)
+            assert any("ended by finalize" in h for h in state["html"]), state["html"][:2]
+            assert any(THINKING[:60] in h for h in state["html"])  # the default is lab-a
+            for open_ in (True, False):
+                left_area(page, open_)
+                what = "file browser " + ("open" if open_ else "closed")
+                shot = tmp_path / f"explorer-{what.replace(' ', '-')}.png"
+                fit = page.wait_for(
+                    LAYOUT_OF_EXPLORER, 30, f"the explorer's pictures ({what})",
+                    until=lambda f: bool(f) and len(f["images"]) == 2
+                    and all(n > 0 for n, _ in f["images"]))
+                assert screenshot(page, shot) == (1280, 720)
+                assert fit["viewport"] == [1280, 720] and fit["left_open"] is open_
+                assert_fits(fit, what)
+                assert [n for n, _ in fit["images"]] == [explorer.PICTURE_PX] * 2
+        except BaseException:
+            print("--- console errors:", *page.errors, sep="\n")
+            print("--- jupyter lab log:\n" + lab.lab.log.read_text()[-4000:])
+            raise
+
+
+# every output area of a notebook: sideways scrollers, and images shown narrower than drawn
+OUTPUTS = """(() => {
+  const outs = [...document.querySelectorAll('.jp-OutputArea-output')];
+  const wide = [], scaled = [];
+  let images = 0;
+  outs.forEach((o, i) => {
+    for (const e of [o, ...o.querySelectorAll('*')]) {
+      const ox = getComputedStyle(e).overflowX;
+      if ((ox === 'auto' || ox === 'scroll') && e.scrollWidth > e.clientWidth + 1)
+        wide.push([i, e.tagName, e.scrollWidth, e.clientWidth]);
+    }
+    for (const im of o.querySelectorAll('img')) {
+      if (!im.naturalWidth) continue;
+      images += 1;
+      const shown = im.getBoundingClientRect().width;
+      if (shown < im.naturalWidth - 0.5) scaled.push([i, im.naturalWidth, Math.round(shown)]);
+    }
+  });
+  return {outputs: outs.length, images, wide, scaled};
+})()"""
+
+SCROLL_ALL = """(() => {
+  const n = document.querySelector('.jp-WindowedPanel-outer');
+  if (n) n.scrollTop = n.scrollHeight;
+  return true;
+})()"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_executed_tour_reads_at_1280x720(flask_world, tmp_path: Path, monkeypatch):
+    """The tour, executed as a student would (inline figures), shown at 1280x720 with the file
+    browser open and closed: no output scrolls sideways and no figure is shrunk to fit."""
+    pm = pytest.importorskip("papermill")
+    chromium = find_chromium()
+    assert chromium, "headless Chromium is needed (make test installs Debian's chromium)"
+    from adakit import config
+
+    root = tmp_path / "root"
+    root.mkdir()
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline figures, as in a class
+    monkeypatch.setenv("ADAKIT_WORLDS", str(config.worlds_dir()))
+    monkeypatch.setenv("ADAKIT_HOME", str(tmp_path))
+    pm.execute_notebook(str(config.NOTEBOOKS / "00_tour.ipynb"), str(root / "tour.ipynb"),
+                        cwd=str(tmp_path), progress_bar=False, kernel_name="python3",
+                        parameters={"corpus": str(tmp_path / "none"), "turn_bound": 12,
+                                    "output": str(tmp_path / "tour-run"), "solutions": True})
+    with start_lab(tmp_path, root) as server, \
+            start_chromium(chromium, tmp_path / "chromium", tmp_path / "chromium.log") as page:
+        set_viewport(page, 1280, 720)
+        page.navigate(server.notebook_url("tour.ipynb"))
+        page.wait_for(OUTPUT_STATE, 60, "the tour to open", until=bool)
+        for open_ in (True, False):
+            left_area(page, open_)
+            for _ in range(40):  # let JupyterLab render every cell
+                page.evaluate(SCROLL_ALL)
+                time.sleep(0.1)
+            state = page.wait_for(OUTPUTS, 30, "the tour's figures",
+                                  until=lambda s: s["images"] >= 5)
+            what = "file browser " + ("open" if open_ else "closed")
+            assert state["wide"] == [], f"{what}: outputs scrolling sideways {state}"
+            assert state["scaled"] == [], f"{what}: figures shrunk to fit {state}"
+            screenshot(page, tmp_path / f"tour-{what.replace(' ', '-')}.png")

@@ -287,18 +287,27 @@ def test_notebook_runs_on_a_synthetic_corpus(tmp_path, monkeypatch):
     agg = ag.aggregate_votes(judg)
     on_scale = agg[agg["rule"] == "majority"]  # human labels must be on the family's scale
     human = on_scale.groupby("family").head(5)[["item_id", "family", "score"]]
-    human.to_csv(tmp_path / "human.csv", index=False)
+    from adakit.labels import LabelLog
+
+    log = LabelLog(tmp_path / "labels.jsonl")  # two labellers, as the explorer writes them
+    for who, shift in (("ana", 0), ("bo", 1)):
+        for r in human.itertuples():
+            values = ag.SCALES[r.family]
+            k = min(values.index(r.score) + shift * (r.Index % 2), len(values) - 1)
+            log.add(who, r.item_id, r.family, ag.display_label(r.family, values[k]).split()[-1])
     # the kernel inherits the environment: figures go under tmp_path/figures
     monkeypatch.setenv("ADAKIT_HOME", str(tmp_path))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     out = tmp_path / "out.ipynb"
     pm.execute_notebook(
         str(NOTEBOOK), str(out), cwd=str(tmp_path), progress_bar=False, kernel_name="python3",
-        parameters={"corpus": str(corpus), "judgments": str(jpath),
-                    "human_labels": str(tmp_path / "human.csv"), "figure_prefix": "nbtest"},
+        parameters={"corpus": [str(corpus)], "judgments": str(jpath),
+                    "human_labels": str(tmp_path / "labels.jsonl"), "figure_prefix": "nbtest"},
     )
     written = {p.name for p in (tmp_path / "figures" / "nbtest").glob("*.png")}
     assert {"fig8_quality.png", "fig9_orientation.png", "termination_shares.png",
             "tool_prior.png", "figD9_length.png"} <= written
     text = json.dumps(json.loads(out.read_text())["cells"])
     assert "pair_exact" in text and "human_model_r" in text and "added_r2" in text
+    assert "by 2 labeller(s)" in text and "human_human_kappa" in text
+    assert "judge_judge_kappa" in text and "human_judge_kappa" in text

@@ -1,0 +1,170 @@
+"""The labelling mode end to end, as a class would use it: JupyterLab in headless Chromium at
+1280x720, three items labelled by clicking (plus a double click that must not count twice),
+the page reloaded and the notebook run again (the labels come back from the file), the file
+holding exactly three rows, and notebook 13 reading them into its agreement tables."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from cdp import find_chromium, start_chromium
+from lab import (
+    assert_fits,
+    layout,
+    open_and_run,
+    save_notebook,
+    screenshot,
+    set_viewport,
+    start_lab,
+    write_notebook,
+)
+
+from adakit import agreement as ag
+from adakit import config, judges, labels
+from adakit.record import load_corpus
+from adakit.synthetic import write_synthetic_corpus
+
+PER_FAMILY = 3
+
+# the label groups of the card shown, each as [family class, labels, active label]
+GROUPS = """(() => {
+  const ui = document.querySelector('.adakit-labelling');
+  if (!ui) return null;
+  const groups = [...ui.querySelectorAll('.widget-toggle-buttons')];
+  const position = (ui.textContent.match(/card \\d+ of \\d+ · \\d+ labelled by \\S+/) || [''])[0];
+  return {position, run: window.__runAll,
+          groups: groups.map((g) => [
+            [...g.classList].find((c) => c.startsWith('adakit-label-')) || '',
+            [...g.querySelectorAll('button')].map((b) => b.textContent.trim()),
+            ([...g.querySelectorAll('button.mod-active')][0] || {textContent: ''})
+              .textContent.trim()])};
+})()"""
+
+# click button ``k`` of label group ``g`` (``double``: a double click, as a hurried person)
+CLICK_LABEL = """((g, k, double) => {
+  const ui = document.querySelector('.adakit-labelling');
+  const group = [...ui.querySelectorAll('.widget-toggle-buttons')][g];
+  const button = [...group.querySelectorAll('button')][k];
+  button.click();
+  if (double) {
+    button.click();
+    button.dispatchEvent(new MouseEvent('dblclick', {bubbles: true}));
+  }
+  return button.textContent.trim();
+})(%s, %s, %s)"""
+
+NEXT_CARD = """(() => {
+  const ui = document.querySelector('.adakit-labelling');
+  const button = [...ui.querySelectorAll('button')].find((b) => b.textContent.trim() === 'next ▶');
+  button.click();
+  return true;
+})()"""
+
+
+def _judged(corpus: Path) -> pd.DataFrame:
+    """Seeded verdicts on the judges' own item ids (three judges on conclusions)."""
+    c = load_corpus(corpus, cache=False)
+    table = ag.synthetic_judgments(c.runs, c.turns, seed=4)
+    table["item_id"] = [judges.item_id(r, f, None if np.isnan(t) else int(t))
+                        for r, f, t in zip(table["run_id"], table["family"], table["turn"],
+                                           strict=True)]
+    return table
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, monkeypatch):
+    chromium = find_chromium()
+    assert chromium, "headless Chromium is needed (make test installs Debian's chromium)"
+    pm = pytest.importorskip("papermill")
+    corpus = tmp_path / "runs" / "class"
+    write_synthetic_corpus(corpus, 16, seed=2, progress=False)
+    judgments = tmp_path / "judgments.parquet"
+    _judged(corpus).to_parquet(judgments)
+    label_file = tmp_path / "labels" / "class.jsonl"
+    root = tmp_path / "root"
+    root.mkdir()
+    write_notebook(root / "label.ipynb", [
+        "import pandas as pd\n"
+        "from adakit.labelling import label\n"
+        "from adakit.record import load_corpus\n"
+        f"ui = label(load_corpus({str(corpus)!r}), {str(label_file)!r},\n"
+        f"           pd.read_parquet({str(judgments)!r}), labeller='ana',\n"
+        f"           per_family={PER_FAMILY}, interactive=True)\n"
+        "ui"])
+    log = labels.LabelLog(label_file)
+    clicked: list[tuple[str, str]] = []  # (family, label) in click order
+    with start_lab(tmp_path, root) as lab, \
+            start_chromium(chromium, tmp_path / "chromium", tmp_path / "chromium.log") as page:
+        try:
+            set_viewport(page, 1280, 720)
+            open_and_run(page, lab, "label.ipynb")
+            state = page.wait_for(GROUPS, 60, "the labelling widget",
+                                  until=lambda s: bool(s) and s["run"] == "done"
+                                  and bool(s["groups"]))
+            assert state["position"].startswith("card 1 of ")
+            assert "0 labelled by ana" in state["position"]
+            assert_fits(layout(page, "adakit-labelling"), "labelling widget")
+            assert screenshot(page, tmp_path / "labelling.png") == (1280, 720)
+            while len(clicked) < 3:
+                state = page.evaluate(GROUPS)
+                for g, (cls, options, _) in enumerate(state["groups"]):
+                    family = cls.removeprefix("adakit-label-")
+                    assert options == list(judges.get_family(family).allowed)
+                    last = len(clicked) == 2
+                    text = page.evaluate(CLICK_LABEL % (g, 1, json.dumps(last)))
+                    clicked.append((family, text))
+                    n = len(clicked)
+                    page.wait_for(GROUPS, 20, f"label {n} to be saved",
+                                  until=lambda s, n=n: len(log.rows()) >= n)
+                    if len(clicked) == 3:
+                        break
+                else:
+                    before = state["position"]
+                    page.evaluate(NEXT_CARD)
+                    page.wait_for(GROUPS, 20, "the next card",
+                                  until=lambda s, b=before: bool(s) and s["position"] != b)
+            time.sleep(2.0)  # anything a double click would have written has arrived by now
+            rows = log.rows()
+            assert len(rows) == 3, rows
+            assert [tuple(r) for r in rows[["family", "label"]].values] == clicked
+            assert set(rows["labeller"]) == {"ana"} and rows["item_id"].nunique() == 3
+
+            # reload the page and run the notebook again: the labels come back from the file
+            save_notebook(page)
+            open_and_run(page, lab, "label.ipynb")
+            items = labels.label_items(load_corpus(corpus, cache=False),
+                                       pd.read_parquet(judgments), per_family=PER_FAMILY)
+            cards = labels.label_cards(items)
+            mine = log.latest("ana")
+            done = sum(all((i.item_id, i.family) in mine for i in c.items) for c in cards)
+            expect = [mine.get((i.item_id, i.family), "") for i in cards[0].items]
+            state = page.wait_for(
+                GROUPS, 60, "the labelling widget again, with ana's labels",
+                until=lambda s: bool(s) and s["run"] == "done"
+                and s["position"].startswith("card 1 of ")
+                and [a for _, _, a in s["groups"]] == expect)
+            assert f"{done} labelled by ana" in state["position"]
+            assert len(log.rows()) == 3  # reloading wrote nothing
+        except BaseException:
+            print("--- console errors:", *page.errors, sep="\n")
+            print("--- jupyter lab log:\n" + lab.log.read_text()[-4000:])
+            raise
+
+    # notebook 13 picks them up beside the judges' agreement
+    monkeypatch.setenv("ADAKIT_HOME", str(tmp_path))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    out = tmp_path / "13.ipynb"
+    pm.execute_notebook(str(config.NOTEBOOKS / "13_lens3_adjudication.ipynb"), str(out),
+                        cwd=str(tmp_path), progress_bar=False, kernel_name="python3",
+                        parameters={"corpus": str(corpus), "judgments": str(judgments),
+                                    "human_labels": str(label_file), "figure_prefix": "lab"})
+    text = json.dumps(json.loads(out.read_text())["cells"])
+    assert "3 human labels by 1 labeller(s) on 3 items" in text
+    assert "human_human_kappa" in text and "undefined" in text
+    assert "human-human undefined: fewer than two labellers" in text
