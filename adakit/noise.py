@@ -233,7 +233,7 @@ def plot_signal_to_noise(snr: pd.DataFrame, threshold: float = 2.0,
     d = snr[snr["snr"].notna()].reset_index(drop=True)
     if d.empty:
         raise ValueError("no reading has a signal-to-noise ratio (no repeated cells?)")
-    fig, ax = plt.subplots(figsize=(7.0, max(2.2, 0.22 * len(d) + 1.2)))
+    fig, ax = plt.subplots(figsize=(8.5, max(2.6, 0.2 * len(d) + 1.6)))
     colors = figures.palette_for(list(dict.fromkeys(d["factor"])))
     ypos = np.arange(len(d))[::-1]
     finite = d["snr"].replace(np.inf, np.nan)
@@ -250,7 +250,8 @@ def plot_signal_to_noise(snr: pd.DataFrame, threshold: float = 2.0,
     ax.set_yticks(ypos, [f"{r.metric}: {r.a} vs {r.b}" for r in d.itertuples()], fontsize=7)
     ax.set_xlabel("Signal / noise (median |difference| / pooled within-cell SD)")
     ax.grid(axis="y", visible=False)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=7)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.6 / max(2.6, 0.2 * len(d) + 1.6)),
+              ncol=2, frameon=False, fontsize=7)
     if title:
         ax.set_title(title)
     return fig

@@ -486,6 +486,28 @@ def permutation_test(
     return observed, float(min(1.0, p))
 
 
+def p_floor(in_a: np.ndarray, in_b: np.ndarray, strata_a: np.ndarray | None = None,
+            strata_b: np.ndarray | None = None, n_permutations: int | None = None) -> float:
+    """The smallest p a permutation test of these runs can give: one over the number of
+    distinct label assignments (the product over strata of C(n_a + n_b, n_a)), and at least
+    1 / (1 + ``n_permutations``) for a test that samples permutations. With 5 runs against 5
+    it is 1/252: after Holm over m tests nothing reaches alpha unless m / 252 < alpha."""
+    from math import comb
+
+    a = np.asarray(in_a, dtype=bool)
+    b = np.asarray(in_b, dtype=bool)
+    sa = np.zeros(len(a)) if strata_a is None else np.asarray(strata_a)
+    sb = np.zeros(len(b)) if strata_b is None else np.asarray(strata_b)
+    total = 1
+    for s in set(sa[a].tolist()) | set(sb[b].tolist()):
+        na, nb = int(np.sum(sa[a] == s)), int(np.sum(sb[b] == s))
+        total *= comb(na + nb, na)
+    floor = 1.0 / total
+    if n_permutations:
+        floor = max(floor, 1.0 / (1.0 + n_permutations))
+    return floor
+
+
 def difference_tests(
     table: pd.DataFrame,
     factor: str,
@@ -508,10 +530,12 @@ def difference_tests(
     ``factor`` (default: every pair in display order); ``within`` repeats the comparison inside
     each value of those columns (e.g. ``"condition"``: model A vs B under each condition);
     ``strata`` permutes and resamples only inside those columns' values (e.g. world and task).
-    Metrics are as in :func:`bootstrap_ratios`. Columns: the ``within`` columns, ``factor``,
-    ``a``, ``b``, ``metric``, ``n_a``, ``n_b``, ``value_a``, ``value_b``, ``diff``, ``diff_lo``,
-    ``diff_hi``, ``p``, ``p_holm`` and ``reading`` ("A > B" / "A < B" where ``p_holm`` <
-    ``alpha``, "no difference shown", or "too few runs" when a side has fewer than ``min_runs``).
+    Metrics are as in :func:`bootstrap_ratios`. Columns: the ``within`` columns, ``within``
+    (them as text, e.g. "condition=natural"), ``factor``, ``a``, ``b``, ``metric``, ``n_a``,
+    ``n_b``, ``value_a``, ``value_b``, ``diff``, ``diff_lo``, ``diff_hi``, ``p``, ``p_floor``
+    (:func:`p_floor`: no test of these runs can give less), ``p_holm`` and ``reading`` ("A > B"
+    / "A < B" where ``p_holm`` < ``alpha``, "no difference shown", or "too few runs" when a
+    side has fewer than ``min_runs``).
     """
     spec = _metric_map(metrics)
     within_cols = _as_list(within)
@@ -528,6 +552,7 @@ def difference_tests(
     rows = []
     test = 0
     for key, idx in blocks:
+        where = ", ".join(f"{c}={v}" for c, v in zip(within_cols, key, strict=True))
         pos = table.index.get_indexer(idx)
         fac = table[factor].to_numpy()[pos]
         for a, b in pairs:
@@ -544,10 +569,10 @@ def difference_tests(
                 nb = int((den[ib, k] > 0).sum())
                 va = _ratio(num[ia, k].sum(), den[ia, k].sum()) * scale
                 vb = _ratio(num[ib, k].sum(), den[ib, k].sum()) * scale
-                row = {**dict(zip(within_cols, key, strict=True)), "factor": factor, "a": a,
-                       "b": b, "metric": m, "n_a": na, "n_b": nb, "value_a": float(va),
-                       "value_b": float(vb), "diff": float(va - vb), "diff_lo": np.nan,
-                       "diff_hi": np.nan, "p": np.nan}
+                row = {**dict(zip(within_cols, key, strict=True)), "within": where,
+                       "factor": factor, "a": a, "b": b, "metric": m, "n_a": na, "n_b": nb,
+                       "value_a": float(va), "value_b": float(vb), "diff": float(va - vb),
+                       "diff_lo": np.nan, "diff_hi": np.nan, "p": np.nan, "p_floor": np.nan}
                 if na >= min_runs and nb >= min_runs:
                     vals = np.column_stack([num[both, k], den[both, k]])
                     boot = bootstrap_sums(vals, cell, n_resamples, seed + test,
@@ -559,10 +584,21 @@ def difference_tests(
                     _, p = permutation_test(num[ia, k], num[ib, k], n_permutations, seed + test,
                                             den[ia, k], den[ib, k], strata_all[ia], strata_all[ib])
                     row["p"] = p
+                    row["p_floor"] = p_floor(den[ia, k] > 0, den[ib, k] > 0, strata_all[ia],
+                                             strata_all[ib], n_permutations)
                 rows.append(row)
-    cols = [*within_cols, "factor", "a", "b", "metric", "n_a", "n_b", "value_a", "value_b",
-            "diff", "diff_lo", "diff_hi", "p", "p_holm", "reading"]
+    cols = [*within_cols, "within", "factor", "a", "b", "metric", "n_a", "n_b", "value_a",
+            "value_b", "diff", "diff_lo", "diff_hi", "p", "p_floor", "p_holm", "reading"]
     out = pd.DataFrame(rows, columns=[c for c in cols if c not in ("p_holm", "reading")])
+    return adjust(out, alpha)[cols]
+
+
+def adjust(tests: pd.DataFrame | Sequence[pd.DataFrame], alpha: float = 0.05) -> pd.DataFrame:
+    """One family of tests (tables of :func:`difference_tests`, stacked): ``p_holm`` by Holm
+    over all of them, and each row's ``reading`` ("A > B" / "A < B" below ``alpha``, "no
+    difference shown", or "too few runs" without a p)."""
+    out = (tests if isinstance(tests, pd.DataFrame)
+           else pd.concat(list(tests), ignore_index=True)).copy()
     out["p_holm"] = holm(out["p"].to_numpy()) if len(out) else []
     out["reading"] = [
         TOO_FEW if np.isnan(p) else
@@ -570,7 +606,7 @@ def difference_tests(
         for a, b, d, p, ph in zip(out["a"], out["b"], out["diff"], out["p"], out["p_holm"],
                                   strict=True)
     ]
-    return out[cols]
+    return out
 
 
 def tag_share_tests(

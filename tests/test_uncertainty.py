@@ -182,6 +182,8 @@ def test_fig7_whiskers_span_the_share_interval():
     tags, runs = _tags({"b1": ["skim"] * 4, "b2": ["trace"]}, {"b1": "B", "b2": "B"})
     ci = u.tag_share_intervals(tags, runs, by="model", n_resamples=300)
     fig = policy.plot_tag_shares(ci, interval=ci)
+    # the interval columns are not grouping columns: one bar, labelled by its model
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["B"]
     spans = [(float(s[0, 0]), float(s[1, 0])) for s in _segments(fig.axes[0])
              if s[0, 1] == s[1, 1]]  # horizontal whiskers
     # Fig. 7 stacks trace (20%, interval 0..100) first from 0, then skim (80%, interval
@@ -201,3 +203,16 @@ def test_fig8_points_take_the_interval():
     xs = [(float(s[0, 0]), float(s[1, 0])) for s in _segments(fig.axes[0]) if s[0, 1] == s[1, 1]
           and s[0, 0] != s[1, 0]]
     assert xs == [(0.0, 1.0)]  # three runs 0, 0, 1: resampled means reach 0 and 1
+
+
+def test_p_floor_counts_the_label_assignments():
+    five = np.ones(5, dtype=bool)
+    assert u.p_floor(five, five) == pytest.approx(1 / 252)  # C(10, 5)
+    assert u.p_floor(five, five, n_permutations=99) == pytest.approx(1 / 100)
+    # one run of each side in each of two strata: 2 x 2 assignments
+    assert u.p_floor(np.ones(2, bool), np.ones(2, bool), np.array(["s", "t"]),
+                     np.array(["s", "t"])) == pytest.approx(1 / 4)
+    table = _runs({"A": [0.0] * 5, "B": [1.0] * 5})
+    out = u.difference_tests(table, "model", ["x"], n_permutations=20000, n_resamples=100)
+    assert out.loc[0, "p_floor"] == pytest.approx(1 / 252)
+    assert out.loc[0, "p"] >= out.loc[0, "p_floor"] - 0.002

@@ -536,7 +536,7 @@ def _sort_groups(
 
 def _share_keys(shares: pd.DataFrame) -> list[str]:
     _require(shares, ["tag", "share"], "the shares table")
-    skip = {"tag", "count", "share", "transitions", "runs"}
+    skip = {"tag", "count", "share", "transitions", "runs", "share_lo", "share_hi", "note"}
     return [c for c in shares.columns if c not in skip]
 
 
