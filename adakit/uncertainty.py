@@ -284,18 +284,23 @@ def tag_counts(tags: pd.DataFrame, runs: pd.DataFrame | None = None,
 
     by_cols = _as_list(by)
     _require(tags, ["run_id", "tag"], "the tags table")
-    df = _with_run_columns(tags[tags["tag"].notna()], runs, by_cols, "the tags table")
-    order = policy.TAG_PLOT_ORDER + sorted(set(df["tag"].astype(str)) - set(policy.TAG_PLOT_ORDER))
-    present = [t for t in order if t in set(df["tag"].astype(str))]
-    keys = [*by_cols, "run_id"]
+    in_tags = [k for k in by_cols if k in tags.columns]  # e.g. a regime label per transition
+    from_runs = [k for k in by_cols if k not in tags.columns]
+    df = tags.loc[tags["tag"].notna(), ["run_id", *in_tags, "tag"]]
+    raw_code, raw_names = pd.factorize(df["tag"])
+    names = [str(t) for t in raw_names]
+    present = [t for t in policy.TAG_PLOT_ORDER if t in names]
+    present += sorted(t for t in names if t not in present)
     if df.empty:
-        return pd.DataFrame(columns=[*keys, *present, "transitions"])
-    wide = (df.assign(tag=df["tag"].astype(str))
-            .groupby([*keys, "tag"], sort=False, dropna=False).size().unstack("tag", fill_value=0))
-    wide = wide.reindex(columns=present, fill_value=0)
-    wide["transitions"] = wide[present].sum(axis=1)
-    wide.columns.name = None
-    return wide.reset_index()
+        return pd.DataFrame(columns=[*by_cols, "run_id", *present, "transitions"])
+    unit, units = group_codes(df, ["run_id", *in_tags])
+    column = np.array([present.index(t) for t in names], dtype=np.int64)[raw_code]
+    T, U = len(present), len(units)
+    counts = np.bincount(unit * T + column, minlength=U * T).reshape(U, T)
+    out = pd.concat([units, pd.DataFrame(counts, columns=present)], axis=1)
+    out["transitions"] = counts.sum(axis=1)
+    out = _with_run_columns(out, runs, from_runs, "the tags table")
+    return out[[*by_cols, "run_id", *present, "transitions"]]
 
 
 def tag_share_intervals(
