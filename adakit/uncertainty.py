@@ -21,6 +21,7 @@ only within strata (e.g. the same world and task), two-sided, with p = (1 + #{|T
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any
@@ -117,23 +118,10 @@ def percentile_interval(samples: np.ndarray, level: float = DEFAULT_LEVEL,
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be between 0 and 1, got {level}")
     tail = (1.0 - level) / 2.0
-    with np.errstate(invalid="ignore"), _quiet_nan_warnings():
+    with warnings.catch_warnings():  # an all-NaN group simply has no interval
+        warnings.filterwarnings("ignore", category=RuntimeWarning)
         lo, hi = np.nanquantile(samples, [tail, 1.0 - tail], axis=axis)
     return lo, hi
-
-
-class _quiet_nan_warnings:
-    """Silence numpy's "All-NaN slice" warning (an all-NaN group simply has no interval)."""
-
-    def __enter__(self) -> None:
-        import warnings
-
-        self._w = warnings.catch_warnings()
-        self._w.__enter__()
-        warnings.filterwarnings("ignore", category=RuntimeWarning)
-
-    def __exit__(self, *exc: object) -> None:
-        self._w.__exit__(*exc)
 
 
 def _ratio_columns(frame: pd.DataFrame, metrics: Mapping[str, str | Ratio]
