@@ -147,13 +147,16 @@ def pair_table(
     across: str = "model",
     max_pairs_per_cell: int | None = None,
     seed: int = 0,
+    repeated_only: bool = True,
 ) -> pd.DataFrame:
     """The run pairs to compare: every pair inside a cell (``within``), and every pair of runs
     from two cells that differ only in ``across`` (``across``: e.g. two models on the same world,
-    task and condition). ``max_pairs_per_cell`` samples at most that many pairs per cell (and
-    per pair of cells), seeded. Columns: run_a, run_b, pair ("within" / "across"), the cell
-    columns (``across`` holds run_a's value), ``other`` (run_b's ``across`` value) and
-    ``factor`` (the name of ``across``)."""
+    task and condition). With ``repeated_only`` (default) only the (world, task, condition)
+    strata where some cell holds two runs are used, so within and across pairs come from the
+    same strata. ``max_pairs_per_cell`` samples at most that many pairs per cell (and per pair
+    of cells), seeded. Columns: run_a, run_b, pair ("within" / "across"), the cell columns
+    (``across`` holds run_a's value), ``other`` (run_b's ``across`` value) and ``factor`` (the
+    name of ``across``)."""
     cell = list(cell)
     if across not in cell:
         raise ValueError(f"across ({across!r}) must be one of the cell columns {cell}")
@@ -172,6 +175,8 @@ def pair_table(
     for key, grp in groups:
         key = key if isinstance(key, tuple) else (key,)
         by_level = {lvl: sorted(g["run_id"]) for lvl, g in grp.groupby(across, sort=False)}
+        if repeated_only and max(len(ids) for ids in by_level.values()) < 2:
+            continue
         levels = figures.order_for(across, list(by_level))
         for lvl in levels:
             add(list(combinations(by_level[lvl], 2)), "within", key, lvl, lvl)
@@ -205,11 +210,12 @@ def sequence_similarity(
     drop_errors: bool = False,
     max_pairs_per_cell: int | None = None,
     seed: int = 0,
+    repeated_only: bool = True,
 ) -> pd.DataFrame:
     """Normalised similarity of every within-cell and across-``across`` pair of runs
     (:func:`pair_table`), for each sequence kind. Columns: those of :func:`pair_table`,
     ``kind``, ``len_a``, ``len_b``, ``score`` and ``similarity``."""
-    pairs = pair_table(runs, cell, across, max_pairs_per_cell, seed)
+    pairs = pair_table(runs, cell, across, max_pairs_per_cell, seed, repeated_only)
     frames = []
     for kind in kinds:
         seqs, _ = run_sequences(turns, kind, drop_errors)

@@ -90,3 +90,13 @@ def test_within_and_across_pairs_and_their_similarity():
     assert summary.loc[("tool", "B"), "within_minus_across"] == pytest.approx(2 / 3)
     fig = sq.plot_similarity(sim)
     assert len(fig.axes) == 2
+
+
+def test_only_strata_with_repeats_give_pairs_by_default():
+    _, runs = _corpus()
+    single = pd.DataFrame({"run_id": ["c1", "d1"], "model": ["A", "B"], "world": "flask",
+                           "task": "risk_review", "condition": "natural"})
+    both = pd.concat([runs, single], ignore_index=True)
+    assert len(sq.pair_table(both)) == len(sq.pair_table(runs))  # risk review: no repeats
+    every = sq.pair_table(both, repeated_only=False)
+    assert len(every) == len(sq.pair_table(runs)) + 1  # c1 vs d1 across
