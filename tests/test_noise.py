@@ -96,3 +96,15 @@ def test_run_metrics_on_a_synthetic_corpus():
     assert {"turns", "loc_viewed", "files_visited", *noise.SCORE_METRICS} <= set(table.columns)
     assert table["relevance"].between(0, 1).all()
     assert noise.metric_columns(table)[:3] == ["turns", "loc_viewed", "files_visited"]
+
+
+def test_noise_falls_back_to_every_repeated_cell():
+    table = _table({("A", "natural"): [3], ("B", "natural"): [9], ("C", "natural"): [1, 3]})
+    row = noise.signal_to_noise(table, factors=["model"], metrics=["turns"],
+                                pairs={"model": [("A", "B")]}).iloc[0]
+    # A and B hold one run each: the noise is C's SD, sqrt(2); |3 - 9| / sqrt(2)
+    assert row["noise_from"] == "all cells" and row["pooled_sd"] == pytest.approx(np.sqrt(2))
+    assert row["snr"] == pytest.approx(6 / np.sqrt(2))
+    # one run a side: swapping them gives the same |difference|, so p = 1 and it cannot survive
+    assert row["p"] == 1.0 and not row["survives"]
+    assert row["verdict"] == f"{6 / np.sqrt(2):.1f}x SD but not significant after Holm"
