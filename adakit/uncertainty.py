@@ -526,7 +526,9 @@ def difference_tests(
     Metrics are as in :func:`bootstrap_ratios`. Columns: the ``within`` columns, ``within``
     (them as text, e.g. "condition=natural"), ``factor``, ``a``, ``b``, ``metric``, ``n_a``,
     ``n_b``, ``value_a``, ``value_b``, ``diff``, ``diff_lo``, ``diff_hi``, ``p``, ``p_floor``
-    (:func:`p_floor`: no test of these runs can give less), ``p_holm`` and ``reading`` ("A > B"
+    (:func:`p_floor` of the runs: no test of them can give less; a sampled test is also floored
+    at 1 / (1 + ``n_permutations``), so a family of m tests needs ``n_permutations`` > m / alpha
+    before Holm can reject anything), ``p_holm`` and ``reading`` ("A > B"
     / "A < B" where ``p_holm`` < ``alpha``, "no difference shown", or "too few runs" when a
     side has fewer than ``min_runs``).
     """
@@ -578,7 +580,7 @@ def difference_tests(
                                             den[ia, k], den[ib, k], strata_all[ia], strata_all[ib])
                     row["p"] = p
                     row["p_floor"] = p_floor(den[ia, k] > 0, den[ib, k] > 0, strata_all[ia],
-                                             strata_all[ib], n_permutations)
+                                             strata_all[ib])
                 rows.append(row)
     cols = [*within_cols, "within", "factor", "a", "b", "metric", "n_a", "n_b", "value_a",
             "value_b", "diff", "diff_lo", "diff_hi", "p", "p_floor", "p_holm", "reading"]
