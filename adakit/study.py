@@ -5,6 +5,11 @@ models x worlds x tasks x conditions x repeats with optional per-block settings.
 deterministic (``model__world__task__condition__rN``), so re-launching a study skips
 finished runs and resumes interrupted ones from their last recorded turn.
 
+Repeats (``repeats: k`` in a block, or at the top level) are the cell's runs r0 .. r(k-1):
+repeat r gets the seed ``seed + r`` (a baseline's random choices and llama.cpp's sampling follow
+it) and its own response-cache scope (the run id), so repeats at temperature > 0 differ and
+replay reproducibly. A run id in two blocks is one run: its blocks must agree on its settings.
+
 Before a launch, :func:`adakit.preflight.preflight` checks what the remaining runs need and
 the CLI shows the estimated cost (:mod:`adakit.plan`), asking for confirmation above a
 threshold. Runs that a model failure ended (``adakit.retry``) are re-run by default: resumed
@@ -143,7 +148,14 @@ def load_study(path: str | Path, overrides: dict[str, Any] | None = None) -> Stu
             range(repeats),
         ):
             spec = RunSpec(name, model, world, task, cond, rep, base_seed + rep, tuple(sorted(settings.items())))
-            specs.setdefault(spec.run_id, spec)
+            first = specs.setdefault(spec.run_id, spec)
+            if first.settings != spec.settings:
+                # e.g. a repeat block whose r0 is also a grid run: one cell, one set of settings
+                raise ValueError(
+                    f"matrix block {b}: run {spec.run_id} is also in an earlier block with other "
+                    f"settings ({dict(first.settings)} vs {dict(spec.settings)}); give the "
+                    "blocks the same settings or different cells"
+                )
     return Study(
         name=name,
         output=output,

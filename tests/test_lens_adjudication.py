@@ -267,7 +267,7 @@ def test_notebook_parameters_cell_and_stripped_outputs():
     pm = pytest.importorskip("papermill")
     params = pm.inspect_notebook(str(NOTEBOOK))  # what papermill --help-notebook shows
     assert set(params) == {"corpus", "judgments", "human_labels", "group_cols", "table_rows",
-                           "exclude_conditions", "figure_prefix"}
+                           "exclude_conditions", "n_resamples", "level", "seed", "figure_prefix"}
     assert all(p["help"] for p in params.values())
     assert params["corpus"]["default"] == '"data/runs/quick"'
 

@@ -50,11 +50,54 @@ def test_study_errors_are_clear(tmp_path):
 def test_restrict_and_run_ids():
     quick = load_study(ROOT / "studies" / "quick.yaml")
     sub = restrict(quick, models=["baseline-tracer"], worlds=["flask"], conditions=["natural"], turn_bound=7)
-    assert len(sub.specs) == 4
+    assert len(sub.specs) == 4 + 4  # four task families, and repeats r1-r4 of feature tracing
     assert sub.specs[0].run_id == "baseline-tracer__flask__architecture_analysis__natural__r0"
     assert all(dict(s.settings)["turn_bound"] == 7 for s in sub.specs)
     with pytest.raises(ValueError):
         restrict(quick, models=["nobody"])
+
+
+def test_repeats_get_their_own_seed_and_response_cache_scope(tmp_path, monkeypatch):
+    from adakit.models import CacheMiss
+    from adakit.study import _backend
+
+    quick = load_study(ROOT / "studies" / "quick.yaml")
+    for model in ("smollm2-135m-t07", "baseline-skimmer", "baseline-tracer", "baseline-close_reader"):
+        cell = [s for s in quick.specs if s.model == model and s.world == "flask"
+                and s.task == "feature_tracing" and s.condition == "natural"]
+        assert [(s.repeat, s.seed) for s in cell] == [(r, r) for r in range(5)], model
+        assert [s.run_id[-4:] for s in cell] == ["__r0", "__r1", "__r2", "__r3", "__r4"]
+        assert len({s.settings for s in cell}) == 1, f"{model}: one cell, one set of settings"
+    t07 = [s for s in quick.specs if s.model == "smollm2-135m-t07"]
+    assert dict(t07[0].settings)["turn_bound"] == 6
+    # each repeat's request carries its seed (llama.cpp samples from it) and is cached under
+    # its run id; a replay from an empty cache names the key it looked for, no server started
+    monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path))
+    keys, seeds = [], []
+    for spec in t07:
+        backend = _backend(spec.model, None, None, spec.seed, "replay", spec.run_id)
+        request, _ = backend.build_request([{"role": "user", "content": "same prompt"}])
+        seeds.append(request["seed"])
+        with pytest.raises(CacheMiss) as miss:
+            backend.complete([{"role": "user", "content": "same prompt"}])
+        keys.append(miss.value.key)
+    assert seeds == [0, 1, 2, 3, 4] and request["temperature"] == 0.7
+    assert len(set(keys)) == 5
+    again = _backend(t07[2].model, None, None, t07[2].seed, "replay", t07[2].run_id)
+    with pytest.raises(CacheMiss) as miss:
+        again.complete([{"role": "user", "content": "same prompt"}])
+    assert miss.value.key == keys[2]  # the same repeat replays the same entry
+
+
+def test_a_run_in_two_blocks_must_keep_one_set_of_settings(tmp_path):
+    study = tmp_path / "s.yaml"
+    block = {"models": ["baseline-tracer"], "worlds": ["flask"], "tasks": ["feature_tracing"],
+             "conditions": ["natural"]}
+    study.write_text(yaml.safe_dump({"matrix": [block, {**block, "repeats": 3}]}))
+    assert [s.repeat for s in load_study(study).specs] == [0, 1, 2]  # r0 shared, same settings
+    study.write_text(yaml.safe_dump({"matrix": [block, {**block, "repeats": 3, "turn_bound": 2}]}))
+    with pytest.raises(ValueError, match="also in an earlier block with other settings"):
+        load_study(study)
 
 
 def _fake_agent(request: dict) -> object:

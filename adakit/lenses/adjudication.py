@@ -158,18 +158,24 @@ def plot_conclusion_quality(
     hue: str = "model",
     style: str | None = "condition",
     ax: Axes | None = None,
+    interval: pd.DataFrame | None = None,
 ) -> Figure:
     """Fig. 8: one point per group with standard-error bars; colour = ``hue``, marker =
-    ``style``. ``table`` is :func:`conclusion_quality` output."""
+    ``style``. ``table`` is :func:`conclusion_quality` output. ``interval``
+    (:func:`adakit.uncertainty.bootstrap_means` of ``x`` and ``y`` by the same groups) draws
+    the bootstrap intervals instead of the standard errors."""
     fig, ax = _axes(ax, figsize=(5.6, 4.2))
     colors = _colors(hue, table[hue].unique())
     styles = figures.order_for(style, table[style].unique()) if style else [None]
     marker = {s: MARKERS[i % len(MARKERS)] for i, s in enumerate(styles)}
     for r in table.itertuples(index=False):
         d = r._asdict()
+        xerr, yerr = np.nan_to_num(d[f"{x}_sem"]), np.nan_to_num(d[f"{y}_sem"])
+        if interval is not None:  # issue 12: bootstrap intervals instead of standard errors
+            xerr, yerr = _interval_bars(interval, d, [c for c in (hue, style) if c], x, y)
         ax.errorbar(
             d[f"{x}_mean"], d[f"{y}_mean"],
-            xerr=np.nan_to_num(d[f"{x}_sem"]), yerr=np.nan_to_num(d[f"{y}_sem"]),
+            xerr=xerr, yerr=yerr,
             fmt=marker[d[style]] if style else "o", color=colors[d[hue]], ms=7,
             elinewidth=0.8, capsize=2, alpha=0.9, mec="white", mew=0.6,
         )
@@ -185,6 +191,23 @@ def plot_conclusion_quality(
     ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title("Lens 3: task relevance against conclusion grounding")
     return fig
+
+
+def _interval_bars(interval: pd.DataFrame, row: dict, keys: list[str], x: str, y: str
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Issue 12: the (below, above) error bars of one Fig. 8 point from an interval table."""
+    match = interval
+    for k in keys:
+        match = match[match[k] == row[k]]
+    if match.empty:
+        return np.zeros((2, 1)), np.zeros((2, 1))
+    m = match.iloc[0]
+    bars = []
+    for dim in (x, y):
+        centre = row[f"{dim}_mean"]
+        lo, hi = float(m[f"{dim}_lo"]), float(m[f"{dim}_hi"])
+        bars.append(np.nan_to_num(np.array([[max(centre - lo, 0.0)], [max(hi - centre, 0.0)]])))
+    return bars[0], bars[1]
 
 
 def orientation_scores(

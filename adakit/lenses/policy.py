@@ -586,7 +586,7 @@ def _sort_groups(
 
 def _share_keys(shares: pd.DataFrame) -> list[str]:
     _require(shares, ["tag", "share"], "the shares table")
-    skip = {"tag", "count", "share", "transitions", "runs"}
+    skip = {"tag", "count", "share", "transitions", "runs", "share_lo", "share_hi", "note"}
     return [c for c in shares.columns if c not in skip]
 
 
@@ -711,12 +711,15 @@ def plot_tag_shares(
     ax: Axes | None = None,
     annotate_min: float = 10.0,
     title: str | None = None,
+    interval: pd.DataFrame | None = None,
 ) -> Figure:
     """Stacked horizontal bars of tag shares (Fig. 7, Fig. D6), one bar per group.
 
     With two or more grouping columns the first one forms blocks (e.g. one per model) with the
     remaining columns as bars inside a block. Segments of at least ``annotate_min`` % carry
-    their rounded value.
+    their rounded value. ``interval`` (:func:`adakit.uncertainty.tag_share_intervals` of the
+    same groups) adds to each such segment a whisker at its right edge spanning the tag's
+    bootstrap interval (where the edge would fall with the share at its low and high end).
     """
     figures.use_style()
     keys = _share_keys(shares)
@@ -761,6 +764,8 @@ def plot_tag_shares(
                                "edit", "submit")
                 ax.text(lo + v / 2, yi, f"{v:.0f}", ha="center", va="center", fontsize=7,
                         color="white" if dark else "black")
+        if interval is not None:
+            _share_whiskers(ax, interval, keys, groups, tag, ypos, left, vals, annotate_min)
         left += vals
     ax.set_yticks(ypos, labels)
     ax.invert_yaxis()
@@ -778,6 +783,26 @@ def plot_tag_shares(
     if title:
         ax.set_title(title)
     return fig
+
+
+def _share_whiskers(
+    ax: Axes, interval: pd.DataFrame, keys: Sequence[str], groups: Sequence[tuple],
+    tag: str, ypos: Sequence[float], left: np.ndarray, vals: np.ndarray, annotate_min: float,
+) -> None:
+    """Issue 12: one tag's bootstrap interval as whiskers at its segments' right edges."""
+    _require(interval, ["tag", "share_lo", "share_hi"], "the interval table")
+    sub = interval[interval["tag"] == tag]
+    if list(keys) == ["runs"]:  # ungrouped shares: one bar, labelled ("all",)
+        bounds = {("all",): (sub["share_lo"].iloc[0], sub["share_hi"].iloc[0])} if len(sub) else {}
+    else:
+        bounds = {tuple(r[k] for k in keys): (r["share_lo"], r["share_hi"])
+                  for r in sub.to_dict("records")}
+    for g, y, lo_edge, v in zip(groups, ypos, left, vals, strict=True):
+        lo, hi = (float(b) for b in bounds.get(tuple(g), (np.nan, np.nan)))
+        if v < annotate_min or np.isnan(lo) or np.isnan(hi):
+            continue
+        ax.errorbar(lo_edge + v, y, xerr=[[max(v - lo, 0.0)], [max(hi - v, 0.0)]], fmt="none",
+                    ecolor="#222222", elinewidth=0.8, capsize=2.0, zorder=4)
 
 
 def plot_tag_deviation(

@@ -292,6 +292,7 @@ def _grouped_bars(
     hue: str | None,
     colors: dict,
     error_bars: bool,
+    interval: pd.DataFrame | None = None,
 ) -> None:
     xs = figures.order_for(x, agg[x].tolist())
     hues = figures.order_for(hue, agg[hue].tolist()) if hue else [None]
@@ -302,11 +303,13 @@ def _grouped_bars(
         vals = sub.set_index(x)[metric].reindex(xs)
         sem_col = f"{metric}_sem"
         err = sub.set_index(x)[sem_col].reindex(xs) if error_bars and sem_col in sub else None
+        if interval is not None:  # bootstrap interval instead of the standard error
+            err = interval_errors(interval, metric, x, hue, h, xs, vals.to_numpy(dtype=float))
         offset = (j - (len(hues) - 1) / 2) * width
         ax.bar(
             positions + offset, vals.to_numpy(dtype=float), width=width * 0.95,
             color=colors.get(h, figures.PALETTE[0]), label=None if h is None else str(h),
-            yerr=None if err is None else err.fillna(0).to_numpy(dtype=float),
+            yerr=None if err is None else np.nan_to_num(np.asarray(err, dtype=float)),
             error_kw={"elinewidth": 0.7, "capsize": 1.5, "ecolor": "#333333"},
         )
     ax.set_xticks(positions, [figures.label_for(x, v) for v in xs], rotation=30, ha="right")
@@ -332,9 +335,12 @@ def plot_metric_panels(
     axes: Sequence[Axes] | None = None,
     error_bars: bool = True,
     title: str | None = None,
+    interval: pd.DataFrame | None = None,
 ) -> Figure:
     """One grouped bar chart per metric (x = ``x``, bars coloured by ``hue``), side by side,
-    with one shared legend. ``axes`` (one per metric) draws into existing axes."""
+    with one shared legend. ``axes`` (one per metric) draws into existing axes. ``interval``
+    (:func:`adakit.uncertainty.bootstrap_means` of the same groups) draws each bar's bootstrap
+    interval instead of its standard error."""
     metrics = list(metrics)
     if not metrics:
         raise ValueError("no metrics to plot")
@@ -352,7 +358,7 @@ def plot_metric_panels(
     hues = figures.order_for(hue, agg[hue].tolist()) if hue else []
     colors = figures.palette_for(hues) if hue else {}
     for ax, metric in zip(axes, metrics, strict=True):
-        _grouped_bars(ax, agg, metric, x, hue, colors, error_bars)
+        _grouped_bars(ax, agg, metric, x, hue, colors, error_bars, interval)
     if hue and hues:
         handles, labels = axes[0].get_legend_handles_labels()
         _figure_legend(fig, handles, labels, ncol=min(len(hues), 6))
@@ -367,10 +373,12 @@ def plot_activity(
     hue: str | None = "model",
     axes: Sequence[Axes] | None = None,
     error_bars: bool = True,
+    interval: pd.DataFrame | None = None,
 ) -> Figure:
-    """Fig. 4: average turns, LOC viewed, files viewed and time elapsed per group."""
+    """Fig. 4: average turns, LOC viewed, files viewed and time elapsed per group
+    (``interval``: bootstrap intervals as error bars, see :func:`plot_metric_panels`)."""
     return plot_metric_panels(agg, ACTIVITY_METRICS, x=x, hue=hue, axes=axes,
-                              error_bars=error_bars)
+                              error_bars=error_bars, interval=interval)
 
 
 def plot_effort(
@@ -379,10 +387,12 @@ def plot_effort(
     hue: str | None = "model",
     axes: Sequence[Axes] | None = None,
     error_bars: bool = True,
+    interval: pd.DataFrame | None = None,
 ) -> Figure:
-    """Fig. 5: average time per turn and thinking characters per turn per group."""
+    """Fig. 5: average time per turn and thinking characters per turn per group
+    (``interval``: bootstrap intervals as error bars, see :func:`plot_metric_panels`)."""
     return plot_metric_panels(agg, EFFORT_METRICS, x=x, hue=hue, axes=axes,
-                              error_bars=error_bars)
+                              error_bars=error_bars, interval=interval)
 
 
 def plot_tool_concentration(conc: pd.DataFrame, ax: Axes | None = None, top: int = 2) -> Figure:
@@ -444,3 +454,22 @@ def plot_task_composition(
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="Tool")
     return fig
+
+
+# ----------------------------------------------------------------- intervals (issue 12)
+
+
+def interval_errors(
+    interval: pd.DataFrame, metric: str, x: str, hue: str | None, h: object,
+    xs: Sequence[object], values: np.ndarray,
+) -> np.ndarray:
+    """Asymmetric error bars (2 x len(xs): below, above) from an interval table's
+    ``<metric>_lo`` / ``<metric>_hi`` for the bars of one hue; a group without an interval
+    (too few runs) gets none."""
+    _require(interval, [x, f"{metric}_lo", f"{metric}_hi"] + ([hue] if hue else []),
+             "interval table")
+    sub = interval if hue is None else interval[interval[hue] == h]
+    sub = sub.drop_duplicates(x).set_index(x)
+    lo = sub[f"{metric}_lo"].reindex(xs).to_numpy(dtype=float)
+    hi = sub[f"{metric}_hi"].reindex(xs).to_numpy(dtype=float)
+    return np.vstack([np.maximum(values - lo, 0.0), np.maximum(hi - values, 0.0)])
