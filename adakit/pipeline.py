@@ -63,13 +63,16 @@ def notebooks() -> list[Path]:
 def judge_selection(corpus: Path, spec: dict[str, Any]) -> list[Path]:
     """The run files the judge stage adjudicates.
 
-    Every run of a non-baseline model is judged; of each baseline model, at most
-    ``baseline_runs`` runs (the first by run id, so the sample is stable).
+    Every finished run of a non-baseline model is judged (only those of ``models`` when the
+    spec names some); of each baseline model, at most ``baseline_runs`` runs (the first by run
+    id, so the sample is stable).
     """
     runs = load_corpus(corpus, cache=False).runs
     if runs.empty:
         return []
-    runs = runs.sort_values("run_id")
+    runs = runs[runs["finished"]].sort_values("run_id")
+    if spec.get("models"):
+        runs = runs[runs["model"].isin(list(spec["models"])) | (runs["model_kind"] == "baseline")]
     keep = runs[runs["model_kind"] != "baseline"]
     per = int(spec.get("baseline_runs", 0))
     if per > 0:
@@ -168,7 +171,8 @@ def judge_plan(
     panel = parse_judges(judges or spec.get("judges")) or list(DEFAULT_PANEL)
     per_baseline = baseline_runs if baseline_runs >= 0 else int(spec.get("baseline_runs", 0))
     select = corpus_path.is_dir() and (bool(study) or baseline_runs >= 0)
-    files = (judge_selection(corpus_path, {"baseline_runs": per_baseline}) if select
+    files = (judge_selection(corpus_path, {"baseline_runs": per_baseline,
+                                           "models": spec.get("models") or []}) if select
              else [corpus_path])
     return JudgePlan(
         corpus=corpus_path,

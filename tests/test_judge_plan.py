@@ -125,3 +125,20 @@ def test_describe_and_run(study, monkeypatch):
                     "cache_mode": "replay", "out_dir": plan.out_dir, "max_tokens": 256,
                     "progress": False}
     assert isinstance(plan, JudgePlan)
+
+
+def test_judge_block_can_name_the_models_judged(tmp_path):
+    """`models:` in a judge block keeps only those models' runs (baselines still by count),
+    and an unfinished run is never judged."""
+    from adakit.pipeline import judge_selection
+    from adakit.synthetic import synthetic_run, write_run
+
+    tools = ["PKR", {"tool": "CON", "finalize": True}]
+    for rid, model in [("a", "m1"), ("b", "m2"), ("c", "m1")]:
+        rf = synthetic_run(rid, model=model, tools=tools, finished=rid != "c")
+        rf.header = rf.header.model_copy(  # synthetic runs say "baseline"; these stand for LLMs
+            update={"model": rf.header.model.model_copy(update={"kind": "local"})})
+        write_run(rf, tmp_path / f"{rid}.jsonl")
+    picked = judge_selection(tmp_path, {"models": ["m1"]})
+    assert [p.stem for p in picked] == ["a"]
+    assert [p.stem for p in judge_selection(tmp_path, {})] == ["a", "b"]
