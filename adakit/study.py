@@ -595,10 +595,14 @@ def restrict(
     tasks: list[str] | None = None,
     conditions: list[str] | None = None,
     turn_bound: int | None = None,
+    repeats: list[int] | None = None,
 ) -> Study:
-    """A copy of a study keeping only the named axis values (empty = keep all)."""
+    """A copy of a study keeping only the named axis values (empty = keep all); ``repeats``
+    keeps only those repeat indices (``[0]``: each cell's first run)."""
     keep = []
     for s in study.specs:
+        if repeats and s.repeat not in repeats:
+            continue
         if models and s.model not in models:
             continue
         if worlds and s.world not in worlds:

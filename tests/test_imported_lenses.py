@@ -38,7 +38,8 @@ def mixed(tmp_path_factory, flask_world):
     study = load_study(ROOT / "studies" / "ci.yaml",  # no hint model: no local model server
                        overrides={"output": str(root / "ada"), "hint_model": None})
     launch(restrict(study, models=["baseline-tracer", "baseline-close_reader"],
-                    tasks=["feature_tracing"], conditions=["natural"]), progress=False)
+                    tasks=["feature_tracing"], conditions=["natural"], repeats=[0]),
+           progress=False)
     return root
 
 

@@ -80,8 +80,9 @@ def test_launched_ci_baselines_validate(tmp_path):
     baselines = sorted({s.model for s in study.specs if s.model.startswith("baseline-")})
     launch(restrict(study, models=baselines), progress=False)
     runs = list(iter_run_files(tmp_path / "ci"))
-    assert len(runs) == 12 and all(read_run(p).finished for p in runs)
-    assert validate_corpus(tmp_path / "ci") > 12 * 3
+    # 3 policies x 2 tasks x 2 conditions, and the repeat block's second seed of one cell
+    assert len(runs) == 13 and all(read_run(p).finished for p in runs)
+    assert validate_corpus(tmp_path / "ci") > 13 * 3
 
 
 def test_synthetic_corpus_with_errors_validates(tmp_path):

@@ -53,6 +53,9 @@ def test_restrict_and_run_ids():
     assert len(sub.specs) == 4 + 4  # four task families, and repeats r1-r4 of feature tracing
     assert sub.specs[0].run_id == "baseline-tracer__flask__architecture_analysis__natural__r0"
     assert all(dict(s.settings)["turn_bound"] == 7 for s in sub.specs)
+    first = restrict(quick, models=["baseline-tracer"], worlds=["flask"], conditions=["natural"],
+                     repeats=[0])
+    assert len(first.specs) == 4 and {s.repeat for s in first.specs} == {0}
     with pytest.raises(ValueError):
         restrict(quick, models=["nobody"])
 
