@@ -101,8 +101,13 @@ def build(
     cache: str | Path | None = None,
     name: str | None = None,
     description: str = "",
+    leave_unfinished: bool = False,
 ) -> dict[str, Any]:
-    """Pack a finished corpus (and its verdicts and cached replies) into a dataset folder."""
+    """Pack a finished corpus (and its verdicts and cached replies) into a dataset folder.
+
+    A corpus with unfinished runs is refused unless ``leave_unfinished``: then only finished
+    runs are packed and the manifest lists the others under ``unfinished`` (a launch that
+    resumes them and a new build make the next version)."""
     from adakit.judges import judgments_dir
     from adakit.models import get_model
 
@@ -112,11 +117,15 @@ def build(
     if not files:
         raise DatasetError(f"no run files in {runs_dir}")
     parsed = [read_run(p) for p in files]
-    unfinished = [rf.header.run_id for rf in parsed if not rf.finished]
-    if unfinished:
+    unfinished = sorted(rf.header.run_id for rf in parsed if not rf.finished)
+    if unfinished and not leave_unfinished:
         raise DatasetError(
-            f"{len(unfinished)} runs are unfinished (e.g. {unfinished[0]}): finish the launch first"
+            f"{len(unfinished)} runs are unfinished (e.g. {unfinished[0]}): finish the launch "
+            "first, or pass --leave-unfinished to pack only the finished ones"
         )
+    parsed = [rf for rf in parsed if rf.finished]
+    if not parsed:
+        raise DatasetError(f"no finished run in {runs_dir}")
     tmp = Path(tempfile.mkdtemp(prefix=".dataset-", dir=out.parent if out.parent.exists() else None))
     try:
         (tmp / "runs").mkdir()
@@ -199,6 +208,7 @@ def build(
                 "study.yaml": sha256_file(tmp / "study.yaml") if study_path.exists() else None,
             },
             "counts": {"runs": len(rows), "verdicts": n_verdicts, "responses": len(entries)},
+            "unfinished": unfinished,
             "wall_time_s": {
                 "runs": round(sum(r["wall_s"] for r in rows), 1),
                 "turns": round(sum(r["turn_s"] for r in rows), 1),
@@ -348,13 +358,15 @@ def replay(
 def _cmd_build(args: argparse.Namespace) -> int:
     try:
         manifest = build(args.runs, args.out, study=args.study, judgments=args.judgments,
-                         cache=args.cache, name=args.name)
+                         cache=args.cache, name=args.name, leave_unfinished=args.leave_unfinished)
     except DatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     c = manifest["counts"]
     print(f"dataset {manifest['name']}: {c['runs']} runs, {c['verdicts']} verdicts, "
           f"{c['responses']} recorded replies -> {args.out}")
+    if manifest["unfinished"]:
+        print(f"left out, unfinished: {', '.join(manifest['unfinished'])}")
     return 0
 
 
@@ -398,6 +410,8 @@ def register_cli(sub: Any) -> None:
     b.add_argument("--judgments", help="the verdicts folder (default: the corpus's)")
     b.add_argument("--cache", help="the response cache root (default: the project's)")
     b.add_argument("--name", help="dataset name (default: the folder name)")
+    b.add_argument("--leave-unfinished", action="store_true",
+                   help="pack only the finished runs; the manifest lists the unfinished ones")
     b.set_defaults(func=_cmd_build)
     c = dsub.add_parser("check", help="verify a dataset against its manifest")
     c.add_argument("dataset")

@@ -94,6 +94,11 @@ def test_unfinished_corpus_is_refused(launched: Path) -> None:
     with pytest.raises(dataset.DatasetError, match="unfinished"):
         dataset.build(launched / "runs", launched / "ds", cache=launched / "cache")
     assert not (launched / "ds").exists()
+    manifest = dataset.build(launched / "runs", launched / "ds", cache=launched / "cache",
+                             leave_unfinished=True)
+    assert manifest["counts"]["runs"] == 1 and manifest["unfinished"] == [run.stem]
+    assert [p.stem for p in (launched / "ds" / "runs").glob("*.jsonl")] != [run.stem]
+    assert dataset.check(launched / "ds") == []
 
 
 # ------------------------------------------------------------------ the shipped reference corpus
