@@ -270,6 +270,78 @@ def test_natural_lifetimes_and_regimes(corpus):
     assert isinstance(iv.plot_regime_shares(shares), Figure)
 
 
+def _regime_corpus(last_tools):
+    """One pair per world: natural OVW, PKR, FIN (lifetime 3 turns); coach OVW, PKR, MEM and
+    then its own last tool, the only transition of its extended lifetime."""
+    runs = []
+    for k, last in enumerate(last_tools):
+        runs.append(run(f"nat-{k}", f"w{k}", "natural", ["OVW", PKR_A, FIN]))
+        runs.append(run(f"coa-{k}", f"w{k}", "coach_judge", ["OVW", PKR_A, "MEM", last]))
+    return corpus_from_runs(runs)
+
+
+REGIMES = ["Natural condition", "Coach condition if naturally ended",
+           "Coach condition extended lifetime", "Coach condition overall"]
+
+
+def test_regime_shares_of_identical_runs_have_zero_width_intervals():
+    c = _regime_corpus(["OVW", "OVW", "OVW"])
+    shares = iv.regime_tag_shares(c.runs, c.turns, n_resamples=200, seed=5)
+    assert list(dict.fromkeys(shares["regime"])) == REGIMES
+    assert (shares["runs"] == 3).all() and (shares["note"] == "").all()
+    # every run of a regime is the same, so every resample is too: lo = share = hi, zeros included
+    assert np.allclose(shares["share_lo"], shares["share"])
+    assert np.allclose(shares["share_hi"], shares["share"])
+    got = shares[shares["count"] > 0].set_index(["regime", "tag"])["share"].round(2).to_dict()
+    assert got == {  # natural: zoom in, close out; coach: zoom in, dump | resume (MEM -> OVW)
+        (REGIMES[0], "zoom in"): 50.0, (REGIMES[0], "close out"): 50.0,
+        (REGIMES[1], "zoom in"): 50.0, (REGIMES[1], "dump"): 50.0,
+        (REGIMES[2], "resume"): 100.0,
+        (REGIMES[3], "zoom in"): 33.33, (REGIMES[3], "dump"): 33.33, (REGIMES[3], "resume"): 33.33}
+
+
+def test_regime_share_intervals_of_a_known_spread():
+    # the two coach runs differ only in their extended lifetime: MEM -> OVW (resume) in one,
+    # MEM -> MEM (cognitive streak) in the other
+    c = _regime_corpus(["OVW", "MEM"])
+    shares = iv.regime_tag_shares(c.runs, c.turns, n_resamples=1000, seed=1)
+    ci = shares.set_index(["regime", "tag"])[["share", "share_lo", "share_hi"]]
+    # extended: one transition per run; two draws give resume 0, 50 or 100 % (1/4, 1/2, 1/4)
+    assert ci.loc[(REGIMES[2], "resume")].tolist() == [50.0, 0.0, 100.0]
+    assert ci.loc[(REGIMES[2], "cognitive streak")].tolist() == [50.0, 0.0, 100.0]
+    # overall: three transitions per run, so 0, 1 or 2 resumes in 6 (0, 16.7, 33.3 %)
+    assert ci.loc[(REGIMES[3], "resume")].tolist() == pytest.approx([100 / 6, 0.0, 100 / 3])
+    assert ci.loc[(REGIMES[3], "zoom in")].tolist() == pytest.approx([100 / 3] * 3)
+    # the natural condition and the coach runs' natural lifetime do not vary
+    for regime in REGIMES[:2]:
+        part = shares[shares["regime"] == regime]
+        assert np.allclose(part["share_lo"], part["share"]) and np.allclose(
+            part["share_hi"], part["share"])
+    # the same seed gives the same intervals
+    again = iv.regime_tag_shares(c.runs, c.turns, n_resamples=1000, seed=1)
+    pd.testing.assert_frame_equal(shares, again)
+
+
+def test_fig12b_draws_the_regimes_in_order_with_their_whiskers():
+    from matplotlib.collections import LineCollection
+
+    c = _regime_corpus(["OVW", "MEM"])
+    shares = iv.regime_tag_shares(c.runs, c.turns, n_resamples=400, seed=2)
+    ax = iv.plot_regime_shares(shares).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == REGIMES  # not alphabetical
+    spans = sorted((round(float(s[0, 0]), 2), round(float(s[1, 0]), 2), float(s[0, 1]))
+                   for coll in ax.collections if isinstance(coll, LineCollection)
+                   for s in coll.get_segments() if s[0, 1] == s[1, 1])
+    # extended lifetime (row 2): resume 0..50 then cognitive streak 50..100, each whisker
+    # spanning its interval (0..100) from the segment's left edge; row 3's resume (16.7 %
+    # after zoom in 33.3 and dump 33.3) reaches 66.7 + 0..33.3
+    assert (0.0, 100.0, 2.0) in spans and (50.0, 150.0, 2.0) in spans
+    assert (66.67, 100.0, 3.0) in spans
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def test_journey_comparison(corpus):
     events, runs = iv.journey_comparison(corpus)
     assert set(runs["run_id"]) == {"nat-A", "coa-A", "nat-B", "coa-B", "nat-C0", "nat-C1",

@@ -49,7 +49,9 @@ Definitions (where the paper leaves them open):
 * **Lifetime regimes (Fig. 12b).** A coach run's *natural lifetime* is its first ``L`` turns,
   ``L`` being the length of its paired natural run (the mean length when the natural side has
   repeats, rounded); every later turn is its *extended lifetime*. A transition belongs to the
-  regime of the turn it lands on (:func:`adakit.lenses.policy.split_regimes`).
+  regime of the turn it lands on (:func:`adakit.lenses.policy.split_regimes`). Each regime's
+  tag shares carry a bootstrap interval over its runs (a coach run is one unit in every regime
+  it has transitions in), resampled within the regime as Fig. 7's are within a group.
 * **Trace grounding labels (D17).** The panel's verdict per conclusion (majority, else
   median; :func:`adakit.agreement.aggregate_votes`) is named by its score in the paper's
   words (``vocabulary="paper"``: 4 well supported, 3 partially supported, 2 thinly supported,
@@ -74,7 +76,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from adakit import agreement as ag
-from adakit import figures
+from adakit import figures, uncertainty
 from adakit.lenses import adjudication as adj
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy
@@ -615,10 +617,16 @@ def regime_tag_shares(
     treatment: str = TREATMENT,
     on: Sequence[str] = PAIR_ON,
     weight: str = "transition",
+    n_resamples: int = uncertainty.DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = uncertainty.DEFAULT_LEVEL,
 ) -> pd.DataFrame:
     """Fig. 12b data: policy tag shares (lens 2) of the paired runs in four rows: the baseline
     condition, the treatment's natural lifetime, its extended lifetime, and the treatment
-    overall. Columns: regime, tag, count, share, transitions, runs."""
+    overall, each share with its bootstrap interval
+    (:func:`adakit.uncertainty.tag_share_intervals`): the runs of a regime (a treatment run's
+    part in it) are resampled within that regime, ``n_resamples`` times from ``seed``.
+    Columns: regime, tag, count, share, transitions, runs, share_lo, share_hi, note."""
     r = _pairs_of_runs(runs, model, baseline, treatment, on)
     if r.empty:
         raise ValueError(f"no {baseline!r}/{treatment!r} pairs to split into regimes")
@@ -637,15 +645,20 @@ def regime_tag_shares(
         tags[tags["condition"] == treatment].assign(regime=f"{treat_label} overall"),
     ]
     frame = pd.concat(parts, ignore_index=True)
-    shares = policy.tag_shares(frame, by="regime", weight=weight)
+    shares = uncertainty.tag_share_intervals(frame, by="regime", weight=weight,
+                                             n_resamples=n_resamples, seed=seed, level=level)
     order = {v: i for i, v in enumerate([base_label, *names, f"{treat_label} overall"])}
     shares = shares.assign(_o=shares["regime"].map(order)).sort_values("_o", kind="stable")
     return shares.drop(columns="_o").reset_index(drop=True)
 
 
 def plot_regime_shares(shares: pd.DataFrame, ax: Axes | None = None) -> Figure:
-    """Fig. 12b: stacked tag shares per regime (lens 2's bar chart)."""
-    return policy.plot_tag_shares(shares, ax=ax, title="Action policy by lifetime regime")
+    """Fig. 12b: stacked tag shares per regime (lens 2's bar chart), the regimes in the
+    table's row order; with :func:`regime_tag_shares`' interval columns each prominent
+    segment carries its bootstrap whisker, as in Fig. 7."""
+    interval = shares if {"share_lo", "share_hi"} <= set(shares.columns) else None
+    return policy.plot_tag_shares(shares, ax=ax, title="Action policy by lifetime regime",
+                                  interval=interval, order=list(dict.fromkeys(shares["regime"])))
 
 
 # ============================================================================== Fig. 12c

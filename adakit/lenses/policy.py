@@ -712,6 +712,7 @@ def plot_tag_shares(
     annotate_min: float = 10.0,
     title: str | None = None,
     interval: pd.DataFrame | None = None,
+    order: Sequence[Any] | None = None,
 ) -> Figure:
     """Stacked horizontal bars of tag shares (Fig. 7, Fig. D6), one bar per group.
 
@@ -720,6 +721,8 @@ def plot_tag_shares(
     their rounded value. ``interval`` (:func:`adakit.uncertainty.tag_share_intervals` of the
     same groups) adds to each such segment a whisker at its right edge spanning the tag's
     bootstrap interval (where the edge would fall with the share at its low and high end).
+    ``order`` lists values of the first grouping column in the order to draw them (e.g. Fig.
+    12b's regimes); unlisted values follow in display order.
     """
     figures.use_style()
     keys = _share_keys(shares)
@@ -728,6 +731,10 @@ def plot_tag_shares(
     tags = _tag_order(shares["tag"])
     if keys:
         ordered = _sort_groups(shares, keys)
+        if order is not None:
+            rank = {v: i for i, v in enumerate(order)}
+            first = ordered[keys[0]].map(rank).fillna(len(rank))
+            ordered = ordered.iloc[np.argsort(first.to_numpy(), kind="stable")]
         wide = ordered.pivot_table(index=keys, columns="tag", values="share", aggfunc="sum",
                                    fill_value=0.0, sort=False, observed=True)
         wide = wide.reindex(columns=tags, fill_value=0.0)
