@@ -132,6 +132,11 @@ def test_paired_comparison_hand_computed(corpus):
     att = table.loc["conclusion_attempts"]  # A 1-0, B 0-0, C 0-0
     assert att["mean_diff"] == pytest.approx(1 / 3) and att["sign_p"] == 1.0
     assert table.loc["elapsed_s", "mean_diff"] == pytest.approx(0.0, abs=1e-9)
+    # the mean difference's bootstrap interval over the three pairs: turns (+3, -3, 0) range
+    # from -3 (B three times, 1/27 of the resamples) to +3; attempts (1, 0, 0) from 0 (no A
+    # drawn, 8/27) to 1 (A three times, 1/27)
+    assert table.loc["turns", ["diff_lo", "diff_hi"]].tolist() == [-3.0, 3.0]
+    assert table.loc["conclusion_attempts", ["diff_lo", "diff_hi"]].tolist() == [0.0, 1.0]
     tools = iv.surface_comparison(corpus.runs, corpus.turns, metrics=iv.TOOL_METRICS)
     by_tool = tools.set_index("metric")
     pkr = by_tool.loc["PKR"]  # A 3-1=+2, B 0-2=-2, C 2-mean(1,3)=0 (the failed PKR counts)
@@ -139,9 +144,15 @@ def test_paired_comparison_hand_computed(corpus):
                                                              pytest.approx(5 / 3))
     assert (pkr["n_pos"], pkr["n_neg"], pkr["n_ties"]) == (1, 1, 1)
     assert by_tool.loc["CON", "mean_diff"] == pytest.approx(1 / 3)
+    assert by_tool.loc["EXP", ["diff_lo", "diff_hi"]].tolist() == [0.0, 0.0]  # no EXP: all 0
     shown = iv.format_comparison(tools)
     assert shown.loc[1, "Mean difference"] == "+0.00" and shown.loc[1, "Sign-test p"] == "1.0000"
     assert shown.loc[6, "Mean difference"] == "+0.33" and shown.loc[6, "+ / − / 0"] == "1 / 0 / 2"
+    assert shown.loc[6, "Interval"] == "[+0.00, +1.00]"  # CON: diffs 1, 0, 0 as above
+    one = iv.paired_comparison(iv.paired_metrics(
+        iv.run_metrics(corpus.runs, corpus.turns), on=["world", "task"]).query("world == 'w1'"))
+    assert one["diff_lo"].isna().all()  # a single pair has no interval
+    assert (iv.format_comparison(one)["Interval"] == "too few pairs").all()
 
 
 def test_d15_definitions_match_what_the_agent_saw():

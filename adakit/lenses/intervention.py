@@ -102,8 +102,8 @@ METRIC_COLUMNS: list[str] = [
     "reject_turns", *TOOL_ORDER,
 ]  # fmt: skip
 COMPARISON_COLUMNS: list[str] = [
-    "metric", "label", "n_pairs", "baseline_mean", "treatment_mean", "mean_diff", "n_pos",
-    "n_neg", "n_ties", "sign_p",
+    "metric", "label", "n_pairs", "baseline_mean", "treatment_mean", "mean_diff", "diff_lo",
+    "diff_hi", "n_pos", "n_neg", "n_ties", "sign_p",
 ]  # fmt: skip
 #: The two regimes of a treatment run, in the paper's words (Fig. 12b).
 REGIME_LABELS: tuple[str, str] = ("if naturally ended", "extended lifetime")
@@ -288,21 +288,30 @@ def paired_metrics(
 def paired_comparison(
     pairs: pd.DataFrame,
     labels: Mapping[str, str] | None = None,
+    n_resamples: int = uncertainty.DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = uncertainty.DEFAULT_LEVEL,
 ) -> pd.DataFrame:
-    """Per metric: pair count, baseline and treatment means, mean difference and the exact
-    sign test (Tables D15, D16). ``pairs`` comes from :func:`paired_metrics`.
+    """Per metric: pair count, baseline and treatment means, mean difference with its
+    bootstrap interval and the exact sign test (Tables D15, D16). ``pairs`` comes from
+    :func:`paired_metrics`.
 
-    Columns: :data:`COMPARISON_COLUMNS`.
+    The interval (``diff_lo``, ``diff_hi``) resamples the metric's pairs, ``n_resamples``
+    times from ``seed`` (:func:`adakit.uncertainty.bootstrap_means`); fewer than two pairs
+    give none. Columns: :data:`COMPARISON_COLUMNS`.
     """
     _require(pairs, ["metric", "baseline", "treatment", "diff"], "the pairs table")
     names = {**SURFACE_METRICS, **TOOL_METRICS, **(labels or {})}
+    ci = uncertainty.bootstrap_means(pairs, "metric", ["diff"], n_resamples, seed, level)
+    ci = ci.set_index("metric")
     rows = []
     for metric, grp in pairs.groupby("metric", sort=False):
         st = sign_test(grp["diff"])
         rows.append({
             "metric": metric, "label": names.get(metric, metric), "n_pairs": len(grp),
             "baseline_mean": grp["baseline"].mean(), "treatment_mean": grp["treatment"].mean(),
-            "mean_diff": grp["diff"].mean(), "n_pos": st["n_pos"], "n_neg": st["n_neg"],
+            "mean_diff": grp["diff"].mean(), "diff_lo": ci.loc[metric, "diff_lo"],
+            "diff_hi": ci.loc[metric, "diff_hi"], "n_pos": st["n_pos"], "n_neg": st["n_neg"],
             "n_ties": st["n_ties"], "sign_p": st["p"],
         })
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
@@ -333,17 +342,26 @@ def format_comparison(
     treatment_label: str = "Coach",
     digits: int = 2,
 ) -> pd.DataFrame:
-    """A :func:`paired_comparison` table laid out as the paper prints it."""
+    """A :func:`paired_comparison` table laid out as the paper prints it, plus the bootstrap
+    interval of the mean difference ("too few pairs" below two)."""
     return pd.DataFrame({
         "Metric": table["label"],
         "Pairs": table["n_pairs"],
         f"{baseline_label} mean": table["baseline_mean"].round(digits),
         f"{treatment_label} mean": table["treatment_mean"].round(digits),
         "Mean difference": table["mean_diff"].map(lambda v: f"{v:+.{digits}f}"),
+        "Interval": [_interval_text(lo, hi, digits) for lo, hi in
+                     zip(table["diff_lo"], table["diff_hi"], strict=True)],
         "+ / − / 0": [f"{a} / {b} / {c}" for a, b, c in
                       zip(table["n_pos"], table["n_neg"], table["n_ties"], strict=True)],
         "Sign-test p": table["sign_p"].map(format_p),
     })
+
+
+def _interval_text(lo: float, hi: float, digits: int = 2) -> str:
+    if pd.isna(lo) or pd.isna(hi):
+        return "too few pairs"
+    return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
 def coach_decisions(turns: pd.DataFrame, runs: pd.DataFrame | None = None,
@@ -378,7 +396,8 @@ def plot_paired_metrics(
     axes: Sequence[Axes] | None = None,
 ) -> Figure:
     """One small panel per metric: every pair as a line from its baseline to its treatment
-    value, the means as thick markers, and the sign-test p in the title."""
+    value, the means as thick markers, and in the title the mean difference with its bootstrap
+    interval (when ``comparison`` has one) and the sign-test p."""
     figures.use_style()
     metrics = list(dict.fromkeys(pairs["metric"]))
     if not metrics:
@@ -405,8 +424,11 @@ def plot_paired_metrics(
         ax.plot([0, 1], [d["baseline"].mean(), d["treatment"].mean()], color="black", lw=2,
                 marker="D", ms=6, zorder=3)
         row = comp.loc[metric]
-        ax.set_title(f"{row['label']}\nΔ = {row['mean_diff']:+.2f}, p {_p_text(row['sign_p'])}",
-                     fontsize=8)
+        span = ""
+        if not pd.isna(row.get("diff_lo", np.nan)) and not pd.isna(row.get("diff_hi", np.nan)):
+            span = f" {_interval_text(row['diff_lo'], row['diff_hi'])}"
+        ax.set_title(f"{row['label']}\nΔ = {row['mean_diff']:+.2f}{span}, "
+                     f"p {_p_text(row['sign_p'])}", fontsize=8)
         ax.set_xticks([0, 1], list(labels))
         ax.set_xlim(-0.35, 1.35)
         ax.grid(axis="x", visible=False)
