@@ -261,6 +261,12 @@ def test_adjudication_comparison(corpus, judgments):
     assert set(long["dimension"]) == {"conclusion_grounding", "relevance"}  # no calibration
     s = iv.summarize_adjudication(long).set_index(["dimension", "condition"])
     assert s.loc[("relevance", "natural"), "n"] == 4
+    # every run's relevance is 1: its mean's interval has no width
+    assert s.loc[("relevance", "coach_judge"), ["mean", "mean_lo", "mean_hi"]].tolist() == [
+        1.0, 1.0, 1.0]
+    # coach grounding: A 1/3, C 0, D 1, mean 4/9; three runs drawn spread it over 0..1
+    lo, hi = s.loc[("conclusion_grounding", "coach_judge"), ["mean_lo", "mean_hi"]]
+    assert 0.0 <= lo < 4 / 9 < hi <= 1.0
     assert isinstance(iv.plot_adjudication_comparison(long), Figure)
 
 

@@ -713,12 +713,23 @@ def adjudication_comparison(
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
-def summarize_adjudication(long: pd.DataFrame) -> pd.DataFrame:
-    """Median, quartiles and count per (dimension, condition) of :func:`adjudication_comparison`."""
+def summarize_adjudication(
+    long: pd.DataFrame,
+    n_resamples: int = uncertainty.DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = uncertainty.DEFAULT_LEVEL,
+) -> pd.DataFrame:
+    """Median, quartiles, count and mean per (dimension, condition) of
+    :func:`adjudication_comparison`, the mean with its bootstrap interval over the group's runs
+    (``mean_lo``, ``mean_hi``; none below two runs)."""
     g = long.groupby(["dimension", "condition"], sort=False)["value"]
     out = g.agg(n="count", median="median", q1=lambda v: v.quantile(0.25),
                 q3=lambda v: v.quantile(0.75), mean="mean").reset_index()
-    return out
+    ci = uncertainty.bootstrap_means(long, ["dimension", "condition"], ["value"], n_resamples,
+                                     seed, level)
+    ci = ci.rename(columns={"value_lo": "mean_lo", "value_hi": "mean_hi"})
+    return out.merge(ci[["dimension", "condition", "mean_lo", "mean_hi"]],
+                     on=["dimension", "condition"], how="left")
 
 
 def plot_adjudication_comparison(
