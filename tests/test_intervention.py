@@ -407,7 +407,7 @@ def test_notebook_is_stripped_and_documents_its_parameters():
     params = pm.inspect_notebook(str(NOTEBOOK))
     assert set(params) == {"corpus", "judgments", "model", "baseline", "treatment", "pair_on",
                            "focus_world", "time", "attempts", "messages", "vocabulary",
-                           "figure_prefix"}
+                           "n_resamples", "level", "seed", "figure_prefix"}
     assert params["attempts"]["default"] == '"unaccepted"' and params["time"]["default"] == \
         '"active"'
     assert "docs/deviations.md" in json.dumps(nb["cells"][0]["source"])
@@ -443,3 +443,10 @@ def test_notebook_runs_on_a_synthetic_corpus(tmp_path, monkeypatch):
             "fig13_footprint.png"} <= written
     text = json.dumps(json.loads(out.read_text())["cells"])
     assert "Sign-test p" in text and "Coach condition extended lifetime" in text
+    assert "Interval" in text and "mean_lo" in text  # D15/D16 and Fig. 12c's intervals
+    regimes = pd.read_csv(tmp_path / "data" / "processed" / "nbtest" / "fig12b_regime_shares.csv")
+    assert list(dict.fromkeys(regimes["regime"]))[0] == "Natural condition"
+    assert regimes["share_lo"].notna().any()
+    with_ci = regimes[regimes["share_lo"].notna()]
+    assert (with_ci["share_lo"] <= with_ci["share"] + 1e-9).all()
+    assert (with_ci["share"] <= with_ci["share_hi"] + 1e-9).all()
