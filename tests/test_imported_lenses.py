@@ -250,10 +250,61 @@ def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
     assert "the agent submitted its result and ended the run" in text
     runs = load_corpus(tmp_path / "imported", cache=False).runs
     assert set(runs["study"]) == {"imported"} and "smollm2-135m" not in set(runs["model"])
+    tables = home / "data" / "processed" / "40_imported_agents"
+    shares = pd.read_csv(tables / "tag_shares_by_agent.csv")
+    assert {"share_lo", "share_hi", "note"} <= set(shares.columns)
+    # two runs per source agent: intervals; the generic file holds one run: "too few runs"
+    by_agent = shares.groupby("agent")["share_lo"].apply(lambda s: s.notna().any())
+    assert by_agent["swe-agent"] and by_agent["ada"] and not by_agent["my-agent"]
+    assert set(shares.loc[shares["agent"] == "my-agent", "note"]) == {"too few runs"}
+    surf = pd.read_csv(tables / "surface_intervals_by_agent.csv").set_index("agent")
+    assert surf.loc["my-agent", "note"] == "too few runs" and surf["turns_lo"].notna().sum() == 4
+    density = pd.read_csv(tables / "density_by_agent_flask.csv")
+    assert {"density_lo", "density_hi"} <= set(density.columns)
     saved = {p.name for p in (home / "figures" / "40_imported_agents").glob("*.png")}
     assert saved == {"tool_composition_by_agent.png", "tag_shares_by_agent.png",
                      "all_tags_by_agent.png", "journey_arcs_by_agent.png",
                      "footprint_by_agent_flask.png"}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--nbval-lax", str(out)], cwd=tmp_path, capture_output=True, text=True,
+                         env=os.environ.copy())
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+
+
+@pytest.mark.timeout(300)
+def test_notebook_40_on_imported_runs_alone_draws_intervals(tmp_path, monkeypatch):
+    """Notebook 40 on the example trajectories only (no Ada corpus, no world on disk: the map
+    comes from the trajectories): the per-agent comparisons carry bootstrap intervals, an
+    agent with one run says "too few runs", and the notebook replays under nbval."""
+    pm = pytest.importorskip("papermill")
+    home = tmp_path / "home"
+    monkeypatch.setenv("ADAKIT_HOME", str(home))
+    monkeypatch.setenv("ADAKIT_WORLDS", str(tmp_path / "no-worlds"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    params = {"corpus": "", "world": "", "imported": str(tmp_path / "imported"),
+              "sources": {fmt: [str(FIXTURES / sub)] for fmt, sub in (
+                  ("swe-agent", "swe_agent"), ("mini-swe-agent", "mini_swe_agent"),
+                  ("openhands", "openhands"), ("generic", "generic"))},
+              "n_resamples": 300, "seed": 3}
+    out = tmp_path / "40.ipynb"
+    pm.execute_notebook(str(NOTEBOOK), str(out), parameters=params, cwd=str(tmp_path),
+                        progress_bar=False, kernel_name="python3")
+    tables = home / "data" / "processed" / "40_imported_agents"
+    shares = pd.read_csv(tables / "tag_shares_by_agent.csv")
+    assert set(shares["agent"]) == {"swe-agent", "mini-swe-agent", "openhands", "my-agent"}
+    one = shares[shares["agent"] == "my-agent"]  # the generic example holds one run
+    assert one["share_lo"].isna().all() and set(one["note"]) == {"too few runs"}
+    two = shares[(shares["agent"] != "my-agent") & (shares["count"] > 0)]
+    assert two["share_lo"].notna().all()
+    assert ((two["share_lo"] <= two["share"] + 1e-9) & (two["share"] <= two["share_hi"] + 1e-9)).all()
+    surf = pd.read_csv(tables / "surface_intervals_by_agent.csv").set_index("agent")
+    # two runs: the resampled mean of turns runs from the shorter run to the longer one
+    assert surf.loc["my-agent", "note"] == "too few runs" and surf["turns_lo"].notna().sum() == 3
+    lengths = load_corpus(tmp_path / "imported", cache=False).runs.groupby("agent")["n_turns"]
+    assert surf.loc["swe-agent", ["turns_lo", "turns_hi"]].tolist() == [
+        lengths.min()["swe-agent"], lengths.max()["swe-agent"]]
+    density = pd.read_csv(next(tables.glob("density_by_agent_*.csv")))
+    assert {"density_lo", "density_hi", "note"} <= set(density.columns)
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "--nbval-lax", str(out)], cwd=tmp_path, capture_output=True, text=True,
                          env=os.environ.copy())
