@@ -342,6 +342,46 @@ def tag_share_intervals(
     return merged
 
 
+# --------------------------------------------------------------------------- lens 3
+
+
+def label_share_intervals(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame,
+    family: str,
+    by: str | Sequence[str] = ("model", "condition"),
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
+    min_runs: int = MIN_RUNS,
+) -> pd.DataFrame:
+    """:func:`adakit.lenses.adjudication.label_shares` with a bootstrap interval per share:
+    the same rows plus ``share_lo``, ``share_hi`` (fractions, as ``share``) and ``note``.
+
+    A run's judged items of the family stay together: runs are resampled within each group
+    and every label's share is recomputed over the drawn runs' items.
+    """
+    from adakit.lenses import adjudication as l3
+
+    by_cols = _as_list(by)
+    shares = l3.label_shares(judgments, runs, family, by=by_cols)
+    if shares.empty:
+        return shares.assign(share_lo=[], share_hi=[], note=[])
+    items = l3.item_labels(judgments, runs, family, by=by_cols)
+    per_run = (items.groupby([*by_cols, "run_id", "label"], sort=False).size()
+               .unstack("label", fill_value=0).reset_index())
+    labels = [c for c in per_run.columns if c not in (*by_cols, "run_id")]
+    per_run["items"] = per_run[labels].sum(axis=1)
+    ci = bootstrap_ratios(per_run, by_cols, {lab: (lab, "items") for lab in labels},
+                          n_resamples, seed, level, min_runs)
+    long = pd.concat([ci[[*by_cols, f"{lab}_lo", f"{lab}_hi", "note"]].rename(
+        columns={f"{lab}_lo": "share_lo", f"{lab}_hi": "share_hi"}).assign(label=lab)
+        for lab in labels], ignore_index=True)
+    out = shares.merge(long, on=[*by_cols, "label"], how="left")
+    out["note"] = out["note"].fillna("")
+    return out
+
+
 # --------------------------------------------------------------------------- lens 4
 
 

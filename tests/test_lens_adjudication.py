@@ -163,6 +163,34 @@ def test_label_shares(judgments, runs):
     assert nav[nav["model"] == "a"]["label"].tolist() == ["evidence-led", "mixed", "prior-led"]
 
 
+def test_label_share_intervals(judgments, runs):
+    from matplotlib.collections import LineCollection
+
+    from adakit import uncertainty as u
+
+    ci = u.label_share_intervals(judgments, runs, "termination_calibration", by=["model"],
+                                 n_resamples=500, seed=4)
+    got = {(r.model, r.label): (r.share, r.share_lo, r.share_hi) for r in ci.itertuples()}
+    # a: r1 3 defensible, r4 2 borderline, one item each: two draws give 0, 1/2 or 1 of either
+    assert got[("a", "3 defensible")] == (0.5, 0.0, 1.0)
+    assert got[("a", "2 borderline")] == (0.5, 0.0, 1.0)
+    assert got[("b", "split")] == (0.5, 0.0, 1.0)
+    # one run per model: no interval
+    one = u.label_share_intervals(judgments, runs, "termination_calibration",
+                                  by=["model", "condition"], n_resamples=100)
+    assert one["share_lo"].isna().all() and set(one["note"]) == {"too few runs"}
+    # task relevance of model b: r2 and r3 both score 2, so every resample is all "2": zero width
+    rel = u.label_share_intervals(judgments, runs, "task_relevance", by=["model"],
+                                  n_resamples=200)
+    b = rel[rel["model"] == "b"]
+    assert len(b) == 1 and b[["share", "share_lo", "share_hi"]].values.tolist() == [[1, 1, 1]]
+    ax = l3.plot_label_shares(ci, "termination_calibration", by=["model"], interval=ci).axes[0]
+    spans = sorted((float(s[0, 0]), float(s[1, 0])) for c in ax.collections
+                   if isinstance(c, LineCollection) for s in c.get_segments() if s[0, 1] == s[1, 1])
+    # a's bar: 3 defensible 0..0.5 then 2 borderline 0.5..1, whiskers measured from the left edge
+    assert (0.0, 1.0) in spans and (0.5, 1.5) in spans
+
+
 def test_grounding_by_task_table6(judgments, runs):
     t6 = l3.grounding_by_task(judgments, runs)
     # architecture (r1 model a, r2 model b):
@@ -311,3 +339,4 @@ def test_notebook_runs_on_a_synthetic_corpus(tmp_path, monkeypatch):
     assert "pair_exact" in text and "human_model_r" in text and "added_r2" in text
     assert "by 2 labeller(s)" in text and "human_human_kappa" in text
     assert "judge_judge_kappa" in text and "human_judge_kappa" in text
+    assert "mean_lo" in text  # Fig. 9's table: each condition's mean with its interval

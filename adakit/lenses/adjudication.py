@@ -282,6 +282,23 @@ def plot_orientation(
     return fig
 
 
+def item_labels(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame,
+    family: str,
+    by: Sequence[str] = ("model", "condition"),
+) -> pd.DataFrame:
+    """One row per judged item of ``family``: its panel verdict (:func:`adakit.agreement.
+    aggregate_votes`) with ``label`` as :func:`label_shares` names it and the ``by`` columns
+    of its run."""
+    agg = ag.aggregate_votes(judgments)
+    agg = agg[agg["family"] == family].copy()
+    agg["label"] = [
+        UNCLEAR if pd.isna(v) else (ag.display_label(family, v) or SPLIT) for v in agg["score"]
+    ]
+    return agg.merge(runs[["run_id", *by]], on="run_id", how="inner")
+
+
 def label_shares(
     judgments: pd.DataFrame,
     runs: pd.DataFrame,
@@ -296,12 +313,7 @@ def label_shares(
 
     Columns: the ``by`` columns, ``label``, ``count``, ``share`` (within the group).
     """
-    agg = ag.aggregate_votes(judgments)
-    agg = agg[agg["family"] == family].copy()
-    agg["label"] = [
-        UNCLEAR if pd.isna(v) else (ag.display_label(family, v) or SPLIT) for v in agg["score"]
-    ]
-    agg = agg.merge(runs[["run_id", *by]], on="run_id", how="inner")
+    agg = item_labels(judgments, runs, family, by)
     counts = agg.groupby([*by, "label"]).size().rename("count").reset_index()
     counts["share"] = counts["count"] / counts.groupby(list(by))["count"].transform("sum")
     order = {lab: i for i, lab in enumerate(label_order(family))}
@@ -315,9 +327,14 @@ def plot_label_shares(
     family: str,
     by: Sequence[str] = ("model", "condition"),
     ax: Axes | None = None,
+    interval: pd.DataFrame | None = None,
+    annotate_min: float = 0.1,
 ) -> Figure:
     """Stacked horizontal bars of :func:`label_shares`, one bar per group, favourable labels
-    first (dark) and split / unclear last (grey)."""
+    first (dark) and split / unclear last (grey). ``interval``
+    (:func:`adakit.uncertainty.label_share_intervals` of the same groups) adds to every
+    segment of at least ``annotate_min`` a whisker at its right edge spanning the label's
+    bootstrap interval, as Fig. 7 does."""
     by = list(by)
     groups = shares[by].drop_duplicates().apply(tuple, axis=1).tolist()
     fig, ax = _axes(ax, figsize=(6.5, 0.28 * len(groups) + 1.2))
@@ -332,6 +349,16 @@ def plot_label_shares(
     for lab in labels:
         vals = np.array([wide.loc[g if len(by) > 1 else g[0]].get(lab, 0.0) for g in groups])
         ax.barh(ypos, vals, left=left, color=color[lab], label=lab, height=0.8)
+        if interval is not None:
+            sub = interval[interval["label"] == lab]
+            bounds = {tuple(r[c] for c in by): (r["share_lo"], r["share_hi"])
+                      for r in sub.to_dict("records")}
+            for g, y, x0, v in zip(groups, ypos, left, vals, strict=True):
+                lo, hi = (float(b) for b in bounds.get(tuple(g), (np.nan, np.nan)))
+                if v >= annotate_min and not (np.isnan(lo) or np.isnan(hi)):
+                    ax.errorbar(x0 + v, y, xerr=[[max(v - lo, 0.0)], [max(hi - v, 0.0)]],
+                                fmt="none", ecolor="#222222", elinewidth=0.8, capsize=2.0,
+                                zorder=4)
         left += vals
     ax.set_yticks(ypos, [" / ".join(figures.label_for(c, v) for c, v in zip(by, g, strict=True))
                          for g in groups])
