@@ -178,6 +178,20 @@ def test_lens0_bars_draw_the_bootstrap_interval():
     assert spans == [(0.0, 10.0), (4.0, 4.0)]
 
 
+def test_figd5b_bars_draw_the_bootstrap_interval():
+    from adakit.lenses import surface
+
+    table = _runs({"A": [0.0, 10.0], "B": [4.0, 4.0, 4.0], "C": [2.0]}).rename(
+        columns={"x": "PKR", "model": "task"})
+    comp = surface.task_composition(table, by="task")
+    ci = u.bootstrap_means(table, "task", ["PKR"], n_resamples=300)
+    ax = surface.plot_task_composition(comp, interval=ci).axes[0]
+    spans = sorted((float(s[0, 1]), float(s[1, 1])) for s in _segments(ax))
+    # A's mean 5 with interval 0..10, B's three 4s no width, C's one run none (no length)
+    assert spans == [(0.0, 10.0), (2.0, 2.0), (4.0, 4.0)]
+    assert not _segments(surface.plot_task_composition(comp).axes[0])  # no interval: no bars
+
+
 def test_fig7_whiskers_span_the_share_interval():
     tags, runs = _tags({"b1": ["skim"] * 4, "b2": ["trace"]}, {"b1": "B", "b2": "B"})
     ci = u.tag_share_intervals(tags, runs, by="model", n_resamples=300)

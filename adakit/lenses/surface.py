@@ -428,10 +428,15 @@ def plot_tool_concentration(conc: pd.DataFrame, ax: Axes | None = None, top: int
 
 
 def plot_task_composition(
-    comp: pd.DataFrame, ax: Axes | None = None, tools: Sequence[str] | None = None
+    comp: pd.DataFrame,
+    ax: Axes | None = None,
+    tools: Sequence[str] | None = None,
+    interval: pd.DataFrame | None = None,
 ) -> Figure:
     """Fig. D5b: average calls per trajectory of each tool (bars in tool colours), one group
-    of bars per task family (or whatever ``comp``'s index holds)."""
+    of bars per task family (or whatever ``comp``'s index holds). ``interval``
+    (:func:`adakit.uncertainty.bootstrap_means` of the tools over the same groups) adds each
+    mean's bootstrap interval as an error bar; a group of one run gets none."""
     tools = [t for t in (tools or [*TOOL_ORDER, *ACT_ORDER]) if t in comp.columns]
     if not tools:
         raise ValueError("the composition table has no tool columns")
@@ -443,10 +448,23 @@ def plot_task_composition(
     groups = list(comp.index)
     pos = np.arange(len(groups))
     width = 0.8 / len(tools)
+    bounds = None
+    if interval is not None:
+        keys = [str(k) for k in comp.index.names]
+        _require(interval, keys, "interval table")
+        bounds = interval.drop_duplicates(keys).set_index(keys if len(keys) > 1 else keys[0])
     for j, tool in enumerate(tools):
-        ax.bar(pos + (j - (len(tools) - 1) / 2) * width, comp[tool].to_numpy(dtype=float),
+        vals = comp[tool].to_numpy(dtype=float)
+        err = None
+        if bounds is not None and f"{tool}_lo" in bounds.columns:
+            lo = bounds[f"{tool}_lo"].reindex(groups).to_numpy(dtype=float)
+            hi = bounds[f"{tool}_hi"].reindex(groups).to_numpy(dtype=float)
+            err = np.nan_to_num(np.vstack([np.maximum(vals - lo, 0.0),
+                                           np.maximum(hi - vals, 0.0)]))
+        ax.bar(pos + (j - (len(tools) - 1) / 2) * width, vals,
                width=width * 0.95, color=figures.CANONICAL_COLORS.get(tool, figures.NEUTRAL_COLOR),
-               label=tool)
+               label=tool, yerr=err,
+               error_kw={"elinewidth": 0.7, "capsize": 1.5, "ecolor": "#333333"})
     name = comp.index.name if isinstance(comp.index.name, str) else ""
     ax.set_xticks(pos, [figures.label_for(name, g) if not isinstance(g, tuple)
                         else " | ".join(map(str, g)) for g in groups])
