@@ -89,7 +89,7 @@ def test_surface_notebook_draws_intervals_on_its_group_means(tmp_path, monkeypat
     pm.execute_notebook(str(SURFACE_NOTEBOOK), str(out), cwd=str(tmp_path), progress_bar=False,
                         kernel_name="python3",
                         parameters={"corpus": str(corpus), "n_resamples": 200,
-                                    "figure_prefix": "nbtest"})
+                                    "n_permutations": 300, "figure_prefix": "nbtest"})
     written = {p.name for p in (home / "figures" / "nbtest").glob("*.png")}
     assert {"fig4_activity.png", "fig5_effort.png", "figD5b_task_composition.png"} <= written
     tables = home / "data" / "processed" / "nbtest"
@@ -100,4 +100,11 @@ def test_surface_notebook_draws_intervals_on_its_group_means(tmp_path, monkeypat
     for tool in comp.columns:  # 12 runs per task: every mean sits inside its interval
         assert (comp_ci[f"{tool}_lo"] <= comp[tool] + 1e-9).all()
         assert (comp[tool] <= comp_ci[f"{tool}_hi"] + 1e-9).all()
+    # the condition shifts: budget pressure vs natural within each model, every metric
+    shifts = pd.read_csv(tables / "condition_shifts.csv")
+    assert set(shifts["model"]) == {"synth-A", "synth-C"} and set(shifts["a"]) == {
+        "budget_pressure"} and set(shifts["b"]) == {"natural"}
+    assert (shifts["n_a"] == 6).all() and shifts["diff_lo"].notna().all()
+    assert ((shifts["diff_lo"] <= shifts["diff"] + 1e-9)
+            & (shifts["diff"] <= shifts["diff_hi"] + 1e-9)).all()
     _replays_under_nbval(out, tmp_path)
