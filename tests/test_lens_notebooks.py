@@ -1,4 +1,4 @@
-"""Notebooks 10 (lens 0) and 12 (lens 2) on a synthetic corpus with repeats: every group
+"""Notebooks 10 (lens 0), 11 (lens 1) and 12 (lens 2) on a synthetic corpus with repeats: every group
 comparison they draw carries its bootstrap intervals, and the executed notebooks replay under
 nbval."""
 
@@ -16,6 +16,7 @@ from adakit import config
 
 NOTEBOOK = config.NOTEBOOKS / "12_lens2_action_policy.ipynb"
 SURFACE_NOTEBOOK = config.NOTEBOOKS / "10_lens0_surface.ipynb"
+JOURNEY_NOTEBOOK = config.NOTEBOOKS / "11_lens1_journey_arc.ipynb"
 
 
 def _corpus(root):
@@ -107,4 +108,26 @@ def test_surface_notebook_draws_intervals_on_its_group_means(tmp_path, monkeypat
     assert (shifts["n_a"] == 6).all() and shifts["diff_lo"].notna().all()
     assert ((shifts["diff_lo"] <= shifts["diff"] + 1e-9)
             & (shifts["diff"] <= shifts["diff_hi"] + 1e-9)).all()
+    _replays_under_nbval(out, tmp_path)
+
+
+@pytest.mark.timeout(400)
+def test_journey_notebook_bounds_the_pause_share(tmp_path, monkeypatch):
+    pm = pytest.importorskip("papermill")
+    corpus = _corpus(tmp_path)
+    home = tmp_path / "home"
+    monkeypatch.setenv("ADAKIT_HOME", str(home))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    out = tmp_path / "11.ipynb"
+    pm.execute_notebook(str(JOURNEY_NOTEBOOK), str(out), cwd=str(tmp_path), progress_bar=False,
+                        kernel_name="python3",
+                        parameters={"corpus": str(corpus), "n_resamples": 200,
+                                    "figure_prefix": "nbtest"})
+    summary = pd.read_csv(home / "data" / "processed" / "nbtest" /
+                          "long_pauses_by_condition.csv").set_index("condition")
+    assert set(summary.index) == {"natural", "budget_pressure"}
+    # 12 runs per condition: an interval around every share (both rounded to 0.1)
+    assert summary["pause_share_lo"].notna().all()
+    assert (summary["pause_share_lo"] <= summary["pause_share_%"] + 0.1).all()
+    assert (summary["pause_share_%"] <= summary["pause_share_hi"] + 0.1).all()
     _replays_under_nbval(out, tmp_path)
