@@ -345,6 +345,38 @@ def tag_share_intervals(
 # --------------------------------------------------------------------------- lens 3
 
 
+def item_mean_intervals(
+    items: pd.DataFrame,
+    by: str | Sequence[str] | None,
+    value: str = "score",
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = DEFAULT_LEVEL,
+    min_runs: int = MIN_RUNS,
+) -> pd.DataFrame:
+    """The mean of ``value`` over the items of each group (e.g. the judged steps behind Table 6
+    or a tool's prior index) with a bootstrap interval that resamples **runs**, a run's items
+    kept together, within the group: items of one run are not independent draws.
+
+    Columns: the ``by`` columns, ``n_runs``, ``n_items``, ``mean``, ``mean_lo``, ``mean_hi``
+    and ``note`` ("too few runs" below ``min_runs``). Items without a value are left out.
+    """
+    by_cols = _as_list(by)
+    _require(items, ["run_id", *by_cols, value], "the items table")
+    d = items[items[value].notna()]
+    per_run = (d.groupby([*by_cols, "run_id"], sort=False, dropna=False)[value]
+               .agg(total="sum", n_items="count").reset_index())
+    ci = bootstrap_ratios(per_run, by_cols or None, {"mean": ("total", "n_items")},
+                          n_resamples, seed, level, min_runs)
+    sums = np.zeros(len(ci))
+    if len(per_run):
+        codes, _ = group_codes(per_run, by_cols)
+        sums = np.bincount(codes, weights=per_run["n_items"].to_numpy(float),
+                           minlength=len(ci))[:len(ci)]
+    ci.insert(len(by_cols) + 1, "n_items", sums.astype(int))
+    return _display_order(ci.drop(columns="mean_n"), by_cols)
+
+
 def label_share_intervals(
     judgments: pd.DataFrame,
     runs: pd.DataFrame,

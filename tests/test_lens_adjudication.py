@@ -191,6 +191,24 @@ def test_label_share_intervals(judgments, runs):
     assert (0.0, 1.0) in spans and (0.5, 1.5) in spans
 
 
+def test_grounding_intervals_resample_runs(judgments, runs):
+    ci = l3.grounding_intervals(judgments, runs, by=["model"], n_resamples=1000, seed=3)
+    a = ci[(ci["model"] == "a") & (ci["dimension"] == "navigation")].iloc[0]
+    # model a's navigation items: r1 OVW 1, EXP 0, PKR .5 (grounding 0, 1, .5) and r4 OVW 1
+    # (0): 1.5 / 4; drawing r1 twice gives .5, r4 twice 0, one of each 1.5 / 4
+    assert (a["n_runs"], a["n_items"]) == (2, 4)
+    assert [a["grounding"], a["grounding_lo"], a["grounding_hi"]] == pytest.approx(
+        [0.375, 0.0, 0.5])
+    # synthesis of model a: r1's CON only (grounding 0), one run: no interval
+    syn = ci[(ci["model"] == "a") & (ci["dimension"] == "synthesis")].iloc[0]
+    assert syn["n_runs"] == 1 and np.isnan(syn["grounding_lo"]) and syn["note"] == "too few runs"
+    tools = l3.grounding_intervals(judgments, runs, by=[], split="tool", n_resamples=200)
+    exp = tools.set_index("tool").loc["EXP"]  # r1 EXP 0 and r3 EXP 0: grounding 1 both
+    assert [exp["grounding"], exp["grounding_lo"], exp["grounding_hi"]] == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="split must be"):
+        l3.grounding_intervals(judgments, runs, split="family")
+
+
 def test_grounding_by_task_table6(judgments, runs):
     t6 = l3.grounding_by_task(judgments, runs)
     # architecture (r1 model a, r2 model b):
@@ -340,3 +358,6 @@ def test_notebook_runs_on_a_synthetic_corpus(tmp_path, monkeypatch):
     assert "by 2 labeller(s)" in text and "human_human_kappa" in text
     assert "judge_judge_kappa" in text and "human_judge_kappa" in text
     assert "mean_lo" in text  # Fig. 9's table: each condition's mean with its interval
+    t6 = pd.read_csv(tmp_path / "data" / "processed" / "nbtest" / "table6_intervals.csv")
+    assert {"task", "model", "dimension", "grounding_lo", "grounding_hi"} <= set(t6.columns)
+    assert t6["grounding_lo"].notna().any()

@@ -230,3 +230,19 @@ def test_p_floor_counts_the_label_assignments():
     out = u.difference_tests(table, "model", ["x"], n_permutations=20000, n_resamples=100)
     assert out.loc[0, "p_floor"] == pytest.approx(1 / 252)
     assert out.loc[0, "p"] >= out.loc[0, "p_floor"] - 0.002
+
+
+def test_item_means_resample_runs_not_items():
+    items = pd.DataFrame({
+        "run_id": ["r1", "r1", "r2", "r2", "s1", "s2", "s2", "t1"],
+        "g": ["A", "A", "A", "A", "B", "B", "B", "C"],
+        "score": [0.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 1.0],
+    })
+    ci = u.item_mean_intervals(items, "g", n_resamples=1000, seed=2).set_index("g")
+    # A: r1 (0, 1) and r2 (1, 1), 3/4 of the items; drawing runs gives r1 r1 (1/2), a mix (3/4)
+    # or r2 r2 (1), so the interval is 1/2..1 (items drawn singly could reach 0)
+    assert ci.loc["A", ["n_runs", "n_items", "mean", "mean_lo", "mean_hi"]].tolist() == [
+        2, 4, 0.75, 0.5, 1.0]
+    # B: every item 0.5, whatever the run sizes: zero width; C: one run, no interval
+    assert ci.loc["B", ["mean", "mean_lo", "mean_hi"]].tolist() == [0.5, 0.5, 0.5]
+    assert np.isnan(ci.loc["C", "mean_lo"]) and ci.loc["C", "note"] == u.TOO_FEW

@@ -41,7 +41,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from adakit import agreement as ag
-from adakit import figures
+from adakit import figures, uncertainty
 from adakit.record import COG, NAV
 
 #: Normalised lens 3 dimensions: column -> (family, display title).
@@ -420,6 +420,35 @@ def grounding_by_task(
     table = table.reindex(figures.order_for(rows, table.index))
     table.columns.names = [cols, "grounding"]
     return table
+
+
+def grounding_intervals(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame,
+    by: Sequence[str] = ("task", "model"),
+    split: str = "dimension",
+    exclude_conditions: Sequence[str] = ag.NON_GRID_CONDITIONS,
+    n_resamples: int = uncertainty.DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = uncertainty.DEFAULT_LEVEL,
+) -> pd.DataFrame:
+    """Mean grounding (1 - prior index) of the turn-level items per group of ``by`` and per
+    ``split`` (``"dimension"``: navigation / synthesis, as Table 6 reads them; ``"tool"``: per
+    tool, as :func:`tool_prior_scores`), each with a bootstrap interval over runs, a run's
+    items kept together (:func:`adakit.uncertainty.item_mean_intervals`). Items of runs in
+    ``exclude_conditions`` are left out, as in Table 6. Columns: the ``by`` columns, ``split``,
+    ``n_runs``, ``n_items``, ``grounding``, ``grounding_lo``, ``grounding_hi``, ``note``."""
+    if split not in ("dimension", "tool"):
+        raise ValueError(f"split must be 'dimension' or 'tool', got {split!r}")
+    by = list(by)
+    items = _item_table(judgments, runs, by, exclude_conditions)
+    items["grounding"] = 1.0 - items["score"]
+    items["dimension"] = items["family"].map({"navigation_prior": "navigation",
+                                              "reasoning_prior": "synthesis"})
+    ci = uncertainty.item_mean_intervals(items, [*by, split], "grounding", n_resamples, seed,
+                                         level)
+    return ci.rename(columns={"mean": "grounding", "mean_lo": "grounding_lo",
+                              "mean_hi": "grounding_hi"})
 
 
 def format_pair_table(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
