@@ -288,9 +288,9 @@ def item_labels(
     family: str,
     by: Sequence[str] = ("model", "condition"),
 ) -> pd.DataFrame:
-    """One row per judged item of ``family``: its panel verdict (:func:`adakit.agreement.
-    aggregate_votes`) with ``label`` as :func:`label_shares` names it and the ``by`` columns
-    of its run."""
+    """One row per judged item of ``family``: its panel verdict
+    (:func:`adakit.agreement.aggregate_votes`) with ``label`` as :func:`label_shares` names it
+    and the ``by`` columns of its run."""
     agg = ag.aggregate_votes(judgments)
     agg = agg[agg["family"] == family].copy()
     agg["label"] = [
