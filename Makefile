@@ -113,7 +113,7 @@ study-clean: ## forget a profile's runs, verdicts and executed notebooks (the re
 	rm -rf $(STUDY_OUT) data/runs/$(PROFILE) data/judgments/$(PROFILE)
 
 test: $(STAMP) $(LOCAL_STAMP) chromium ## ruff, unit tests, the CI profile end to end, notebooks under nbval, the index page in headless Chromium
-	$(PY) -m ruff check adakit tests benchmarks
+	$(PY) -m ruff check adakit tests benchmarks notebooks
 	$(MAKE) --no-print-directory study PROFILE=ci
 	ADAKIT_STRICT=1 $(PY) -m pytest -q
 	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax data/study/ci/notebooks
@@ -123,7 +123,7 @@ chromium: ## install Debian's headless Chromium (for the index-page and JupyterL
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) >/dev/null; }
 
 lint: $(STAMP) ## ruff only
-	$(PY) -m ruff check adakit tests benchmarks
+	$(PY) -m ruff check adakit tests benchmarks notebooks
 
 bench: $(STAMP) $(LOCAL_STAMP) ## benchmarks that print side-by-side ratios
 	@command -v rg >/dev/null && command -v ctags >/dev/null || { echo "installing ripgrep and universal-ctags (Debian) for the comparison"; \
