@@ -1194,9 +1194,26 @@ def describe_panel(judges: Sequence[str]) -> str:
                     "panel vote is that model's majority over samples.")
     unknown = [b for b, sp in zip(dict.fromkeys(bases), specs, strict=True) if sp is None]
     note = f" (not in the model registry: {', '.join(unknown)})" if unknown else ""
+    copy_note = " Some seats copy one model's verdict and count once." if copied else ""
+    shared = _seats_sharing_a_model(list(dict.fromkeys(bases)), specs)
+    if shared:
+        groups = "; ".join(f"{model} in {', '.join(names)}" for model, names in shared.items())
+        n_models = len(set(bases)) - sum(len(v) - 1 for v in shared.values())
+        return (f"The panel has {len(set(bases))} seats but only {n_models} distinct models "
+                f"({groups}{note}): agreement between seats of one model is partly that model "
+                "agreeing with itself, so it overstates agreement between independent judges."
+                + copy_note)
     return (f"The panel has {len(set(bases))} distinct judges: {', '.join(dict.fromkeys(bases))}"
-            f"{note}." + (" Some seats copy one model's verdict and count once." if copied
-                          else ""))
+            f"{note}." + copy_note)
+
+
+def _seats_sharing_a_model(names: list[str], specs: list[Any]) -> dict[str, list[str]]:
+    """Registry seats that serve one underlying model (same model id and endpoint), by model."""
+    by_model: dict[tuple[str, Any], list[str]] = {}
+    for name, sp in zip(names, specs, strict=True):
+        if sp is not None:
+            by_model.setdefault((sp.model_id or sp.name, sp.base_url), []).append(name)
+    return {key[0]: seats for key, seats in by_model.items() if len(seats) > 1}
 
 
 @dataclass

@@ -944,6 +944,19 @@ def test_describe_panel_says_when_the_panel_is_one_model():
     assert "single judge" in describe_panel(["smollm2-135m"])
 
 
+def test_describe_panel_names_seats_that_share_a_model():
+    """The local profile's panel: two seats are the 1.5B at two temperatures, one the 0.5B."""
+    from adakit.judges import describe_panel
+
+    local = describe_panel(["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-t07"])
+    assert local.startswith("The panel has 3 seats but only 2 distinct models "
+                            "(qwen2.5-coder-1.5b-instruct-q4_k_m in qwen2.5-coder-1.5b, "
+                            "qwen2.5-coder-1.5b-t07)")
+    assert "agreeing with itself" in local
+    mixed = describe_panel(["glm-5", "smollm2-135m", "smollm2-135m-t07"])
+    assert "only 2 distinct models" in mixed and "glm-5" not in mixed.split("(")[1]
+
+
 @pytest.mark.parametrize(
     ("said", "judged"),
     [
