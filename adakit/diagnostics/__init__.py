@@ -90,7 +90,9 @@ def diagnose(
         st.label_trace(tr)
     base = thresholds or dt.frozen_thresholds()
     firings, stats = dt.detect(traces, base)
+    calibrated: list[str] = []
     if calibrate:
+        calibrated = dt.with_candidates(stats)
         base = dt.calibrate(stats, percentile, base)
         firings, stats = dt.detect(traces, base)
     per_run = per_run_table(traces, stats)
@@ -129,7 +131,7 @@ def diagnose(
         spans.extend(al.span_rows(a))
     return Diagnosis(
         steps=st.steps_frame(traces), runs=per_run, firings=firings,
-        thresholds=dt.thresholds_frame(base, calibrate, percentile if calibrate else None),
+        thresholds=dt.thresholds_frame(base, calibrated, percentile if calibrate else None),
         alignments=pd.DataFrame(summary), columns=pd.DataFrame(columns),
         spans=pd.DataFrame(spans, columns=["run_a", "run_b", "level", "first_col", "last_col",
                                            "a_first", "a_last", "b_first", "b_last", "kind",

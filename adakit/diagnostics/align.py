@@ -11,8 +11,10 @@ step (turns without an action are left out), at three levels:
 
 **Scoring**, stated and settable: ``match`` for two equal tokens, ``mismatch`` for two different
 tokens aligned, ``gap`` for a token aligned with nothing. The defaults (1, 0, 0) make the score
-the length of the longest common subsequence (LCS). The traceback runs from the end and, on
-ties, prefers a match, then leaving run A's step unmatched, then run B's, then a mismatch.
+the length of the longest common subsequence (LCS). Among the optimal alignments the one
+chosen matches as early as it can: on ties, a match first, then leaving run A's step
+unmatched, then run B's, then a mismatch, deciding from the first steps onward (the programme
+runs on the reversed sequences and traces back from their end).
 
 The **first divergence** of a level is the first alignment column that is not a match (the
 turns of A and B there; None on a side with no step). **Divergence spans** are maximal runs of
@@ -115,6 +117,8 @@ def lcs_align(a: Sequence[Any], b: Sequence[Any], match: float = 1.0, mismatch: 
     ``match``, ``mismatch``, ``a_only``, ``b_only``) and the score."""
     match, mismatch, gap = _check(match, mismatch, gap)
     n, m = len(a), len(b)
+    a, b = list(a)[::-1], list(b)[::-1]  # traced back from the end of the reversed pair:
+    # the columns come out in the original order and ties favour the earliest match
     H = [[gap * j for j in range(m + 1)]]
     for i in range(1, n + 1):
         prev, x = H[i - 1], a[i - 1]
@@ -136,18 +140,17 @@ def lcs_align(a: Sequence[Any], b: Sequence[Any], match: float = 1.0, mismatch: 
     while i > 0 or j > 0:
         here = H[i][j]
         if i and j and a[i - 1] == b[j - 1] and abs(here - (H[i - 1][j - 1] + match)) < eps:
-            cols.append((i - 1, j - 1, "match"))
+            cols.append((n - i, m - j, "match"))
             i, j = i - 1, j - 1
         elif i and abs(here - (H[i - 1][j] + gap)) < eps:
-            cols.append((i - 1, None, "a_only"))
+            cols.append((n - i, None, "a_only"))
             i -= 1
         elif j and abs(here - (H[i][j - 1] + gap)) < eps:
-            cols.append((None, j - 1, "b_only"))
+            cols.append((None, m - j, "b_only"))
             j -= 1
         else:
-            cols.append((i - 1, j - 1, "mismatch"))
+            cols.append((n - i, m - j, "mismatch"))
             i, j = i - 1, j - 1
-    cols.reverse()
     return cols, float(H[n][m])
 
 

@@ -384,14 +384,20 @@ def calibrate(per_run: pd.DataFrame, percentile: float = 90.0,
     return th
 
 
-def thresholds_frame(thresholds: Thresholds, calibrated: bool = False,
+def with_candidates(per_run: pd.DataFrame) -> list[str]:
+    """The detectors that have a candidate in some run (those :func:`calibrate` can set)."""
+    return [d for d in DETECTOR_NAMES if (per_run[f"stat_{d}"] > 0).any()]
+
+
+def thresholds_frame(thresholds: Thresholds, calibrated: Sequence[str] = (),
                      percentile: float | None = None) -> pd.DataFrame:
-    """Every threshold in use: detector, name, value, and whether it is frozen or calibrated."""
+    """Every threshold in use: detector, name, value, its frozen value, and its source
+    (``frozen``, or ``calibrated (pNN)`` for the main thresholds of ``calibrated``)."""
     rows = []
     for d in DETECTORS:
         for name, value in thresholds[d.name].items():
             source = "frozen"
-            if calibrated and name == d.main:
+            if d.name in calibrated and name == d.main:
                 source = f"calibrated (p{percentile:g})" if percentile is not None else "calibrated"
             rows.append({"detector": d.name, "threshold": name, "value": value,
                          "frozen": d.thresholds.get(name), "source": source})

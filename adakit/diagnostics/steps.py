@@ -35,7 +35,7 @@ back. The labels then mean "not known to be undone" and "undone within the run".
 
 **Anchors.** The anchor set is the files of the final patch where one exists; else the files
 the run's conclusion cites (a path, or a file name that is not a generic one such as
-``__init__.py``); else the world's anchor files of paper Table D13 (``adakit/worlds.yaml``);
+``__init__.py``; folders that hold other files the run touched do not count); else the world's anchor files of paper Table D13 (``adakit/worlds.yaml``);
 else empty, and then no step is off-anchor. ``RunFacts.anchor_source`` says which applied.
 """
 
@@ -259,8 +259,9 @@ def make_facts(run_id: str, steps: Sequence[Step],
     the anchor set as the module notes say."""
     if patch is not None:
         return RunFacts(run_id, patch[0], patch[1], conclusion, patch[0], "patch")
-    touched = {s.file for s in steps if s.file} | set(world)
-    cited = frozenset(f for f in touched if cites(conclusion, f))
+    touched = {s.file for s in steps if s.file and s.file != "."} | set(world)
+    folders = {f for f in touched if any(g.startswith(f.rstrip("/") + "/") for g in touched)}
+    cited = frozenset(f for f in touched - folders if cites(conclusion, f))
     if cited:
         return RunFacts(run_id, None, {}, conclusion, cited, "conclusion")
     world = frozenset(world)
