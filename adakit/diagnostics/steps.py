@@ -473,3 +473,61 @@ def label_composition(steps: pd.DataFrame, runs: pd.DataFrame | None = None,
     counts = frame.groupby([*by, "label"], sort=False).size().unstack("label", fill_value=0)
     counts = counts.reindex(columns=[x for x in LABELS if x in counts.columns])
     return (100 * counts.div(counts.sum(axis=1), axis=0)).reset_index()
+
+
+# --------------------------------------------------------------------------- synthetic runs
+
+_SYN_FILES = tuple(f"pkg/mod{k}.py" for k in range(12))
+_SYN_SYMBOLS = ("parse", "route", "dispatch", "load", "render", "Config", "Session", "handle")
+
+
+def synthetic_traces(n_runs: int, seed: int = 0, mean_steps: int = 30) -> list[Trace]:
+    """Seeded synthetic traces for benchmarks and demos (not agent behaviour): even runs read
+    only and conclude (Ada-like), odd runs also edit, run commands and submit a patch."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for r in range(n_runs):
+        run_id = f"syn{r:05d}"
+        coder = r % 2 == 1
+        n = max(4, int(rng.gauss(mean_steps, mean_steps / 4)))
+        tools = ("OVW", "PKR", "PKR", "EXP", "EXP", "MEM", "EDT", "EXE") if coder else (
+            "OVW", "PKR", "PKR", "PKR", "EXP", "EXP", "MEM", "BKM")
+        steps = []
+        for k in range(1, n):
+            tool = rng.choice(tools)
+            file = rng.choice(_SYN_FILES[:6]) if rng.random() < 0.8 else rng.choice(_SYN_FILES)
+            s = Step(run_id, k, tool)
+            if tool in ("OVW", "PKR"):
+                s.file = file
+                if tool == "PKR":
+                    s.start_line = rng.randrange(1, 200)
+                    s.end_line = s.start_line + rng.randrange(5, 60)
+            elif tool == "EXP":
+                s.symbol = rng.choice(_SYN_SYMBOLS)
+                s.file = file if rng.random() < 0.5 else None
+                s.results = (file, rng.choice(_SYN_FILES))
+            elif tool == "EDT":
+                s.file = file
+                s.added = f"x{rng.randrange(4)} = {rng.randrange(3)}"
+                s.removed = f"x{rng.randrange(4)} = {rng.randrange(3)}"
+                s.undo = rng.random() < 0.05
+                s.action = "git checkout" if s.undo else "str_replace"
+            elif tool == "MEM":
+                s.text = f"{rng.choice(_SYN_SYMBOLS)} lives in {file}"
+            if rng.random() < 0.06:
+                s.error = "tool_error" if tool != "EXE" else "exit 1"
+            if rng.random() < 0.03:
+                s.tool = None
+            steps.append(s)
+        cited = rng.sample(_SYN_FILES[:6], 2)
+        text = f"The answer is in {cited[0]} and {cited[1]}; {rng.choice(_SYN_SYMBOLS)} does it."
+        steps.append(Step(run_id, n, "SUB" if coder else "CON", finalize=True, text=text))
+        patch = None
+        if coder:
+            edited = sorted({s.file for s in steps if s.tool == "EDT" and s.file})
+            if edited:
+                patch = (frozenset(edited), {f: frozenset({"x1 = 2"}) for f in edited})
+        out.append(Trace(steps, make_facts(run_id, steps, patch, text)))
+    return out
