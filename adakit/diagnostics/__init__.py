@@ -133,10 +133,33 @@ def diagnose(
         steps=st.steps_frame(traces), runs=per_run, firings=firings,
         thresholds=dt.thresholds_frame(base, calibrated, percentile if calibrate else None),
         alignments=pd.DataFrame(summary), columns=pd.DataFrame(columns),
-        spans=pd.DataFrame(spans, columns=["run_a", "run_b", "level", "first_col", "last_col",
-                                           "a_first", "a_last", "b_first", "b_last", "kind",
-                                           "evidence"]),
+        spans=pd.DataFrame(spans, columns=al.SPAN_COLUMNS),
         traces=traces, alignment_objects=objects)
+
+
+def contrast_pair(diag: Diagnosis, run_id: str | None = None) -> tuple[str, str] | None:
+    """A (reference, compared) pair to read side by side: ``run_id`` with its reference, else,
+    in the task with the most aligned runs, the run farthest from its reference (lowest lens 3
+    score when judged, else most firings, then the lowest file-level LCS); None without any
+    alignment."""
+    if diag.alignments.empty:
+        return None
+    runs = diag.runs.set_index("run_id")
+    if run_id is not None:
+        ref = runs.loc[run_id, "reference"]
+        if ref == run_id:
+            raise ValueError(f"{run_id} is its task's reference; name another run of the task")
+        return str(ref), run_id
+    table = diag.alignments.copy()
+    sizes = table.groupby("run_a")["run_b"].transform("size")
+    table = table[sizes == sizes.max()]
+    fired = runs[[c for c in runs.columns if c.startswith("n_")]].sum(axis=1)
+    table["fired"] = table["run_b"].map(fired)
+    score = runs["lens3_score"] if "lens3_score" in runs else pd.Series(dtype=float)
+    table["score"] = table["run_b"].map(score).fillna(float("inf"))
+    worst = table.sort_values(["score", "fired", "score_file", "run_b"],
+                              ascending=[True, False, True, True]).iloc[0]
+    return str(worst["run_a"]), str(worst["run_b"])
 
 
 def default_out(corpus_dir: str | Path) -> Path:
@@ -255,5 +278,5 @@ def register_cli(sub: Any) -> None:
     p.set_defaults(func=_cmd_diagnose)
 
 
-__all__ = ["Diagnosis", "al", "default_out", "diagnose", "dt", "format_rates", "per_run_table",
+__all__ = ["Diagnosis", "al", "contrast_pair", "default_out", "diagnose", "dt", "format_rates", "per_run_table",
            "rate_table", "register_cli", "st", "write_tables"]

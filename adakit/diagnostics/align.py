@@ -351,6 +351,15 @@ def span_rows(al: RunAlignment) -> list[dict[str, Any]]:
              "kind": s.kind, "evidence": s.evidence} for s in al.spans]
 
 
+SPAN_COLUMNS = ["run_a", "run_b", "level", "first_col", "last_col", "a_first", "a_last",
+                "b_first", "b_last", "kind", "evidence"]
+
+
+def span_frame(al: RunAlignment) -> pd.DataFrame:
+    """The divergence spans of one alignment as a table (:func:`span_rows`)."""
+    return pd.DataFrame(span_rows(al), columns=SPAN_COLUMNS)
+
+
 # --------------------------------------------------------------------------- the figure
 
 

@@ -310,6 +310,14 @@ DETECTORS: tuple[Detector, ...] = (
              find_premature_conclusions),
 )
 BY_NAME: dict[str, Detector] = {d.name: d for d in DETECTORS}
+#: One letter and one colour per detector, for marks on a turn axis.
+DETECTOR_CODES: dict[str, str] = {"search_loop": "S", "reread_churn": "R",
+                                  "tool_oscillation": "O", "verification_skip": "V",
+                                  "edit_revert_cycle": "E", "premature_conclusion": "P"}
+DETECTOR_COLORS: dict[str, str] = {"search_loop": "#D95F02", "reread_churn": "#7570B3",
+                                   "tool_oscillation": "#66A61E", "verification_skip": "#E7298A",
+                                   "edit_revert_cycle": "#A6761D",
+                                   "premature_conclusion": "#1B9E77"}
 DETECTOR_NAMES: tuple[str, ...] = tuple(BY_NAME)
 Thresholds = dict[str, dict[str, float]]
 
@@ -435,3 +443,44 @@ def detector_rates(per_run: pd.DataFrame, runs: pd.DataFrame, by: str | Sequence
         part["note"] = np.where(wide[f"{d}_n"] < min_runs, uncertainty.TOO_FEW, "")
         parts.append(part)
     return pd.concat(parts, ignore_index=True)
+
+
+def score_association(per_run: pd.DataFrame, scores: pd.Series, runs: pd.DataFrame,
+                      task: Sequence[str] = ("world", "task", "target")) -> pd.DataFrame:
+    """Do firings go with lower lens 3 scores? Per detector: runs with and without a firing
+    (among scored runs), their mean scores and the difference (``diff``), and the same
+    difference on scores centred on their task's mean (``diff_within_task``, only tasks holding
+    both kinds of run). A difference that vanishes within tasks marks a *difficulty clue* (the
+    detector fires on hard tasks); one that stays marks a *failure predictor*."""
+    task = [c for c in task if c in runs.columns]
+    frame = per_run.merge(runs[["run_id", *[c for c in task if c not in per_run]]],
+                          on="run_id")
+    frame["score"] = frame["run_id"].map(scores)
+    frame = frame[frame["score"].notna()].copy()
+    key = frame[task].astype(str).agg("/".join, axis=1) if task else pd.Series("", frame.index)
+    frame["centred"] = frame["score"] - frame.groupby(key)["score"].transform("mean")
+    rows = []
+    for d in DETECTOR_NAMES:
+        hit = frame[f"n_{d}"] > 0
+        mixed = hit.groupby(key).transform(lambda s: 0 < s.sum() < len(s))
+        inside = frame[mixed]
+        row = {"detector": d, "runs_fired": int(hit.sum()), "runs_clean": int((~hit).sum()),
+               "score_fired": frame.loc[hit, "score"].mean(),
+               "score_clean": frame.loc[~hit, "score"].mean(),
+               "tasks_mixed": int(key[mixed].nunique())}
+        row["diff"] = row["score_fired"] - row["score_clean"]
+        fired_in = inside[f"n_{d}"] > 0
+        row["diff_within_task"] = (inside.loc[fired_in, "centred"].mean()
+                                   - inside.loc[~fired_in, "centred"].mean()) if len(inside) else np.nan
+        if row["runs_fired"] == 0 or row["runs_clean"] == 0:
+            row["reading"] = "cannot tell (every scored run is alike)"
+        elif np.isnan(row["diff_within_task"]):
+            row["reading"] = "no task holds both kinds of run"
+        elif row["diff_within_task"] < 0:
+            row["reading"] = "lower scores within tasks: failure predictor?"
+        elif row["diff"] < 0:
+            row["reading"] = "lower scores only across tasks: difficulty clue"
+        else:
+            row["reading"] = "no lower scores"
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -531,3 +531,36 @@ def synthetic_traces(n_runs: int, seed: int = 0, mean_steps: int = 30) -> list[T
                 patch = (frozenset(edited), {f: frozenset({"x1 = 2"}) for f in edited})
         out.append(Trace(steps, make_facts(run_id, steps, patch, text)))
     return out
+
+
+LABEL_COLORS: dict[str, str] = {
+    "survived": "#1B9E77", "reverted": "#E7298A", "failed": "#B2182B", "justified": "#4575B4",
+    "off-anchor": "#FDAE61", "recorded": "#7570B3", "reasoning": "#A6A6A6", "neutral": "#D9D9D9",
+}
+
+
+def plot_label_composition(composition: pd.DataFrame, by: str | Sequence[str] = "model",
+                           title: str | None = None) -> Any:
+    """Stacked bars: each group's steps split by effect label (:func:`label_composition`)."""
+    import matplotlib.pyplot as plt
+
+    from adakit import figures
+
+    by = [by] if isinstance(by, str) else list(by)
+    figures.use_style()
+    labels = [x for x in LABELS if x in composition.columns]
+    names = [" | ".join(str(v) for v in row) for row in composition[by].itertuples(index=False)]
+    fig, ax = plt.subplots(figsize=(7.2, max(1.8, 0.36 * len(names) + 1.3)))
+    left = pd.Series(0.0, index=composition.index)
+    ypos = list(range(len(names)))[::-1]
+    for label in labels:
+        ax.barh(ypos, composition[label], left=left, color=LABEL_COLORS[label], label=label,
+                height=0.7, edgecolor="white", lw=0.5)
+        left += composition[label]
+    ax.set_yticks(ypos, names)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of steps (%)")
+    ax.grid(axis="y", visible=False)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False, fontsize=8)
+    ax.set_title(title or "Effect labels of the steps")
+    return fig
