@@ -365,22 +365,14 @@ def test_alignment_figure_shades_the_spans():
 # --------------------------------------------------------------------------- the command
 
 
-@pytest.fixture(scope="module")
-def ci_corpus(tmp_path_factory) -> Path:
-    """The CI study's baseline runs (scripted policies on flask), launched once."""
-    from adakit.study import launch, load_study, restrict
-    from adakit.world import WorldUnavailable, open_world
+@pytest.fixture
+def ci_corpus(ci_baseline_corpus, tmp_path) -> Path:
+    """A private copy of the session's CI baseline runs (the command writes beside it)."""
+    import shutil
 
-    try:
-        open_world("flask", progress=False)
-    except WorldUnavailable as exc:
-        pytest.skip(str(exc))
-    out = tmp_path_factory.mktemp("ci") / "runs"
-    study = load_study(ROOT / "studies" / "ci.yaml",
-                       overrides={"output": str(out), "hint_model": None, "judge": None})
-    baselines = sorted({s.model for s in study.specs if s.model.startswith("baseline-")})
-    launch(restrict(study, models=baselines), progress=False)
-    return out
+    copy = tmp_path / "runs"
+    shutil.copytree(ci_baseline_corpus, copy)
+    return copy
 
 
 def test_cli_on_the_ci_study(ci_corpus, capsys):
@@ -435,3 +427,67 @@ def test_cli_on_imported_fixtures(tmp_path, capsys):
     assert (label[6], label[8], label[9]) == ("failed", "survived", "neutral")
     runs = pd.read_parquet(tmp_path / "imported.diagnostics" / "runs.parquet")
     assert runs.set_index("run_id")["has_patch"].sum() == 4
+
+
+def test_score_association_separates_difficulty_from_failure():
+    runs = pd.DataFrame({"run_id": list("abcdef"), "world": "w", "task": "t",
+                         "target": ["x", "x", "y", "y", "z", "z"]})
+    per_run = pd.DataFrame({"run_id": list("abcdef"),
+                            **{f"n_{d}": 0 for d in dt.DETECTOR_NAMES}})
+    # search loops fire on both runs of the hard task z only: lower scores across tasks
+    per_run["n_search_loop"] = [0, 0, 0, 0, 1, 2]
+    # re-read churn fires on the weaker run of tasks x and y: lower scores within tasks
+    per_run["n_reread_churn"] = [1, 0, 1, 0, 0, 0]
+    scores = pd.Series({"a": 0.6, "b": 0.8, "c": 0.5, "d": 0.9, "e": 0.2, "f": 0.2})
+    table = dt.score_association(per_run, scores, runs).set_index("detector")
+    loop, churn = table.loc["search_loop"], table.loc["reread_churn"]
+    assert loop["diff"] == pytest.approx(0.2 - 0.7) and loop["tasks_mixed"] == 0
+    assert loop["reading"] == "no task holds both kinds of run"
+    # centred: a -0.1, c -0.2 (fired) against b +0.1, d +0.2 (clean): -0.15 - 0.15
+    assert churn["diff_within_task"] == pytest.approx(-0.3)
+    assert churn["reading"].startswith("lower scores within tasks")
+    assert table.loc["tool_oscillation", "reading"].startswith("cannot tell")
+
+
+def _looping_run(folder: Path) -> Path:
+    from adakit.record import RunWriter
+
+    rf = _run_file([_turn(1, "EXP", "search_dir", {"search_term": "url_for"}, "", symbol="url_for"),
+                    _turn(2, "EXP", "search_dir", {"search_term": "url_for"}, "", symbol="url_for"),
+                    _turn(3, "MEM", "think", {"thought": "hm"}),
+                    _turn(4, "EXP", "search_dir", {"search_term": "url_for("}, "",
+                          symbol="url_for"),
+                    _turn(5, "CON", "message", {"content": "done"})])
+    path = folder / "loop.jsonl"
+    with RunWriter(path) as w:
+        w.write(rf.header)
+        for t in rf.turns:
+            w.write(t)
+        w.write(rf.end)
+    return path
+
+
+def test_explorer_marks_firings_on_the_turn_axis(tmp_path):
+    from adakit import explorer
+    from adakit.record import load_corpus
+
+    _looping_run(tmp_path)
+    corpus = load_corpus(tmp_path, cache=False)
+    view = explorer.RunView(corpus, "h")
+    assert view.firings == [{"detector": "search_loop", "first_turn": 1, "last_turn": 4,
+                             "evidence": view.firings[0]["evidence"]}]
+    assert view.jumps["detector:search_loop"] == [1]
+    assert "DETECTOR FIRINGS" in view.text(2) and "DETECTOR FIRINGS" not in view.text(5)
+    strip = explorer.firing_strip_text(view.firings, view.turn_numbers, current=2)
+    assert strip.splitlines() == ["turns SSSS.", "       ^", "key: S search_loop"]
+    html = explorer.firing_strip_html(view.firings, view.turn_numbers, current=2)
+    assert html.count("position:absolute") == 2 and "search_loop" in html
+    none = explorer.firing_marks(pd.DataFrame(columns=dt.FIRING_COLUMNS), "h")
+    quiet = explorer.RunView(corpus, "h", firings=pd.DataFrame(columns=dt.FIRING_COLUMNS))
+    assert none == [] and quiet.firings == [] and "detector:search_loop" not in quiet.jumps
+    static = explorer.render_static(corpus, "h", turn=2, show_map=False)
+    assert "turns SSSS." in static.text
+    pytest.importorskip("ipywidgets")
+    w = explorer.build_explorer(corpus, run_id="h", turn=1, show_map=False)
+    assert "search_loop" in w.firing_strip.value
+    assert "detector:search_loop" in [v for _, v in w.jump_select.options]

@@ -40,6 +40,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from adakit import figures
 from adakit.diagnostics.steps import Step
@@ -406,9 +407,15 @@ def plot_alignment(al: RunAlignment, level: str | None = None, labels: Mapping[s
     present = [k for k, _ in DIVERGENCE_RULES if any(s.kind == k for s in spans)]
     if present:
         ax.legend(handles=[Patch(color=SPAN_COLORS[k], alpha=0.4, label=k) for k in present],
-                  loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=len(present),
+                  loc="upper center", bbox_to_anchor=(0.5, -0.24), ncol=len(present),
                   frameon=False, fontsize=7)
     first = la.first_divergence
-    ax.set_title(title or (f"first divergence at turn {first[0]} (A) / {first[1]} (B)"
-                           if first else "the runs never diverge at this level"), fontsize=9)
+
+    def side(turn: int | None, who: str) -> str:
+        return f"a gap in {who}" if turn is None else f"turn {turn} of {who}"
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(title or (f"first divergence ({level} level): {side(first[0], 'A')}, "
+                           f"{side(first[1], 'B')}" if first
+                           else "the runs never diverge at this level"), fontsize=9)
     return fig

@@ -457,7 +457,9 @@ def score_association(per_run: pd.DataFrame, scores: pd.Series, runs: pd.DataFra
                           on="run_id")
     frame["score"] = frame["run_id"].map(scores)
     frame = frame[frame["score"].notna()].copy()
-    key = frame[task].astype(str).agg("/".join, axis=1) if task else pd.Series("", frame.index)
+    key = pd.Series(["/".join("" if pd.isna(v) else str(v) for v in row)
+                     for row in frame[task].itertuples(index=False)] if task else "",
+                    index=frame.index)
     frame["centred"] = frame["score"] - frame.groupby(key)["score"].transform("mean")
     rows = []
     for d in DETECTOR_NAMES:
