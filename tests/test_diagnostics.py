@@ -396,6 +396,7 @@ def test_cli_on_the_ci_study(ci_corpus, capsys):
     # each task's other runs are aligned with its reference; the world is on disk: 3 levels
     assert len(tables["alignments"]) == len(runs) - runs["reference"].nunique()
     assert tables["alignments"]["score_symbol"].notna().all()
+    assert str(tables["columns"]["turn_a"].dtype) == "Int64"  # gaps are missing turns
     named = runs["run_id"].iloc[0]
     assert main(["diagnose", str(ci_corpus), "--reference", named, "--resamples", "50",
                  "--out", str(ci_corpus.parent / "named")]) == 0
@@ -491,3 +492,15 @@ def test_explorer_marks_firings_on_the_turn_axis(tmp_path):
     w = explorer.build_explorer(corpus, run_id="h", turn=1, show_map=False)
     assert "search_loop" in w.firing_strip.value
     assert "detector:search_loop" in [v for _, v in w.jump_select.options]
+
+
+def test_written_tables_keep_turns_as_integers():
+    from adakit import diagnostics
+
+    frame = pd.DataFrame({"turn_a": [1, None, 3], "diverge_file_b": [None, None, 4],
+                          "score_file": [1, 0.5, None]})
+    assert list(diagnostics._one_type(frame["turn_a"])) == [1, pd.NA, 3]
+    assert str(diagnostics._one_type(frame["diverge_file_b"]).dtype) == "Int64"
+    assert diagnostics._one_type(frame["score_file"]).equals(frame["score_file"])
+    tr = trace([S(1, "EDT", action="patch")], patch=PATCH)
+    assert tr.labels == ["survived"]  # an edit naming no file cannot be checked: kept

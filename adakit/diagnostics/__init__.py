@@ -14,6 +14,7 @@ and writes the tables as parquet beside the corpus (``<corpus>.diagnostics/``).
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,13 +177,23 @@ def write_tables(diag: Diagnosis, out: str | Path) -> list[Path]:
     for name in TABLES:
         frame = getattr(diag, name).copy()
         for col in frame.columns:  # parquet wants one type per column
-            if frame[col].dtype == object and frame[col].map(type).nunique() > 1:
-                if not frame[col].map(lambda v: isinstance(v, list | type(None))).all():
-                    frame[col] = frame[col].map(lambda v: None if v is None else str(v))
+            frame[col] = _one_type(frame[col])
         path = out / f"{name}.parquet"
         frame.to_parquet(path, index=False)
         written.append(path)
     return written
+
+
+_TURN_COLUMNS = re.compile(r"^(turn_[ab]|[ab]_(first|last)|diverge_\w+_[ab]|first_turn|"
+                           r"last_turn|steps(_[ab])?)$")
+
+
+def _one_type(col: pd.Series) -> pd.Series:
+    """A column parquet can store with its meaning: turn numbers with gaps (a side of an
+    alignment without a step) as nullable integers, other mixed columns unchanged."""
+    if _TURN_COLUMNS.match(str(col.name)) and col.dtype != bool:
+        return pd.to_numeric(col, errors="coerce").astype("Int64")
+    return col
 
 
 def rate_table(diag: Diagnosis, runs: pd.DataFrame, by: str | Sequence[str] = "model",

@@ -23,10 +23,10 @@ neutral        anything no rule claims: a command that ran fine, an on-anchor re
 =============  ===========================================================================
 
 **Edits against a patch.** With a final patch (the submission is a unified diff), an edit of a
-file the patch does not touch is *reverted*. An edit of a patched file *survives* when one of
-the lines it inserted is among the patch's added lines of that file, when its text is not
-known (``sed`` with an address, ``patch``), or when it is the file's last edit (the patch *is*
-the state that edit left). An earlier edit whose known lines are all gone was overwritten:
+file the patch does not touch is *reverted* (an edit naming no file counts as kept). An edit
+of a patched file *survives* when one of the lines it inserted is among the patch's added lines
+of that file, when its text is not known (``sed`` with an address, ``patch``), or when it is
+the file's last edit (the patch *is* the state that edit left). An earlier edit whose known lines are all gone was overwritten:
 *reverted*. **Without a patch** (Ada's read-only runs never edit; a foreign run that did not
 submit) nothing says what the final state is, so an edit *survives* unless a later step undoes
 it: an undo of the same file (``git checkout``/``restore``/``stash``/``reset`` name no file and
@@ -320,7 +320,9 @@ def _edit_kept(s: Step, i: int, tr: Trace) -> bool:
     if s.undo:
         return False
     if f.patch_files is not None:
-        if not s.file or s.file not in f.patch_files:
+        if not s.file:  # an edit naming no file (``patch``, ``git apply``) cannot be checked
+            return True
+        if s.file not in f.patch_files:
             return False
         lines = [x.strip() for x in (s.added or "").splitlines() if x.strip()]
         if not lines or tr.last_edit.get(s.file) == i:
