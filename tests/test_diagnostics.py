@@ -428,6 +428,19 @@ def test_cli_on_imported_fixtures(tmp_path, capsys):
     assert (label[6], label[8], label[9]) == ("failed", "survived", "neutral")
     runs = pd.read_parquet(tmp_path / "imported.diagnostics" / "runs.parquet")
     assert runs.set_index("run_id")["has_patch"].sum() == 4
+    # every fixture is its own issue; aligned as runs on one repository, they have a reference
+    swe = runs["run_id"][runs["run_id"].str.startswith("swe-agent__pallets__flask-5002")].iloc[0]
+    assert main(["diagnose", str(out), "--same-task", "world", "task", "--reference", swe,
+                 "--no-symbols", "--resamples", "20", "--out", str(tmp_path / "one")]) == 0
+    aligned = pd.read_parquet(tmp_path / "one" / "alignments.parquet")
+    from adakit.record import load_corpus
+
+    table = load_corpus(out, cache=False).runs.set_index("run_id")
+    peers = table[(table["world"] == table.loc[swe, "world"])
+                  & (table["task"] == table.loc[swe, "task"])]
+    assert len(peers) >= 5 and set(aligned["run_a"]) == {swe}
+    assert set(aligned["run_b"]) == set(peers.index) - {swe}
+    assert aligned["score_symbol"].isna().all() and (aligned["score_action"] >= 1).all()
 
 
 def test_score_association_separates_difficulty_from_failure():

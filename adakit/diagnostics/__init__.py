@@ -81,10 +81,13 @@ def diagnose(
     mismatch: float = 0.0,
     gap: float = 0.0,
     symbols: bool = True,
+    task_key: Sequence[str] = al.TASK_KEY,
 ) -> Diagnosis:
     """Label every step, run every detector (frozen thresholds, or calibrated on this corpus at
     ``percentile``) and align each run with its task's reference (``reference`` for its task,
-    else :func:`adakit.diagnostics.align.choose_references` on lens 3 ``verdicts``)."""
+    else :func:`adakit.diagnostics.align.choose_references` on lens 3 ``verdicts``). Runs are
+    of the same task when they agree on the ``task_key`` columns (default world, task family
+    and target; ``("world", "task")`` compares, e.g., different issues of one repository)."""
     runs = corpus.runs
     traces = st.read_traces(runs["path"])
     for tr in traces:
@@ -102,9 +105,10 @@ def diagnose(
     if reference is not None and reference not in set(runs["run_id"]):
         raise ValueError(f"the reference {reference!r} is not a run of this corpus")
     refs = al.choose_references(runs, scores, useful.set_axis(per_run["run_id"]),
-                                per_run.set_index("run_id")["steps"], named=reference)
+                                per_run.set_index("run_id")["steps"], named=reference,
+                                key=task_key)
     by_id = {tr.facts.run_id: tr for tr in traces}
-    keys = [k for k in al.TASK_KEY if k in runs.columns]
+    keys = [k for k in task_key if k in runs.columns]
     ref_of: dict[str, str] = {}
     for task, grp in runs.groupby(keys, sort=True, dropna=False):
         task = task if isinstance(task, tuple) else (task,)
@@ -238,7 +242,8 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     try:
         diag = diagnose(corpus, reference=args.reference, calibrate=args.calibrate,
                         percentile=args.percentile, verdicts=verdicts, match=args.match,
-                        mismatch=args.mismatch, gap=args.gap, symbols=not args.no_symbols)
+                        mismatch=args.mismatch, gap=args.gap, symbols=not args.no_symbols,
+                        task_key=args.same_task)
     except ValueError as exc:
         print(f"adakit diagnose: {exc}")
         return 2
@@ -283,6 +288,9 @@ def register_cli(sub: Any) -> None:
     p.add_argument("--mismatch", type=float, default=0.0, help="score of a mismatch (0)")
     p.add_argument("--gap", type=float, default=0.0, help="score of a gap (0)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (1000)")
+    p.add_argument("--same-task", nargs="+", metavar="COLUMN", default=list(al.TASK_KEY),
+                   help="run columns two runs must share to be aligned (default: world task "
+                   "target)")
     p.add_argument("--no-symbols", action="store_true", help="skip the symbol level (no code "
                    "index even when the world is on disk)")
     p.add_argument("--out", metavar="DIR", help="output folder (default <corpus>.diagnostics)")
