@@ -404,6 +404,8 @@ def test_cli_on_the_ci_study(ci_corpus, capsys):
     assert named in set(aligned["run_a"])
     assert main(["diagnose", str(ci_corpus), "--reference", "nope", "--out",
                  str(ci_corpus.parent / "x")]) == 2
+    assert main(["diagnose", str(ci_corpus), "--by", "colour"]) == 2
+    assert {"model", "condition", "task"} <= set(runs.columns)  # the run axes, per run
 
 
 def test_cli_on_imported_fixtures(tmp_path, capsys):

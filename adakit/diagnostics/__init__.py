@@ -100,6 +100,9 @@ def diagnose(
         base = dt.calibrate(stats, percentile, base)
         firings, stats = dt.detect(traces, base)
     per_run = per_run_table(traces, stats)
+    axes = [c for c in ("agent", "model", "world", "task", "target", "condition", "repeat")
+            if c in runs.columns]
+    per_run = runs[["run_id", *axes]].merge(per_run, on="run_id", how="right")
     useful = (per_run["label_survived"] + per_run["label_justified"]) / per_run["steps"].clip(lower=1)
     scores = al.lens3_run_scores(verdicts, runs) if verdicts is not None and len(verdicts) else None
     if reference is not None and reference not in set(runs["run_id"]):
@@ -235,6 +238,11 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     if corpus.runs.empty:
         print(f"no runs in {corpus_dir}")
         return 1
+    unknown = [c for c in [*(args.by or []), *args.same_task] if c not in corpus.runs.columns]
+    if unknown:
+        print(f"adakit diagnose: no run column {', '.join(unknown)} (columns: "
+              f"{', '.join(corpus.runs.columns)})")
+        return 2
     try:
         verdicts = ag.read_corpus_judgments(corpus_dir)
     except (FileNotFoundError, ValueError):
