@@ -301,14 +301,16 @@ def choose_references(runs: pd.DataFrame, scores: pd.Series | None = None,
         if named is not None and named in ids:
             out[task] = named
             continue
-        def rank(r: str) -> tuple:
-            s = scores.get(r) if scores is not None else None
-            q = quality.get(r) if quality is not None else None
-            n = steps.get(r, 0) if steps is not None else 0
-            return (-(s if s is not None and s == s else -1.0),
-                    -(q if q is not None and q == q else -1.0), n, r)
-        out[task] = min(ids, key=rank)
+        out[task] = min(ids, key=lambda r: (-_value(scores, r), -_value(quality, r),
+                                            _value(steps, r, 0.0), r))
     return out
+
+
+def _value(table: pd.Series | None, key: str, missing: float = -1.0) -> float:
+    """``table[key]`` as a number, ``missing`` when there is no table, key or value."""
+    if table is None or key not in table.index or pd.isna(table[key]):
+        return missing
+    return float(table[key])
 
 
 # --------------------------------------------------------------------------- tables

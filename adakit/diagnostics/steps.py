@@ -234,11 +234,11 @@ def world_anchors(world: str) -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def _manifest() -> dict[str, Any]:
-    from adakit.world import load_manifest
+    from adakit.world import ManifestError, load_manifest
 
     try:
         return load_manifest()
-    except Exception:  # a broken manifest only loses the D13 fallback
+    except ManifestError:  # a broken manifest only loses the D13 fallback
         return {}
 
 
