@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "adakit.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
     "adakit.dataset",  # adakit dataset build|check|restore-cache
     "adakit.importers",  # adakit import FORMAT PATH... --out DIR
+    "adakit.diagnostics",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
 ]
 
 

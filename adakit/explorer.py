@@ -13,6 +13,9 @@ Everything the explorer shows comes from pure functions that need no browser:
   state changes, or by replaying the MEM/CON calls through :class:`adakit.tools.Toolbox`
   without a world), :func:`reads_until`, :func:`read_ranges`, :func:`turn_text`;
 - jumping: :func:`jump_targets`, :func:`matching_turns`, :func:`step_match`;
+- anti-pattern detector firings (:mod:`adakit.diagnostics`) marked on the turn axis:
+  :func:`run_firings`, :func:`firing_marks`, :func:`firing_jumps` (``detector:<name>`` jump
+  targets), :func:`firing_strip_text` / :func:`firing_strip_html` (the strip under the slider);
 - pictures: :func:`arc_data` / :func:`plot_arc`, :func:`map_values` / :func:`plot_turn_map`.
 
 :class:`RunView` ties them together for one run; :func:`build_explorer` assembles the
@@ -410,6 +413,97 @@ def step_match(matches: Sequence[int], current: int, direction: int = 1) -> int 
     return max(earlier) if earlier else None
 
 
+# --------------------------------------------------------------------------- detector firings
+
+
+def run_firings(rf: RunFile, thresholds: Mapping[str, Mapping[str, float]] | None = None
+                ) -> pd.DataFrame:
+    """The anti-pattern detector firings of one run file (:mod:`adakit.diagnostics`; frozen
+    thresholds unless ``thresholds`` gives others, e.g. a corpus's calibrated ones)."""
+    from adakit.diagnostics import detectors, steps
+
+    found = steps.steps_of(rf)
+    trace = steps.Trace(found, steps.facts_of(rf, found))
+    th = {k: dict(v) for k, v in thresholds.items()} if thresholds else None
+    return detectors.detect([trace], th)[0]
+
+
+def firing_marks(firings: pd.DataFrame, run_id: str) -> list[dict[str, Any]]:
+    """One run's firings as marks (detector, first_turn, last_turn, evidence), in turn order."""
+    rows = firings[firings["run_id"] == run_id].sort_values(["first_turn", "detector"])
+    return [{"detector": str(r.detector), "first_turn": int(r.first_turn),
+             "last_turn": int(r.last_turn), "evidence": str(r.evidence)}
+            for r in rows.itertuples(index=False)]
+
+
+def firing_jumps(marks: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """Jump targets ``detector:<name>``: the first turn of each firing of that detector."""
+    out: dict[str, list[int]] = {}
+    for m in marks:
+        out.setdefault(f"detector:{m['detector']}", []).append(int(m["first_turn"]))
+    return {k: sorted(set(v)) for k, v in out.items()}
+
+
+def firings_at(marks: Sequence[Mapping[str, Any]], turn: int) -> list[Mapping[str, Any]]:
+    """The firings whose turn span holds ``turn``."""
+    return [m for m in marks if m["first_turn"] <= turn <= m["last_turn"]]
+
+
+def firing_strip_text(marks: Sequence[Mapping[str, Any]], turn_numbers: Sequence[int],
+                      current: int | None = None) -> str:
+    """The firings as a text strip, one character per turn: the letter of the detector whose
+    span covers it (``*`` for several, ``.`` for none), ``^`` under the current turn, and a key."""
+    from adakit.diagnostics.detectors import DETECTOR_CODES
+
+    cells = []
+    for t in turn_numbers:
+        here = {m["detector"] for m in firings_at(marks, t)}
+        cells.append("." if not here else DETECTOR_CODES.get(next(iter(here)), "?")
+                     if len(here) == 1 else "*")
+    lines = ["turns " + "".join(cells)]
+    if current is not None and current in turn_numbers:
+        lines.append(" " * (6 + list(turn_numbers).index(current)) + "^")
+    used = sorted({m["detector"] for m in marks})
+    lines.append("key: " + (", ".join(f"{DETECTOR_CODES[d]} {d}" for d in used) or "no firings"))
+    return "\n".join(lines)
+
+
+def firing_strip_html(marks: Sequence[Mapping[str, Any]], turn_numbers: Sequence[int],
+                      current: int | None = None, width_px: int = 300) -> str:
+    """The firings as a strip under the turn slider: one coloured bar per firing over its turn
+    span (its evidence as the tooltip), a dark tick at the current turn."""
+    from adakit.diagnostics.detectors import DETECTOR_COLORS
+
+    if not turn_numbers:
+        return ""
+    lo, hi = min(turn_numbers), max(turn_numbers)
+    span = max(hi - lo + 1, 1)
+    inner = width_px - 44  # the slider's track starts after its 36 px label
+
+    def x(turn: float) -> float:
+        return 40 + inner * (turn - lo) / span
+
+    bars = []
+    lanes: dict[str, int] = {}
+    for m in marks:
+        lane = lanes.setdefault(m["detector"], len(lanes))
+        left, right = x(m["first_turn"]), x(m["last_turn"] + 1)
+        bars.append(f"<div title='{html.escape(m['detector'] + ': ' + m['evidence'], quote=True)}'"
+                    f" style='position:absolute;left:{left:.1f}px;width:{max(right - left, 3):.1f}px;"
+                    f"top:{2 + 5 * lane}px;height:4px;"
+                    f"background:{DETECTOR_COLORS.get(m['detector'], '#555')}'></div>")
+    if current is not None:
+        cx = x(current + 0.5)
+        bars.append(f"<div style='position:absolute;left:{cx - 0.5:.1f}px;width:1px;top:0;"
+                    f"height:{4 + 5 * max(len(lanes), 1)}px;background:{HIGHLIGHT_COLOR}'></div>")
+    height = 6 + 5 * max(len(lanes), 1)
+    key = " ".join(f"<span style='color:{DETECTOR_COLORS.get(d, '#555')}'>&#9632; {d}</span>"
+                   for d in lanes) or "<span style='color:#777'>no detector fired in this run</span>"
+    return (f"<div class='adakit-firings' style='position:relative;width:{width_px}px;"
+            f"height:{height}px'>{''.join(bars)}</div>"
+            f"<div style='font-size:11px;margin-left:40px'>{key}</div>")
+
+
 # --------------------------------------------------------------------------- turn text
 
 
@@ -792,7 +886,7 @@ class RunView:
 
     def __init__(self, corpus: Corpus, run_id: str, axis: Axis = "turn",
                  fetch_world: bool = False, files: tuple[pd.DataFrame, str] | None = None,
-                 run_file: RunFile | None = None) -> None:
+                 run_file: RunFile | None = None, firings: pd.DataFrame | None = None) -> None:
         hit = corpus.runs[corpus.runs["run_id"] == run_id]
         if hit.empty:
             some = corpus.runs["run_id"].head(3).tolist()
@@ -807,6 +901,11 @@ class RunView:
         self.axis, self.axis_note = resolve_axis(self.rf, axis)
         self.reads = corpus.reads[corpus.reads["run_id"] == run_id].reset_index(drop=True)
         self.jumps = jump_targets(self.rf)
+        #: the run's detector firings (``firings``, e.g. from ``adakit diagnose``, else found
+        #: here with the frozen thresholds), marked under the turn slider
+        self.firings = firing_marks(firings if firings is not None else run_firings(self.rf),
+                                    run_id)
+        self.jumps.update(firing_jumps(self.firings))
         self._files = files
         self._layout: pd.DataFrame | None = None
 
@@ -838,13 +937,25 @@ class RunView:
         """The working state after ``turn`` (:func:`state_at`)."""
         return state_at(self.rf, turn)
 
+    def firing_note(self, turn: int) -> str:
+        """The detector firings whose span holds ``turn``, one line each ("" for none)."""
+        return "\n".join(f"{m['detector']} (turns {m['first_turn']}-{m['last_turn']}): "
+                         f"{m['evidence']}" for m in firings_at(self.firings, turn))
+
     def text(self, turn: int) -> str:
-        """The turn as plain text, with the code read so far (:func:`turn_text`)."""
-        return turn_text(self.rf, turn, self.reads)
+        """The turn as plain text, with the code read so far (:func:`turn_text`) and the
+        detector firings it lies in."""
+        note = self.firing_note(turn)
+        return turn_text(self.rf, turn, self.reads) + (f"\nDETECTOR FIRINGS\n{note}" if note
+                                                       else "")
 
     def html(self, turn: int) -> str:
-        """The turn as HTML (:func:`turn_html`)."""
-        return turn_html(self.rf, turn, self.reads)
+        """The turn as HTML (:func:`turn_html`), with the detector firings it lies in."""
+        note = self.firing_note(turn)
+        extra = (f"<div style='margin-top:8px;font-size:11px;color:#555'>DETECTOR FIRINGS</div>"
+                 f"<pre style='{PRE_STYLE}color:#8A5A00'>{html.escape(note)}</pre>"
+                 if note else "")
+        return turn_html(self.rf, turn, self.reads) + extra
 
     def arc_figure(self, turn: int) -> Figure:
         """The run's journey arc with ``turn`` ringed (:func:`plot_arc`)."""
@@ -949,19 +1060,23 @@ def landmark_turns(rf: RunFile, turn: int, limit: int = 5) -> list[int]:
 
 def render_static(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
                   turns: Sequence[int] | None = None, axis: Axis = "turn",
-                  fetch_world: bool = False, show_map: bool = True) -> StaticRendering:
-    """The static explorer: run summary, jump targets, the text of ``turns`` (default:
-    :func:`landmark_turns`), and the arc and map figures at ``turn``."""
+                  fetch_world: bool = False, show_map: bool = True,
+                  firings: pd.DataFrame | None = None) -> StaticRendering:
+    """The static explorer: run summary, jump targets, the detector firings as a strip over
+    the turns, the text of ``turns`` (default: :func:`landmark_turns`), and the arc and map
+    figures at ``turn``."""
     data = _as_corpus(corpus)
     run_id = run_id or default_run(data.runs, data.turns)
-    view = RunView(data, run_id, axis=axis, fetch_world=fetch_world)
+    view = RunView(data, run_id, axis=axis, fetch_world=fetch_world, firings=firings)
     if not view.n_turns:
         return StaticRendering(run_id, 0, [], view.summary() + "\n(no turns to show)")
     if turn not in view.turn_numbers:
         turn = min(max(turn, view.turn_numbers[0]), view.turn_numbers[-1])
     shown = list(turns) if turns is not None else landmark_turns(view.rf, turn)
     parts = [view.summary(), "jump targets: " + "; ".join(
-        f"{k} {v}" for k, v in view.jumps.items() if v)]
+        f"{k} {v}" for k, v in view.jumps.items() if v),
+        "detector firings on the turn axis:\n" + firing_strip_text(view.firings,
+                                                                   view.turn_numbers, turn)]
     parts += [view.text(t) for t in shown]
     figs = {"arc": view.arc_figure(turn)}
     if show_map:
@@ -983,12 +1098,14 @@ class ExplorerWidgets:
     and the arc and footprint pictures. ``ui`` is the top-level widget."""
 
     def __init__(self, corpus: Corpus, run_id: str | None = None, turn: int = 1,
-                 axis: Axis = "turn", fetch_world: bool = False, show_map: bool = True) -> None:
+                 axis: Axis = "turn", fetch_world: bool = False, show_map: bool = True,
+                 firings: pd.DataFrame | None = None) -> None:
         import ipywidgets as w
 
         if corpus.runs.empty:
             raise ValueError("the corpus has no runs to explore")
         self.corpus = corpus
+        self.firings = firings
         self.axis: Axis = axis
         self.fetch_world = fetch_world
         self.show_map = show_map
@@ -1018,6 +1135,8 @@ class ExplorerWidgets:
         self.jump_next = w.Button(description="match ▶", layout=w.Layout(width="84px"),
                                   disabled=True)
         self.jump_note = w.HTML()
+        #: the run's detector firings, drawn under the slider's track
+        self.firing_strip = w.HTML()
         # widgets carry a 2 px margin: a width or max-width of 100% would stick out by 4 px
         self.turn_view = w.HTML(layout=w.Layout(flex="1 1 380px", min_width="300px"))
         self.arc_image = w.Image(format="png", layout=w.Layout(width=f"{PICTURE_PX}px"))
@@ -1031,6 +1150,7 @@ class ExplorerWidgets:
             self.summary,
             w.HBox([self.prev_button, self.slider, self.next_button, self.jump_select,
                     self.jump_prev, self.jump_next], layout=w.Layout(**wrap)),
+            self.firing_strip,
             self.jump_note,
             w.HBox([self.turn_view,
                     w.VBox(pictures, layout=w.Layout(flex=f"0 0 {PICTURE_PX + 8}px",
@@ -1102,7 +1222,7 @@ class ExplorerWidgets:
             self._refresh_options()
         world = str(row["world"].iloc[0])
         view = RunView(self.corpus, run_id, self.axis, self.fetch_world,
-                       files=self._files.get(world))
+                       files=self._files.get(world), firings=self.firings)
         self.view = view
         self._busy = True
         try:
@@ -1177,6 +1297,7 @@ class ExplorerWidgets:
             self.map_image.value = b""
             return
         t = self.turn
+        self.firing_strip.value = firing_strip_html(view.firings, view.turn_numbers, t)
         self.turn_view.value = view.html(t)
         _show(self.arc_image, figure_png(view.arc_figure(t)))
         if self.show_map:
@@ -1227,9 +1348,11 @@ def _show(image: Any, png: bytes) -> None:
 
 def build_explorer(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
                    axis: Axis = "turn", fetch_world: bool = False,
-                   show_map: bool = True) -> ExplorerWidgets:
-    """The interactive explorer's widgets (needs ipywidgets; works without a front end)."""
-    return ExplorerWidgets(_as_corpus(corpus), run_id, turn, axis, fetch_world, show_map)
+                   show_map: bool = True, firings: pd.DataFrame | None = None) -> ExplorerWidgets:
+    """The interactive explorer's widgets (needs ipywidgets; works without a front end);
+    ``firings`` (e.g. ``adakit diagnose``'s table) replaces the frozen-threshold firings."""
+    return ExplorerWidgets(_as_corpus(corpus), run_id, turn, axis, fetch_world, show_map,
+                           firings)
 
 
 def widgets_available() -> bool:
@@ -1253,20 +1376,25 @@ def use_widgets(interactive: bool | None = None) -> bool:
 
 def explore(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
             interactive: bool | None = None, axis: Axis = "turn", fetch_world: bool = False,
-            show_map: bool = True) -> ExplorerWidgets | StaticRendering:
+            show_map: bool = True, firings: pd.DataFrame | None = None
+            ) -> ExplorerWidgets | StaticRendering:
     """Open the explorer on a corpus (a :class:`Corpus` or a corpus folder) at ``run_id``
     (default :func:`default_run`) and ``turn``: widgets when :func:`use_widgets` says so,
-    else :func:`render_static`. Either result displays itself in a notebook."""
+    else :func:`render_static`. Either result displays itself in a notebook. The detector
+    firings are marked under the turn slider (``firings``, else found per run with the frozen
+    thresholds)."""
     data = _as_corpus(corpus)
     if use_widgets(interactive):
-        return ExplorerWidgets(data, run_id, turn, axis, fetch_world, show_map)
+        return ExplorerWidgets(data, run_id, turn, axis, fetch_world, show_map, firings)
     return render_static(data, run_id, turn, axis=axis, fetch_world=fetch_world,
-                         show_map=show_map)
+                         show_map=show_map, firings=firings)
 
 
 __all__ = [
     "ANY", "AXES", "ENV_VAR", "ExplorerWidgets", "RunView", "StaticRendering", "apply_change",
     "arc_data", "axis_options", "build_explorer", "default_run", "explore", "figure_png",
+    "firing_jumps", "firing_marks", "firing_strip_html", "firing_strip_text", "firings_at",
+    "run_firings",
     "jump_targets", "landmark_turns", "map_values", "matching_turns", "plot_arc",
     "plot_turn_map", "read_ranges", "reads_until", "render_static", "run_label", "select_runs",
     "state_at", "step_match", "turn_changes", "turn_html", "turn_record", "turn_sections",

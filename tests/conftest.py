@@ -56,6 +56,22 @@ def sklearn_world():
     return _real_world("scikit-learn")
 
 
+@pytest.fixture(scope="session")
+def ci_baseline_corpus(tmp_path_factory) -> Path:
+    """The CI study's scripted-baseline runs on flask (13 runs, no model), launched once per
+    session into a temporary folder; skipped when the flask world cannot be had."""
+    from adakit.study import launch, load_study, restrict
+
+    _real_world("flask")
+    out = tmp_path_factory.mktemp("ci-baselines") / "runs"
+    root = Path(__file__).resolve().parents[1]
+    study = load_study(root / "studies" / "ci.yaml",
+                       overrides={"output": str(out), "hint_model": None, "judge": None})
+    baselines = sorted({s.model for s in study.specs if s.model.startswith("baseline-")})
+    launch(restrict(study, models=baselines), progress=False)
+    return out
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under ``ADAKIT_STRICT=1`` (set by ``make test``) a skipped test fails: CI must run them all."""
