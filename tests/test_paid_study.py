@@ -459,3 +459,33 @@ def test_eight_runs_on_one_endpoint_under_injected_429s(env, monkeypatch):
     assert fake.answered == 8 * 3 and fake.refused > 0
     assert len(fake.requests) <= 1.5 * fake.answered  # 34 requests for 24 replies
     assert fake.max_in_flight <= 3
+
+
+def test_preflight_names_missing_local_weights_and_judges_it_cannot_reach(env, monkeypatch, capsys):
+    """A local model whose weights are absent, and a judge block naming a judge without a key
+    and one whose endpoint does not answer: one row each, nothing launched."""
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    with FakeOpenAI(agent()) as fake:
+        registry(env, monkeypatch, **{
+            "fake-ok": llm(fake.url),
+            "local-gone": {"kind": "local", "model_id": "gone", "gguf": str(env / "absent" / "model.gguf"),
+                           "temperature": 0.2, "max_tokens": 200, "context_window": 4096},
+            "judge-nokey": llm(fake.url, NO_KEY),
+            "judge-down": llm(down),
+        })
+        study = study_file(env, [{"models": ["fake-ok", "local-gone"], "worlds": ["flask"],
+                                  "tasks": ["risk_review"], "conditions": ["natural"]}],
+                           judge={"judges": ["fake-ok", "judge-nokey", "judge-down"],
+                                  "turn_judge": "fake-ok"})
+        code, out = adakit(capsys, "launch", study, "--check")
+    assert code == 2 and "Traceback" not in out
+    rows = [line for line in out.splitlines() if line.startswith(("model ", "world ", "judge "))]
+    assert len(rows) == 3, out
+    local = next(r for r in rows if "local-gone" in r)
+    assert local.startswith("model") and "no GGUF file" in local and "1 runs" in local
+    nokey = next(r for r in rows if "judge-nokey" in r)
+    assert nokey.startswith("judge") and f"{NO_KEY} is not set" in nokey
+    gone = next(r for r in rows if "judge-down" in r)
+    assert gone.startswith("judge") and f"{down} does not answer" in gone
+    assert not any("fake-ok" in r for r in rows)
+    assert not (env / "runs").exists()
