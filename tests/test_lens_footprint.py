@@ -150,6 +150,12 @@ def test_fig10b_compares_models_on_the_same_task(reads, runs):
         "a.py": 20.0, "b.py": 5.0, "c.py": -5.0}
     assert models.summary() == "m1 (1 runs) minus m2 (2 runs), 3 files (task t1)"
     assert out["condition"].scope == {}  # a condition contrast pools tasks
+    # notebook 14's compare_models_condition: the condition held as well (natural: r1 vs r3)
+    natural = fp.compare_pairs(reads, tasks, {"model": []},
+                               hold={"model": {"task": None, "condition": "natural"}})["model"]
+    assert natural.scope == {"task": "t1", "condition": "natural"}
+    assert natural.difference.set_index("file")["diff"].to_dict() == {
+        "a.py": 20.0, "b.py": 5.0, "c.py": -10.0}
     given = fp.compare_pairs(reads, tasks, {"model": []}, hold={"model": {"task": "t2"}})
     assert "have no runs with {'task': 't2'}" in given["model"].skipped
     apart = fp.compare_pairs(reads, runs.assign(task=["t1", "t1", "t2", "t2"]), {"model": []})
