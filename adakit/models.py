@@ -934,17 +934,21 @@ def find_gguf(spec: ModelSpec | None = None) -> Path:
 def local_model_available(spec: ModelSpec | str | None = None) -> tuple[bool, str]:
     """Whether a local model (default: the default local model) can be served here, and why
     not if it cannot."""
-    missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
-    if missing:
-        return False, (
-            f"llama-cpp-python's server is not installed (missing {', '.join(missing)}): "
-            "run `make local-model`"
-        )
+    problems = []
+    gguf = None
     try:
         spec = get_model(spec) if isinstance(spec, str) else spec
         gguf = find_gguf(spec)
     except ModelError as exc:
-        return False, str(exc)
+        problems.append(str(exc))
+    missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        problems.append(
+            f"llama-cpp-python's server is not installed (missing {', '.join(missing)}): "
+            "run `make local-model`"
+        )
+    if problems or gguf is None:
+        return False, "; ".join(problems)
     return True, f"llama-cpp-python server with {gguf.name}"
 
 

@@ -439,12 +439,14 @@ def summarize(output: str | Path) -> pd.DataFrame:
 # --------------------------------------------------------------------------- CLI
 
 
-def confirm_cost(usd: float, threshold: float, yes: bool, ask: Any = input) -> bool:
+def confirm_cost(usd: float, threshold: float, yes: bool, ask: Any = input,
+                 interactive: bool | None = None) -> bool:
     """Whether a launch estimated at ``usd`` may go ahead: below ``threshold``, with ``yes``,
-    or when the user types y at the prompt (never without a terminal to ask on)."""
+    or when the user types y at the prompt (never without a terminal to ask on;
+    ``interactive`` overrides the terminal check)."""
     if usd <= threshold or yes:
         return True
-    if not sys.stdin.isatty():
+    if not (sys.stdin.isatty() if interactive is None else interactive):
         print(f"the estimate ${usd_text(usd)} is above ${usd_text(threshold)}: pass --yes to launch "
               "(or raise --confirm-above)", file=sys.stderr)
         return False
@@ -498,10 +500,13 @@ def gated_launch(
     confirm_above: float = CONFIRM_ABOVE_USD,
     yes: bool = False,
     study_arg: str = "STUDY",
+    ask: Any = input,
+    interactive: bool | None = None,
 ) -> int:
     """A launch as ``adakit launch`` runs it: preflight (its table and status 2 when something
     is missing), the estimate (status 3 when it is above ``confirm_above`` and not confirmed),
-    the launch, and the failure summary (status 1 when a run failed and was not retried)."""
+    the launch, and the failure summary (status 1 when a run failed and was not retried).
+    ``ask`` and ``interactive`` stand in for the terminal's prompt (tests)."""
     options = {"retry": retry, "retry_any": retry_any, "retry_from": retry_from}
     todo = [s for s in study.specs
             if run_state(study.output / f"{s.run_id}.jsonl", s, retry, retry_any).status in REMAINING]
@@ -523,9 +528,9 @@ def gated_launch(
     print(f"estimated cost of this launch: ${usd_text(plan.total_usd)}"
           + (f" (plus unpriced: {', '.join(plan.unpriced)})" if plan.unpriced else "")
           + f"; details: adakit launch {study_arg} --plan")
-    if not confirm_cost(plan.total_usd, confirm_above, yes):
-        if plan.total_usd > confirm_above:
-            print(plan.cost_text())
+    if plan.total_usd > confirm_above and not yes:
+        print(plan.cost_text())  # the whole estimate before the question, not after it
+    if not confirm_cost(plan.total_usd, confirm_above, yes, ask=ask, interactive=interactive):
         print("nothing was launched", file=sys.stderr)
         return 3
     summary = launch(study, preflight_first=False, **options)

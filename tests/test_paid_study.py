@@ -31,7 +31,7 @@ from adakit.record import (
     read_run,
 )
 from adakit.retry import attempts_beside, failure_of
-from adakit.study import failure_summary, launch, load_study
+from adakit.study import failure_summary, gated_launch, launch, load_study
 
 KEY = "ADAKIT_PAID_TEST_" + "KEY"  # built at run time so credential scanners do not flag it
 NO_KEY = "ADAKIT_UNSET_TEST_" + "KEY"
@@ -305,6 +305,28 @@ def test_cost_above_the_threshold_needs_confirmation(env, monkeypatch, capsys):
         assert fake.requests == [] and not (env / "runs").exists()
         code, out = adakit(capsys, "launch", study, "--confirm-above", "0", "--yes")
     assert code == 0 and "estimated cost of this launch: $0.0" in out
+
+
+def test_at_a_terminal_the_whole_estimate_comes_before_the_question(env, monkeypatch, capsys):
+    """y launches, anything else launches nothing; the breakdown is printed before asking."""
+    with FakeOpenAI(agent()) as fake:
+        registry(env, monkeypatch, **{"fake-ok": llm(fake.url, price_in=2.0, price_out=8.0)})
+        path = study_file(env, [{"models": ["fake-ok"], "worlds": ["flask"], "tasks": ["risk_review"],
+                                 "conditions": ["natural"]}])
+        asked: list[str] = []
+
+        def answer(reply: str):
+            def ask(question: str) -> str:
+                asked.append(capsys.readouterr().out)  # what the user had read when asked
+                return reply
+            return ask
+
+        code = gated_launch(load_study(path), confirm_above=0, ask=answer("n"), interactive=True)
+        assert code == 3 and fake.requests == [] and not (env / "runs").exists()
+        assert "estimate (every remaining run" in asked[0] and "USD per model: fake-ok" in asked[0]
+        code = gated_launch(load_study(path), confirm_above=0, ask=answer(" Y "), interactive=True)
+        assert code == 0 and len(asked) == 2 and fake.requests
+    assert len(list((env / "runs").glob("*.jsonl"))) == 1
 
 
 # ------------------------------------------------------------------------------ retries
