@@ -105,9 +105,10 @@ def build(
 ) -> dict[str, Any]:
     """Pack a finished corpus (and its verdicts and cached replies) into a dataset folder.
 
-    A corpus with unfinished runs is refused unless ``leave_unfinished``: then only finished
-    runs are packed and the manifest lists the others under ``unfinished`` (a launch that
-    resumes them and a new build make the next version)."""
+    A corpus with unfinished runs, or fewer runs than its study declares, is refused unless
+    ``leave_unfinished``: then only finished runs are packed, and the manifest lists the
+    started ones under ``unfinished`` and every run of the study it lacks under ``remaining``
+    (a launch that records them and a new build make the next version)."""
     from adakit.judges import judgments_dir
     from adakit.models import get_model
 
@@ -126,6 +127,15 @@ def build(
     parsed = [rf for rf in parsed if rf.finished]
     if not parsed:
         raise DatasetError(f"no finished run in {runs_dir}")
+    study_path = config.resolve(study) if study else runs_dir / "study.yaml"
+    declared = declared_runs(study_path)
+    remaining = [r for r in declared if r not in {rf.header.run_id for rf in parsed}]
+    if remaining and not leave_unfinished:
+        raise DatasetError(
+            f"{len(remaining)} of the study's {len(declared)} runs are not finished (e.g. "
+            f"{remaining[0]}): finish the launch first, or pass --leave-unfinished to pack "
+            "only the finished ones"
+        )
     tmp = Path(tempfile.mkdtemp(prefix=".dataset-", dir=out.parent if out.parent.exists() else None))
     try:
         (tmp / "runs").mkdir()
@@ -159,7 +169,6 @@ def build(
                 if line.strip():
                     n_verdicts += 1
                     judge_models.add(json.loads(line).get("judge", ""))
-        study_path = config.resolve(study) if study else runs_dir / "study.yaml"
         study_doc: dict[str, Any] = {}
         if study_path.exists():
             study_doc = yaml.safe_load(study_path.read_text(encoding="utf-8")) or {}
@@ -207,8 +216,12 @@ def build(
                 "responses.jsonl": sha256_file(tmp / "responses.jsonl"),
                 "study.yaml": sha256_file(tmp / "study.yaml") if study_path.exists() else None,
             },
-            "counts": {"runs": len(rows), "verdicts": n_verdicts, "responses": len(entries)},
+            "counts": {"runs": len(rows), "verdicts": n_verdicts, "responses": len(entries),
+                       "declared": len(declared)},
             "unfinished": unfinished,
+            # the study's runs this version does not hold (started or not): a launch that
+            # records them and a new build make the next version
+            "remaining": remaining,
             "wall_time_s": {
                 "runs": round(sum(r["wall_s"] for r in rows), 1),
                 "turns": round(sum(r["turn_s"] for r in rows), 1),
@@ -229,6 +242,18 @@ def build(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
+
+def declared_runs(study_path: Path) -> list[str]:
+    """The run ids a study file declares, in launch order (none without the file)."""
+    if not study_path.exists():
+        return []
+    from adakit.study import load_study
+
+    try:
+        return [s.run_id for s in load_study(study_path).specs]
+    except (ValueError, KeyError) as exc:
+        raise DatasetError(f"{study_path}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- read and check
@@ -365,8 +390,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
     c = manifest["counts"]
     print(f"dataset {manifest['name']}: {c['runs']} runs, {c['verdicts']} verdicts, "
           f"{c['responses']} recorded replies -> {args.out}")
-    if manifest["unfinished"]:
-        print(f"left out, unfinished: {', '.join(manifest['unfinished'])}")
+    if manifest["remaining"]:
+        started = set(manifest["unfinished"])
+        print(f"left out: {len(manifest['remaining'])} of the study's {c['declared']} runs "
+              f"({len(started)} started, not finished: {', '.join(sorted(started)) or 'none'})")
     return 0
 
 

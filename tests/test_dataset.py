@@ -11,8 +11,10 @@ import yaml
 from fake_openai import FakeOpenAI, reply
 
 from adakit import config, dataset
+from adakit.models import DEFAULT_LOCAL_MODEL
 from adakit.record import load_corpus, read_run
 from adakit.study import launch, load_study
+from adakit.tasks import task_families
 
 REFERENCE = config.DATA / "reference" / "local-v1"
 
@@ -53,7 +55,8 @@ def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flask_world) -> Pa
 def test_build_check_and_replay(launched: Path) -> None:
     out = launched / "ds"
     manifest = dataset.build(launched / "runs", out, cache=launched / "cache", name="tiny-v1")
-    assert manifest["counts"] == {"runs": 2, "verdicts": 0, "responses": 6}
+    assert manifest["counts"] == {"runs": 2, "verdicts": 0, "responses": 6, "declared": 2}
+    assert manifest["remaining"] == [] and manifest["unfinished"] == []
     assert {r["reason"] for r in manifest["runs"]} == {"finalize"}
     assert manifest["scaffold"]["prompts_sha256"] and manifest["adakit_version"]
     assert "fake-llm" in manifest["models"] and "flask" in manifest["worlds"]
@@ -101,6 +104,23 @@ def test_unfinished_corpus_is_refused(launched: Path) -> None:
     assert dataset.check(launched / "ds") == []
 
 
+def test_runs_the_study_declares_but_never_started_are_listed(launched: Path) -> None:
+    """A launch stopped between runs leaves no unfinished file: the study file still says
+    what is missing."""
+    study = yaml.safe_load((launched / "runs" / "study.yaml").read_text())
+    study["matrix"][0]["tasks"].append("feature_tracing")
+    (launched / "runs" / "study.yaml").write_text(yaml.safe_dump(study))
+    with pytest.raises(dataset.DatasetError, match="2 of the study's 3 runs|1 of the study's 3 runs"):
+        dataset.build(launched / "runs", launched / "ds", cache=launched / "cache")
+    assert not (launched / "ds").exists()
+    manifest = dataset.build(launched / "runs", launched / "ds", cache=launched / "cache",
+                             leave_unfinished=True)
+    assert manifest["counts"]["runs"] == 2 and manifest["counts"]["declared"] == 3
+    assert manifest["unfinished"] == []
+    assert manifest["remaining"] == ["fake-llm__flask__feature_tracing__natural__r0"]
+    assert dataset.check(launched / "ds") == []
+
+
 # ------------------------------------------------------------------ the shipped reference corpus
 
 
@@ -111,12 +131,22 @@ needs_reference = pytest.mark.skipif(
 
 @needs_reference
 def test_reference_corpus_matches_its_manifest_and_shows_real_behaviour() -> None:
+    """The shipped corpus matches its manifest and says which runs of its study it still
+    lacks (a version may be packed part way); the default agent's runs in it span every world
+    and task family of the study, some conclude, and Fig. 7 for them is not a single tag."""
     assert dataset.check(REFERENCE) == []
     ds = dataset.open_dataset(REFERENCE)
+    manifest = ds.manifest
     corpus = load_corpus(ds.runs_dir, cache=False)
-    assert len(corpus.runs) == ds.manifest["counts"]["runs"] >= 24
-    default = corpus.runs[corpus.runs["model"] == "qwen2.5-coder-1.5b"]
-    assert len(default) >= 24
+    assert len(corpus.runs) == manifest["counts"]["runs"]
+    declared = dataset.declared_runs(REFERENCE / "study.yaml")
+    assert manifest["counts"]["declared"] == len(declared)
+    assert sorted({*corpus.runs["run_id"], *manifest["remaining"]}) == sorted(declared)
+    assert set(corpus.runs["run_id"]).isdisjoint(manifest["remaining"])
+    default = corpus.runs[corpus.runs["model"] == DEFAULT_LOCAL_MODEL]
+    assert sum(r.startswith(f"{DEFAULT_LOCAL_MODEL}__") for r in declared) >= 24  # the study's plan
+    assert set(default["world"]) == {"flask", "requests", "scikit-learn"}
+    assert set(default["task"]) == set(task_families())
     assert (default["reason"] == "finalize").sum() >= 1  # some runs conclude
     from adakit.lenses.policy import tag_transitions
 
