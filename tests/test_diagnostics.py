@@ -65,6 +65,15 @@ def test_edits_against_the_final_patch():
     assert tr.labels == ["justified", "reverted", "survived", "survived", "reverted", "recorded"]
 
 
+def test_reads_outside_the_patch_files_are_off_anchor():
+    tr = trace([S(1, "PKR", file="c.py", start_line=1, end_line=30),  # never patched, never used
+                S(2, "PKR", file="a.py", start_line=1, end_line=9),
+                S(3, "EDT", file="a.py", added="x = 2", removed="x = 1"),
+                S(4, "SUB", finalize=True)], patch=PATCH)
+    assert tr.facts.anchor_source == "patch" and tr.facts.anchors == {"a.py"}
+    assert tr.labels == ["off-anchor", "justified", "survived", "recorded"]
+
+
 def test_the_last_edit_of_a_patched_file_survives_even_when_its_text_differs():
     tr = trace([S(1, "EDT", file="a.py", added="x=2  # formatted otherwise")], patch=PATCH)
     assert tr.labels == ["survived"]
