@@ -366,8 +366,9 @@ def _interval_text(lo: float, hi: float, digits: int = 2) -> str:
 
 def coach_decisions(turns: pd.DataFrame, runs: pd.DataFrame | None = None,
                     by: Sequence[str] = ("model", "condition")) -> pd.DataFrame:
-    """How often the coach passed, hinted and rejected, per group (the counts behind D15's
-    coach-message row). Turns without a coach record are left out. Columns: *by, decision,
+    """How often the coach passed, hinted and rejected, per group: every decision, read by the
+    agent or not (D15's coach-message row counts only delivered ones by default, see
+    :func:`run_metrics`). Turns without a coach record are left out. Columns: *by, decision,
     turns, runs, share (of the group's reviewed turns)."""
     _require(turns, ["run_id", "coach_decision"], "the turns table")
     by = list(by)
