@@ -719,3 +719,39 @@ def test_notebooks_run_on_a_baseline_corpus(baseline_corpus, tmp_path, monkeypat
     runs = load_corpus(tour_out, cache=False).runs
     assert runs["model"].tolist() == ["baseline-tracer"] and runs["finished"].all()
     assert time.perf_counter() - t0 < 200
+
+
+def test_map_labels_contrast_with_their_fill_and_move_out_of_small_circles():
+    """A name that fits sits inside its circle in a colour readable on the fill; one that does
+    not fit goes just above the circle, dark on a white halo."""
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import Normalize
+
+    fig = Figure(figsize=(4, 4), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10)
+    lay = pd.DataFrame([
+        {"kind": "file", "path": "a.py", "name": "a.py", "x": 3.0, "y": 5.0, "r": 2.5},
+        {"kind": "file", "path": "pkg/long_module_name.py", "name": "long_module_name.py",
+         "x": 8.0, "y": 2.0, "r": 0.3},
+        {"kind": "dir", "path": "pkg", "name": "pkg", "x": 8.0, "y": 2.0, "r": 1.0},
+    ])
+    values = pd.Series({"a.py": 100.0, "pkg/long_module_name.py": 5.0})
+    cmap, norm = colormaps["Reds"], Normalize(0, 100)
+    explorer._label_files(fig, ax, lay, values, cmap, norm, top=4)
+    texts = {t.get_text(): t for t in ax.texts}
+    assert set(texts) == {"a.py", "long_module_name.py"}  # folders are never named
+    inside, above = texts["a.py"], texts["long_module_name.py"]
+    assert explorer._luminance(cmap(norm(100.0))) < 0.5 and inside.get_color() == "white"
+    assert inside.get_position() == (3.0, 5.0) and not inside.get_path_effects()
+    assert above.get_position()[1] == pytest.approx(2.3) and above.get_verticalalignment() == "bottom"
+    assert above.get_color() == "#1F1F1F" and above.get_path_effects()
+    x = above.get_position()[0]
+    assert x < 8.0  # pulled left so the whole name stays inside the map
+    fig.canvas.draw()
+    box = above.get_window_extent(fig.canvas.get_renderer())
+    frame = ax.get_window_extent(fig.canvas.get_renderer())
+    assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1

@@ -316,3 +316,27 @@ def test_labelling_widget_saves_each_click_once(corpus, tmp_path):
     assert "run-a" not in html and "run-b" not in html and "synth-A" not in html  # blind
     again.blind.value = False
     assert "synth-A" in again.evidence.value
+
+
+def test_a_bookmarked_run_shows_its_bookmarks_blind():
+    rf = _named_run()
+    mark = Turn(turn=2, started_at=T0 + 1, ended_at=T0 + 1.5,
+                call=ToolCall(tool="bookmark", params={"file_path": "src/app.py", "line_number": 12,
+                                                       "note": "gpt-4.1 thinks route() starts here"}),
+                metrics=ToolMetrics(tool="BKM", file="src/app.py"),
+                state_changes=[{"channel": "bookmark", "op": "add", "id": 1, "file": "src/app.py",
+                                "line": 12, "note": "gpt-4.1 thinks route() starts here"}])
+    rf.turns.insert(1, mark)
+    for k, t in enumerate(rf.turns, 1):
+        t.turn = k
+    card = labels.LabelCard(rf.header.run_id, None, (labels.LabelItem(
+        judges.item_id(rf.header.run_id, "trace_grounding"), rf.header.run_id, "trace_grounding"),))
+    blind = labels.card_sections(card, rf)
+    assert blind["bookmarks"].startswith("src/app.py:12 ")
+    assert "route() starts here" in blind["bookmarks"] and "gpt-4.1" not in blind["bookmarks"].lower()
+    seen = labels.card_sections(card, rf, blind=False)
+    assert seen["bookmarks"] == "src/app.py:12 gpt-4.1 thinks route() starts here"
+    step = labels.LabelCard(rf.header.run_id, 1, (labels.LabelItem(
+        judges.item_id(rf.header.run_id, "navigation_prior", 1), rf.header.run_id,
+        "navigation_prior", 1, "PKR"),))
+    assert "bookmarks" not in labels.card_sections(step, rf)  # none yet at turn 1
