@@ -454,6 +454,29 @@ def test_cli_on_imported_fixtures(tmp_path, capsys):
     assert aligned["score_symbol"].isna().all() and (aligned["score_action"] >= 1).all()
 
 
+def test_cli_reads_several_folders_as_one_corpus(ci_corpus, tmp_path, capsys):
+    """Ada's runs beside imported ones (as the quick profile reads its runs beside the
+    reference corpus): one diagnosis, and the output folder must be named."""
+    from adakit import importers
+    from adakit.cli import main
+    from adakit.record import load_corpus
+
+    imported = tmp_path / "imported"
+    importers.import_paths("mini-swe-agent", [FIXTURES / "mini_swe_agent"], imported, progress=False)
+    n_imported = len(load_corpus(imported, cache=False).runs)
+    assert main(["diagnose", str(ci_corpus), str(imported), "--resamples", "20"]) == 2
+    assert "--out" in capsys.readouterr().out
+    assert main(["diagnose", str(ci_corpus), str(tmp_path / "absent"), "--out",
+                 str(tmp_path / "x")]) == 2
+    out = tmp_path / "both"
+    assert main(["diagnose", str(ci_corpus), str(imported), "--by", "agent", "--resamples", "20",
+                 "--no-symbols", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"{13 + n_imported} runs" in text and "mini-swe-agent" in text
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert len(runs) == 13 + n_imported and runs["run_id"].is_unique
+
+
 def test_score_association_separates_difficulty_from_failure():
     runs = pd.DataFrame({"run_id": list("abcdef"), "world": "w", "task": "t",
                          "target": ["x", "x", "y", "y", "z", "z"]})

@@ -231,12 +231,20 @@ def format_rates(rates: pd.DataFrame, by: Sequence[str]) -> str:
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     from adakit import agreement as ag
     from adakit import config
-    from adakit.record import load_corpus
+    from adakit.record import load_corpus, open_corpus
 
-    corpus_dir = config.resolve(args.corpus)
-    corpus = load_corpus(corpus_dir)
+    folders = [config.resolve(c) for c in args.corpus]
+    if len(folders) > 1 and not args.out:
+        print("adakit diagnose: with several corpus folders, name the output folder (--out DIR)")
+        return 2
+    corpus_dir = folders[0]
+    try:
+        corpus = load_corpus(corpus_dir) if len(folders) == 1 else open_corpus(folders, verbose=False)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"adakit diagnose: {exc}")
+        return 2
     if corpus.runs.empty:
-        print(f"no runs in {corpus_dir}")
+        print(f"no runs in {', '.join(map(str, folders))}")
         return 1
     unknown = [c for c in [*(args.by or []), *args.same_task] if c not in corpus.runs.columns]
     if unknown:
@@ -244,7 +252,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
               f"{', '.join(corpus.runs.columns)})")
         return 2
     try:
-        verdicts = ag.read_corpus_judgments(corpus_dir)
+        verdicts = ag.read_corpus_judgments(corpus_dir if len(folders) == 1 else folders)
     except (FileNotFoundError, ValueError):
         verdicts = None
     try:
@@ -283,7 +291,8 @@ def register_cli(sub: Any) -> None:
     """``adakit diagnose CORPUS``: effect labels, detector firings and alignments."""
     p = sub.add_parser("diagnose", help="TraceProbe-style process diagnostics: effect labels, "
                        "anti-pattern detectors, run alignment (parquet beside the corpus)")
-    p.add_argument("corpus", help="a folder of run files (Ada's or imported)")
+    p.add_argument("corpus", nargs="+", help="a folder of run files (Ada's or imported), or "
+                   "several read as one corpus (then --out is needed)")
     p.add_argument("--reference", metavar="RUN_ID", help="align its task's runs with this run "
                    "(default: the best lens 3 run of each task)")
     p.add_argument("--calibrate", action="store_true", help="set the main thresholds from "
