@@ -363,3 +363,105 @@ def test_cli_import_and_exit_codes(tmp_path, capsys):
 def test_model_override_applies_only_where_the_source_is_silent(tmp_path):
     rf = one("swe-agent", SWE_FC, tmp_path, model="other-model")
     assert rf.header.model.name == "claude-3-7-sonnet-20250219"
+
+
+# --------------------------------------------------------------------------- shapes of real files
+# Hand-written files in the layouts real agents' outputs have (found importing real runs):
+# an OpenHands evaluation output.jsonl (one record a line, the last one cut off), the older
+# flat event layout with agentskills cells, files made right in /workspace, and a
+# mini-swe-agent reply quoting code before its command. Kept apart from FIXTURES so the
+# whole-folder imports above keep their counts.
+
+SHAPES = Path(__file__).parent / "fixtures" / "trajectories_shapes"
+OH_OUTPUT = SHAPES / "openhands" / "output.jsonl"
+
+
+def test_openhands_output_jsonl_gives_one_run_per_line(tmp_path):
+    rep = import_paths("openhands", [OH_OUTPUT], tmp_path, progress=False)
+    assert [Path(r.path).name for r in rep.imported] == [
+        "output.jsonl:1", "output.jsonl:2", "output.jsonl:3"]
+    assert [(Path(r.path).name, r.reason) for r in rep.skipped] == [
+        ("output.jsonl:4", "truncated JSON")]  # a record still being written costs only itself
+    lines = OH_OUTPUT.read_bytes().split(b"\n")
+    assert [r.sha256 for r in rep.imported] == [hashlib.sha256(ln).hexdigest() for ln in lines[:3]]
+    first, limit, flat = (read_run(r.written) for r in rep.imported)
+    assert (first.header.task.target, first.header.world.name, first.header.model.name) == (
+        "acme__widgets-101", "widgets", "test-model-a")
+    assert first.header.source.file == str(OH_OUTPUT.resolve())
+    assert tools(first) == ["OVW", "PKR", "EDT", "SUB"]
+    assert reads(first) == {2: ("src/widgets/core.py", (10, 20))}
+    # a patch the harness collected does not make a run that hit the iteration limit a submission
+    assert (limit.end.reason, limit.end.submission is not None) == ("turn_bound", True)
+    assert limit.end.exit_status.startswith("error: RuntimeError: Agent reached maximum iteration")
+    assert flat.header.run_id.startswith("openhands__output-3__")
+
+
+def test_openhands_output_jsonl_reimport_and_auto(tmp_path):
+    out = tmp_path / "out"
+    import_paths("openhands", [OH_OUTPUT], out, progress=False)
+    again = import_paths("auto", [OH_OUTPUT], out, progress=False)  # auto: a history per line
+    assert not again.imported and again.counts() == {ALREADY: 3, "truncated JSON": 1}
+    grown = tmp_path / "output.jsonl"  # the evaluation appended a record
+    extra = json.loads(OH_OUTPUT.read_text().split("\n")[0])
+    extra["instance_id"] = "acme__widgets-105"
+    grown.write_text("\n".join(OH_OUTPUT.read_text().split("\n")[:3] + [json.dumps(extra)]) + "\n")
+    more = import_paths("openhands", [grown], out, progress=False)
+    assert [Path(r.path).name for r in more.imported] == ["output.jsonl:4"]
+    assert more.counts() == {ALREADY: 3}
+
+
+def test_openhands_flat_events_and_agentskills_cells(tmp_path):
+    rep = import_paths("openhands", [OH_OUTPUT], tmp_path, progress=False)
+    flat = read_run(rep.imported[2].written)
+    assert [t.call.tool for t in flat.turns] == ["run_ipython", "run_ipython", "run", "finish"]
+    assert tools(flat) == ["PKR", "EDT", "EXP", "SUB"]  # the leading message is the task
+    assert [t.metrics.mapped_by for t in flat.turns[:2]] == ["tool:open", "tool:edit"]
+    assert flat.turns[0].call.params["code"] == "open_file('/workspace/src/app.py')"  # as recorded
+    assert reads(flat) == {1: ("src/app.py", (1, 30))}  # 'N|code' window lines
+    assert flat.turns[1].metrics.file == "src/app.py"  # repo at /workspace, as the task says
+    assert (flat.turns[2].metrics.exit_code, flat.turns[2].observation) == (0, "hi")
+    assert flat.header.task.prompt.startswith("Please fix the following issue")
+    assert flat.turns[0].thinking == "Open the app."
+
+
+def test_openhands_files_made_in_workspace_keep_their_names(tmp_path):
+    rf = one("openhands", SHAPES / "openhands" / "workspace-file.json", tmp_path)
+    assert tools(rf) == ["EDT", "EXE", "SUB"]
+    assert rf.turns[0].metrics.file == "hello.py"  # /workspace is the root, not the file
+    assert rf.header.world.name == "unknown"
+
+
+def test_mini_code_quoted_in_the_thought_is_not_an_action(tmp_path):
+    rf = one("mini-swe-agent", SHAPES / "mini_swe_agent" / "acme__widgets-103.traj.json", tmp_path)
+    assert tools(rf) == ["PKR", None, "EDT", "SUB"]
+    assert rf.turns[0].call.params == {"command": "nl -ba src/widgets/core.py | sed -n '1,5p'"}
+    assert reads(rf) == {1: ("src/widgets/core.py", (1, 2))}
+    assert "```python" in rf.turns[0].thinking  # the quote is part of the thought
+    assert rf.turns[1].call is None and rf.turns[1].parse_error is not None  # two bash blocks
+
+
+def test_termination_a_patch_alone_does_not_override_a_stop():
+    from adakit.importers.base import termination
+
+    assert termination("error: RuntimeError: Agent reached maximum iteration", False, True) == "turn_bound"
+    assert termination("error: RuntimeError: boom", False, True) == "agent_exit"
+    assert termination("awaiting_user_input", False, True) == "submit"
+    assert termination(None, False, False) == "agent_exit"
+    assert termination("submitted (exit_cost)", False, False) == "submit"
+    assert termination("LimitsExceeded", True, True) == "submit"  # a submit step wins
+
+
+def test_observations_are_clipped_and_their_full_length_kept(tmp_path):
+    whole = one("swe-agent", SWE_CMD, tmp_path / "whole", model="gpt-4o")
+    clipped = one("swe-agent", SWE_CMD, tmp_path / "clipped", model="gpt-4o",
+                  max_observation_chars=60)
+    long = [(w, c) for w, c in zip(whole.turns, clipped.turns, strict=True)
+            if len(w.observation or "") > 60]
+    assert long, "the fixture has observations longer than 60 characters"
+    for w, c in long:
+        full = w.observation_chars
+        assert c.observation_chars == full and full == len(w.observation)
+        assert c.observation.startswith(w.observation[:60])
+        assert c.observation.endswith(f"[... {full - 60} more characters not kept]")
+    short = [c for c in clipped.turns if (c.observation_chars or 0) <= 60]
+    assert all("more characters not kept" not in (c.observation or "") for c in short)

@@ -11,14 +11,16 @@ format                    module               files
 ========================  ===================  ==========================================
 ``swe-agent``             ``swe_agent``        ``*.traj`` (command and function-calling style)
 ``mini-swe-agent``        ``mini_swe_agent``   ``*.traj.json`` (object with messages, or a list)
-``openhands``             ``openhands``        ``*.json`` (event list, or ``history`` object)
+``openhands``             ``openhands``        ``*.json`` (event list, or ``history`` object),
+                                               ``output.jsonl`` (one ``history`` record a line)
 ``generic``               ``generic``          ``*.jsonl`` (docs/importing.md)
 ``auto``                  (detected per file)  any of the above
 ========================  ===================  ==========================================
 
 Bad input never stops a batch: a file in an unknown shape, truncated JSON or an empty
 trajectory is skipped with a one-line reason, and the summary counts imports and skips by
-reason. A run file is written whole (to a temporary name, then renamed), so nothing already
+reason; in a file of one record per line (an OpenHands ``output.jsonl``) every line is its
+own run, imported or skipped on its own. A run file is written whole (to a temporary name, then renamed), so nothing already
 imported is lost; a source whose sha256 is already in the output folder is skipped, so
 importing again is idempotent.
 """
@@ -54,7 +56,7 @@ ALREADY = "already imported"
 def detect_format(data: Any, name: str) -> str:
     """The format of a parsed file (``auto``): by its extension and top-level shape."""
     if name.endswith(".jsonl"):
-        return generic.FORMAT
+        return openhands.FORMAT if _history_records(data) else generic.FORMAT
     if isinstance(data, dict):
         if isinstance(data.get("trajectory"), list):
             return swe_agent.FORMAT
@@ -113,6 +115,43 @@ def _jsonl(text: str) -> list[Any]:
     return out
 
 
+def _history_records(data: Any) -> bool:
+    """Is this JSONL content a file of OpenHands evaluation records (``history`` per line)?"""
+    return (isinstance(data, list) and bool(data) and isinstance(data[0], dict)
+            and isinstance(data[0].get("history"), list))
+
+
+def _first_record(text: str) -> Any:
+    line = next((ln for ln in text.split("\n") if ln.strip()), "")
+    try:
+        return [json.loads(line)]
+    except json.JSONDecodeError:
+        return None
+
+
+def read_records(path: Path, raw: bytes) -> list[tuple[str, str, Any]]:
+    """(label, sha256, parsed record or :class:`BadInput`) of every line of a file of one
+    record per line (an OpenHands ``output.jsonl``): each line is its own source, so a
+    truncated last line (a run still being written) costs only that line."""
+    out: list[tuple[str, str, Any]] = []
+    lines = raw.split(b"\n")
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        label, sha = f"{path}:{i}", hashlib.sha256(line.rstrip(b"\r")).hexdigest()
+        try:
+            out.append((label, sha, json.loads(line.decode("utf-8"))))
+        except UnicodeDecodeError as exc:
+            out.append((label, sha, BadInput("not UTF-8 text", f"byte {exc.start}")))
+        except json.JSONDecodeError as exc:
+            cut = i == len(lines) and not raw.endswith(b"\n")
+            out.append((label, sha, BadInput("truncated JSON", f"line {i} is cut off") if cut
+                        else BadInput("not JSON", f"line {i}: {exc.msg}")))
+    if not out:
+        raise BadInput("empty trajectory", "the file is empty")
+    return out
+
+
 def read_source(path: Path, fmt: str) -> tuple[str, str, Any]:
     """(sha256, format, parsed content) of one source file, or :class:`BadInput`."""
     try:
@@ -127,6 +166,9 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any]:
     except UnicodeDecodeError as exc:
         raise BadInput("not UTF-8 text", f"byte {exc.start}") from None
     jsonl = path.name.endswith(".jsonl") if fmt == AUTO else fmt == generic.FORMAT
+    if fmt in (AUTO, openhands.FORMAT) and path.name.endswith(".jsonl") and (
+            fmt == openhands.FORMAT or _history_records(_first_record(text))):
+        return sha, openhands.FORMAT, read_records(path, raw)  # one run per line
     data = _jsonl(text) if jsonl else _json(text)
     if fmt == AUTO:
         fmt = detect_format(data, path.name)
@@ -169,18 +211,31 @@ def _write(path: Path, records: Sequence[Any]) -> None:
     os.replace(tmp, path)
 
 
-def import_file(path: str | Path) -> FileResult:
-    """Import one file with the worker state set by :func:`_init` (never raises on bad input)."""
-    assert _TARGET is not None and _OUT is not None
+def import_file(path: str | Path) -> list[FileResult]:
+    """Import one file with the worker state set by :func:`_init` (never raises on bad input):
+    one result, or one per line of a file of records (an OpenHands ``output.jsonl``)."""
     path = Path(path)
-    res = FileResult(str(path))
     try:
         sha, fmt, data = read_source(path, _FMT)
-        res.sha256 = sha
+    except BadInput as exc:
+        return [FileResult(str(path), reason=exc.reason, detail=exc.detail)]
+    if fmt == openhands.FORMAT and path.name.endswith(".jsonl"):
+        return [_import_one(path, label, rec_sha, fmt, rec,
+                            f"{path.name.removesuffix('.jsonl')}-{label.rsplit(':', 1)[-1]}")
+                for label, rec_sha, rec in data]
+    return [_import_one(path, str(path), sha, fmt, data, path.name)]
+
+
+def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str) -> FileResult:
+    assert _TARGET is not None and _OUT is not None
+    res = FileResult(label, sha256=sha)
+    try:
+        if isinstance(data, BadInput):
+            raise data
         if sha in _KNOWN:
             raise BadInput(ALREADY, f"same sha256 {sha[:12]} in {_OUT}")
         module = FORMATS[fmt]
-        traj = module.parse(data, path.name)
+        traj = module.parse(data, name)
         source = SourceInfo(format=fmt, file=str(path.resolve()), sha256=sha, agent=traj.agent,
                             agent_version=traj.agent_version, instance=traj.instance,
                             timing=traj.timing)  # type: ignore[arg-type]
@@ -346,16 +401,19 @@ def import_paths(
         if not res.ok and res.reason != ALREADY and echo:
             bar.write(f"skipped {res.path}: {res.reason}" + (f" ({res.detail})" if res.detail else ""),
                       file=sys.stderr)
-        bar.update(1)
 
     if jobs <= 1 or len(files) < 2:
         _init(*args)
         for f in files:
-            record(import_file(f))
+            for res in import_file(f):
+                record(res)
+            bar.update(1)
     else:
         with ProcessPoolExecutor(max_workers=jobs, initializer=_init, initargs=args) as pool:
-            for res in pool.map(import_file, files, chunksize=32):
-                record(res)
+            for results in pool.map(import_file, files, chunksize=32):
+                for res in results:
+                    record(res)
+                bar.update(1)
     bar.close()
     return report
 

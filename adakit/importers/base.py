@@ -73,6 +73,9 @@ class Step:
     cost_usd: float | None = None
     exit_code: int | None = None
     parse_error: str | None = None
+    #: (tool, args) to map the step by when the recorded call only wraps it (an IPython cell
+    #: that calls one editor function); the record keeps ``tool`` and ``args`` as recorded
+    mapped_as: tuple[str, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -205,11 +208,21 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:limit]}\n[... {len(text) - limit} more characters not kept]"
 
 
-def termination(exit_status: str | None, submitted: bool) -> str:
-    """The end record's reason for a source scaffold's exit status (kept verbatim beside)."""
+def termination(exit_status: str | None, submitted: bool, patch: bool = False) -> str:
+    """The end record's reason for a source scaffold's exit status (kept verbatim beside).
+
+    ``submitted``: the agent took a submit step; ``patch``: the source holds a patch
+    without one (a harness may diff the workspace however the run ended, as OpenHands'
+    evaluation does), which counts as a submission only when the status names no limit and no
+    error."""
     low = (exit_status or "").lower()
     if submitted or "submit" in low:
         return "submit"
+    reason = _stop_reason(low)
+    return "submit" if patch and reason == "agent_exit" and "error" not in low else reason
+
+
+def _stop_reason(low: str) -> str:
     if "cost" in low:
         return "cost_limit"
     if "context" in low:
@@ -277,7 +290,8 @@ def _times(traj: Trajectory) -> list[tuple[float, float]]:
 
 
 def _mapped_turn(step: Step, ctx: Context) -> Mapped:
-    return map_tool(step.tool, step.args, step.observation, ctx)
+    tool, args = step.mapped_as or (step.tool, step.args)
+    return map_tool(tool, args, step.observation, ctx)
 
 
 def build_records(traj: Trajectory, source: SourceInfo, target: Target
@@ -339,7 +353,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
                       else f"Submitted changes:\n{traj.submission}")
     ended = max(turns[-1].ended_at, traj.ended_at or 0.0) if traj.timing == "recorded" else turns[-1].ended_at
     end = End(
-        reason=termination(traj.exit_status, submitted or bool(traj.submission)),  # type: ignore[arg-type]
+        reason=termination(traj.exit_status, submitted, bool(traj.submission)),  # type: ignore[arg-type]
         ended_at=ended,
         conclusion=conclusion,
         conclusion_title=f"{source.agent} outcome" if conclusion else None,

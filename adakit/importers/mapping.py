@@ -180,7 +180,7 @@ _GREP_VALUE = frozenset({"-e", "-f", "-A", "-B", "-C", "-m", "--include", "--exc
                          "--exclude-dir", "-g", "--glob", "-t", "--type", "-T", "--max-count",
                          "--regexp", "--file", "--context", "--after-context",
                          "--before-context", "--type-not", "-M"})
-_SWE_WINDOW_LINE = re.compile(r"^(\d+):", re.M)
+_SWE_WINDOW_LINE = re.compile(r"^(\d+)[:|]", re.M)  # SWE-agent 12:code, agentskills 12|code
 _TAB_LINE = re.compile(r"^ *(\d+)\t", re.M)
 _FILE_HEADER = re.compile(r"^\[File: (.+?) \((\d+) lines total\)\]", re.M)
 _FOUND = re.compile(r"Found (\d+) matches? for")
@@ -263,7 +263,7 @@ def output_lines(text: str) -> list[str]:
 
 def numbered_range(text: str, style: str = "tab") -> tuple[int, int] | None:
     """First and last line number of a numbered listing (``tab``: ``cat -n`` / editor views,
-    ``colon``: SWE-agent windows ``12:code``), or None when the text has none."""
+    ``colon``: SWE-agent windows ``12:code`` and OpenHands agentskills ``12|code``), or None when the text has none."""
     pattern = _TAB_LINE if style == "tab" else _SWE_WINDOW_LINE
     first = pattern.search(text)
     if first is None:

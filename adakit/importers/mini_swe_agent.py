@@ -28,7 +28,10 @@ from adakit.importers.base import BadInput, Step, Trajectory, text_of
 FORMAT = "mini-swe-agent"
 AGENT = "mini-swe-agent"
 EXTENSIONS = (".traj.json", ".json")
-_FENCE = re.compile(r"```(?:bash|mswea_bash_command|sh|shell)?[ \t]*\n(.*?)\n?```", re.S)
+# a fenced block with its language tag; scanning left to right pairs every opening fence with
+# its closing one, so the closing fence of a ```python quote is never read as an opening
+_FENCE = re.compile(r"```([\w-]*)[ \t]*\n(.*?)\n?```", re.S)
+_SHELL_TAGS = frozenset({"bash", "mswea_bash_command", "sh", "shell"})
 _TAG = {name: re.compile(rf"<{name}>\n?(.*?)\n?</{name}>", re.S)
         for name in ("returncode", "output", "output_head", "output_tail", "exception")}
 _FORMAT_ERROR = re.compile(r"EXACTLY ONE (?:bash code block|action)|format error|"
@@ -97,12 +100,17 @@ def _actions(msg: dict[str, Any]) -> list[str]:
     if isinstance(extra.get("actions"), list):
         return [a["command"] for a in extra["actions"] if isinstance(a, dict)
                 and isinstance(a.get("command"), str)]
-    return [m.strip() for m in _FENCE.findall(text_of(msg.get("content")))]
+    blocks = _FENCE.findall(text_of(msg.get("content")))
+    shell = [body.strip() for tag, body in blocks if tag in _SHELL_TAGS]
+    # the scaffold runs only shell-tagged blocks; code quoted in the thought (```python ...) is
+    # not an action. Untagged blocks count only in a reply without any tagged one.
+    return shell or [body.strip() for tag, body in blocks if not tag]
 
 
 def _thought(msg: dict[str, Any]) -> str:
     text = text_of(msg.get("content"))
-    cut = text.find("```")
+    shell = next((m.start() for m in _FENCE.finditer(text) if m.group(1) in _SHELL_TAGS), -1)
+    cut = shell if shell >= 0 else text.find("```")
     text = (text[:cut] if cut >= 0 else text).strip()
     return re.sub(r"^THOUGHT:\s*", "", text)
 

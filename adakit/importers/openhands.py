@@ -1,6 +1,7 @@
 """OpenHands event streams: a JSON list of events, or an object whose ``history`` holds them
 (one record of an evaluation's ``output.jsonl``, with ``instance_id``, ``instruction``,
-``metadata`` and ``test_result.git_patch``).
+``metadata`` and ``test_result.git_patch``). An ``output.jsonl`` itself holds one such record
+per line; :func:`adakit.importers.import_file` imports every line as its own run.
 
 Every event has an ``id``, a ``timestamp`` and a ``source`` (``agent``, ``user``,
 ``environment``); an *action* event names its kind in ``action`` with its fields in ``args``
@@ -10,10 +11,21 @@ names its kind in ``observation``, its text in ``content``, its details in ``ext
 id of the action it answers in ``cause``. Agent actions become steps; their observation is the
 event whose ``cause`` is the action's id. Actions the scaffold itself makes (``system``,
 ``recall``, ``change_agent_state``, ``condensation``) and user messages are not steps.
+
+Older outputs (e.g. the 2024 resolver's) store events flat: an action's fields sit beside
+``action`` instead of under ``args``, an observation's ``content`` and ``exit_code`` beside
+``observation``, and there are no ``id``, ``cause`` or ``source``; an observation then answers
+the action just before it, and a leading message is the user's task.
+
+An IPython cell (``run_ipython``) that only calls one of CodeAct's file functions
+(``open_file``, ``goto_line``, ``scroll_down``, ``search_dir``, ``find_file``,
+``edit_file_by_replace`` ...; the 2024 agentskills) is mapped as the SWE-agent command it
+mirrors; the turn keeps the cell as recorded.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
 from datetime import UTC, datetime
@@ -23,12 +35,19 @@ from adakit.importers.base import BadInput, Step, Trajectory, text_of
 
 FORMAT = "openhands"
 AGENT = "openhands"
-EXTENSIONS = (".json",)
+EXTENSIONS = (".json", ".jsonl")
 _SKIP_ACTIONS = frozenset({"system", "recall", "change_agent_state", "condensation",
                            "condensation_request", "null", "pause", "resume", "stop",
                            "loop_recovery", "start"})
 _EDITOR_COMMANDS = frozenset({"view", "create", "str_replace", "insert", "undo_edit"})
-_WORKSPACE = re.compile(r"(/workspace/[^/\s'\"`;|&)]+)")
+# the repository folder: a /workspace/<name> with something below it (not a file made there)
+_WORKSPACE = re.compile(r"(/workspace/[^/\s'\"`;|&)]+)/")
+# the folder the task names (``/workspace/<repo>`` in <uploaded_files>, or "in /workspace.")
+_TASK_ROOT = re.compile(r"/workspace(?:/[^/\s'\"`;|&)<>]+)?")
+#: Fields of a flat (args-less) event that are not the action's arguments.
+_EVENT_FIELDS = frozenset({"id", "timestamp", "source", "message", "action", "observation",
+                           "cause", "timeout", "llm_metrics", "tool_call_metadata",
+                           "action_risk", "security_risk", "is_confirmed", "content", "extras"})
 _SCAFFOLD_NOTE = re.compile(r"^\[(?:The command|Current working directory|Python interpreter|"
                             r"Command finished|Below is the output).*\]\s*$")
 
@@ -64,7 +83,84 @@ def _events(data: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         raise BadInput("unknown shape", "events are not JSON objects")
     if not any("action" in e or "observation" in e for e in flat):
         raise BadInput("unknown shape", "no event has an 'action' or 'observation' kind")
-    return flat, meta
+    return _unflatten(flat), meta
+
+
+def _unflatten(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events of the flat layout (module docstring) in the nested one; others unchanged."""
+    out: list[dict[str, Any]] = []
+    last_action: Any = None
+    for i, e in enumerate(events):
+        if "action" in e and not isinstance(e.get("args"), dict):
+            e = {**{k: v for k, v in e.items() if k in _EVENT_FIELDS},
+                 "args": {k: v for k, v in e.items() if k not in _EVENT_FIELDS}}
+            if e.get("source") is None and e.get("action") == "message" and last_action is None:
+                e["source"] = "user"  # the task, given before the agent's first action
+        elif "observation" in e and not isinstance(e.get("extras"), dict):
+            extras = {k: v for k, v in e.items() if k not in _EVENT_FIELDS}
+            if isinstance(extras.get("exit_code"), int):
+                extras["metadata"] = {"exit_code": extras["exit_code"]}
+            e = {**{k: v for k, v in e.items() if k in _EVENT_FIELDS}, "extras": extras}
+        if "action" in e or "observation" in e:
+            if e.get("id") is None:
+                e = {**e, "id": f"#{i}"}
+            if "observation" in e and e.get("cause") is None and last_action is not None \
+                    and str(e["id"]).startswith("#"):
+                e["cause"] = last_action
+            if "action" in e:
+                last_action = e["id"]
+        out.append(e)
+    return out
+
+
+#: CodeAct agentskills -> (the SWE-agent-style tool mapped by, positional parameter names)
+_SKILLS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "open_file": ("open", ("path", "line_number", "context_lines")),
+    "goto_line": ("goto", ("line_number",)),
+    "scroll_down": ("scroll_down", ()),
+    "scroll_up": ("scroll_up", ()),
+    "search_dir": ("search_dir", ("search_term", "dir_path")),
+    "search_file": ("search_file", ("search_term", "file_path")),
+    "find_file": ("find_file", ("file_name", "dir_path")),
+    "create_file": ("create", ("filename",)),
+    "edit_file_by_replace": ("edit", ("file_name", "to_replace", "new_content")),
+    "insert_content_at_line": ("edit", ("file_name", "line_number", "content")),
+    "append_file": ("edit", ("file_name", "content")),
+    "edit_file": ("edit", ("file_name", "start", "end", "content")),
+}
+
+
+def _skill_call(code: Any) -> tuple[str, dict[str, Any]] | None:
+    """(tool, args) of a cell that is one call of an agentskills file function, else None."""
+    if not isinstance(code, str) or not code.strip():
+        return None
+    try:
+        body = ast.parse(code.strip()).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, or hostile
+        return None
+    if len(body) != 1 or not isinstance(body[0], ast.Expr) or not isinstance(body[0].value, ast.Call):
+        return None
+    call = body[0].value
+    if not isinstance(call.func, ast.Name) or call.func.id not in _SKILLS:
+        return None
+    tool, names = _SKILLS[call.func.id]
+    pairs = [*zip(names, call.args, strict=False),
+             *((kw.arg, kw.value) for kw in call.keywords if kw.arg)]
+    args: dict[str, Any] = {}
+    for key, node in pairs:
+        try:
+            args[key] = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+            continue
+    return tool, args
+
+
+def _task_text(events: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    if meta.get("instruction"):
+        return str(meta["instruction"])
+    first = next((e for e in events if e.get("action") == "message" and e.get("source") == "user"),
+                 None)
+    return text_of((first.get("args") or {}).get("content")) if first else ""
 
 
 def _thought(event: dict[str, Any]) -> str:
@@ -123,6 +219,11 @@ def parse(data: Any, name: str = "") -> Trajectory:
     paths = Counter(m for e in events if "action" in e
                     for m in _WORKSPACE.findall(str(e.get("args") or "")))
     root = paths.most_common(1)[0][0] if paths else None
+    named = _TASK_ROOT.search(_task_text(events, meta))
+    if named:  # the task says where the repository is: trust it over the paths used
+        root = named.group(0).rstrip(".,:;")
+    if root is None and any("/workspace" in str(e.get("args") or "") for e in events if "action" in e):
+        root = "/workspace"
     system = task = ""
     steps: list[Step] = []
     last_time = _time(events[0].get("timestamp"))
@@ -150,6 +251,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
         if kind in _SKIP_ACTIONS or source not in (None, "agent"):
             continue
         tool, args = _step_for(e)
+        skill = _skill_call(args.get("code")) if kind == "run_ipython" else None
         obs = answers.get(e.get("id")) if e.get("id") is not None else None
         content = _clean(text_of(obs.get("content"))) if obs else ""
         extras = (obs or {}).get("extras") or {}
@@ -182,6 +284,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
             isinstance(latencies[-1], dict) else 0.0,
             tokens_in=int(usage.get("prompt_tokens") or 0),
             tokens_out=int(usage.get("completion_tokens") or 0), cost_usd=cost,
+            mapped_as=skill,
         ))
         if meta_out.get("working_dir"):
             cwd = str(meta_out["working_dir"])
