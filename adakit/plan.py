@@ -407,6 +407,24 @@ class Plan:
         """Models that will be called but have no prices (their cost is unknown)."""
         return sorted({r.model for r in self.rows if r.usd is None})
 
+    @property
+    def unknown_cost(self) -> list[str]:
+        """Unpriced models served somewhere else than this machine: their cost is unknown and
+        may be real money (an endpoint on loopback is one the user runs)."""
+        from urllib.parse import urlparse
+
+        from adakit.models import ModelError, get_model
+
+        out = []
+        for name in self.unpriced:
+            try:
+                host = urlparse(get_model(name).base_url or "").hostname or ""
+            except ModelError:
+                host = ""
+            if host not in ("localhost", "::1") and not host.startswith("127."):
+                out.append(name)
+        return out
+
     def counts(self) -> Counter[str]:
         """Runs by state."""
         return Counter(s.status for s in self.states)

@@ -25,6 +25,7 @@ import itertools
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -440,17 +441,20 @@ def summarize(output: str | Path) -> pd.DataFrame:
 
 
 def confirm_cost(usd: float, threshold: float, yes: bool, ask: Any = input,
-                 interactive: bool | None = None) -> bool:
-    """Whether a launch estimated at ``usd`` may go ahead: below ``threshold``, with ``yes``,
-    or when the user types y at the prompt (never without a terminal to ask on;
-    ``interactive`` overrides the terminal check)."""
-    if usd <= threshold or yes:
+                 interactive: bool | None = None, unknown: Sequence[str] = ()) -> bool:
+    """Whether a launch estimated at ``usd`` may go ahead: below ``threshold`` with no model of
+    ``unknown`` cost, with ``yes``, or when the user types y at the prompt (never without a
+    terminal to ask on; ``interactive`` overrides the terminal check)."""
+    if (usd <= threshold and not unknown) or yes:
         return True
+    why = (f"the estimate ${usd_text(usd)} is above ${usd_text(threshold)}" if usd > threshold
+           else f"the cost of {', '.join(unknown)} is unknown (no price_in/price_out in the "
+                "registry; 0 marks a free endpoint)")
     if not (sys.stdin.isatty() if interactive is None else interactive):
-        print(f"the estimate ${usd_text(usd)} is above ${usd_text(threshold)}: pass --yes to launch "
-              "(or raise --confirm-above)", file=sys.stderr)
+        print(f"{why}: pass --yes to launch" + (" (or raise --confirm-above)" if usd > threshold else ""),
+              file=sys.stderr)
         return False
-    answer = ask(f"the estimate ${usd_text(usd)} is above ${usd_text(threshold)}; launch? [y/N] ")
+    answer = ask(f"{why}; launch? [y/N] ")
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -528,9 +532,11 @@ def gated_launch(
     print(f"estimated cost of this launch: ${usd_text(plan.total_usd)}"
           + (f" (plus unpriced: {', '.join(plan.unpriced)})" if plan.unpriced else "")
           + f"; details: adakit launch {study_arg} --plan")
-    if plan.total_usd > confirm_above and not yes:
+    unknown = plan.unknown_cost
+    if (plan.total_usd > confirm_above or unknown) and not yes:
         print(plan.cost_text())  # the whole estimate before the question, not after it
-    if not confirm_cost(plan.total_usd, confirm_above, yes, ask=ask, interactive=interactive):
+    if not confirm_cost(plan.total_usd, confirm_above, yes, ask=ask, interactive=interactive,
+                        unknown=unknown):
         print("nothing was launched", file=sys.stderr)
         return 3
     summary = launch(study, preflight_first=False, **options)

@@ -511,3 +511,24 @@ def test_preflight_names_missing_local_weights_and_judges_it_cannot_reach(env, m
     assert gone.startswith("judge") and f"{down} does not answer" in gone
     assert not any("fake-ok" in r for r in rows)
     assert not (env / "runs").exists()
+
+
+def test_a_hosted_model_without_prices_needs_confirmation(env, monkeypatch, capsys):
+    """Unknown cost is not below the threshold: a remote endpoint without prices asks first;
+    one on loopback (a server the user runs, as every fake here) does not."""
+    registry(env, monkeypatch, **{"remote-unpriced": llm("https://llm.example.invalid/v1")})
+    study = study_file(env, [{"models": ["remote-unpriced"], "worlds": ["flask"],
+                              "tasks": ["risk_review"], "conditions": ["natural"]}])
+    code, out = adakit(capsys, "launch", study)
+    assert code == 3 and "the cost of remote-unpriced is unknown" in out and "--yes" in out
+    assert "no prices in the registry" in out and not (env / "runs").exists()
+    plan = make_plan(load_study(study))
+    assert plan.unpriced == plan.unknown_cost == ["remote-unpriced"]
+    with FakeOpenAI(agent()) as fake:
+        registry(env, monkeypatch, **{"local-unpriced": llm(fake.url)})
+        local = study_file(env, [{"models": ["local-unpriced"], "worlds": ["flask"],
+                                  "tasks": ["risk_review"], "conditions": ["natural"]}])
+        plan = make_plan(load_study(local))
+        assert plan.unpriced == ["local-unpriced"] and plan.unknown_cost == []
+        code, out = adakit(capsys, "launch", local)
+    assert code == 0
