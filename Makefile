@@ -99,7 +99,10 @@ $(STUDY_OUT)/judge.done: $(STUDY_OUT)/launch.done
 	$(ADAKIT) stage judge $(PROFILE)
 	touch $@
 
-$(STUDY_OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STUDY_OUT)/judge.done $(PARAMS)
+# the shipped datasets the notebooks read beside a profile's own runs (a new version reruns them)
+REFERENCE_MANIFESTS := $(wildcard data/reference/*/manifest.json)
+
+$(STUDY_OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STUDY_OUT)/judge.done $(PARAMS) $(REFERENCE_MANIFESTS)
 	$(ADAKIT) stage notebook $(PROFILE) --notebook $*.ipynb
 
 $(STUDY_OUT)/index.html: $(EXECUTED)
