@@ -136,9 +136,37 @@ class JudgePlan:
         )
 
 
+def _is_dataset(path: Path) -> bool:
+    """A shipped dataset (its folder or its ``runs/``): read-only, with verdicts of its own."""
+    from adakit.dataset import MANIFEST
+
+    return (path / MANIFEST).exists() or (path.name == "runs" and (path.parent / MANIFEST).exists())
+
+
+def _corpus_to_judge(corpus: str | Path | Sequence[str | Path]) -> Path | None:
+    """The one folder (or run file) of ``corpus`` to judge: of a list (the notebooks' several
+    folders), the one that is not a shipped dataset; None for an empty value."""
+    if not corpus:
+        return None
+    if isinstance(corpus, str | Path):
+        return config.resolve(corpus)
+    folders = [config.resolve(c) for c in corpus]
+    shipped = [f for f in folders if _is_dataset(f)]
+    for f in shipped:
+        print(f"note: {f} is a shipped dataset; its verdicts come with it and it is not judged here")
+    left = [f for f in folders if f not in shipped]
+    if len(left) > 1:
+        raise ValueError(f"judge one corpus folder at a time, not {len(left)}: "
+                         + ", ".join(map(str, left)))
+    if not left:
+        raise ValueError("every corpus folder given is a shipped dataset (judged already): "
+                         + ", ".join(map(str, folders)))
+    return left[0]
+
+
 def judge_plan(
     study: str | Path = "",
-    corpus: str | Path = "",
+    corpus: str | Path | Sequence[str | Path] = "",
     families: str | Sequence[str] = (),
     judges: str | Sequence[str] = (),
     turn_judge: str = "",
@@ -152,7 +180,8 @@ def judge_plan(
     Empty / zero / -1 arguments defer to the study's block, then to the defaults: all five
     families, the local model three times as the panel, the first judge for the turn-level
     families, every step, ``default_max_tokens``. ``corpus`` defaults to the study's output
-    folder; relative paths are taken from the project root. With a study (or an explicit
+    folder; relative paths are taken from the project root; of a list of folders, the one that
+    is not a shipped dataset is judged (datasets carry their own verdicts). With a study (or an explicit
     ``baseline_runs``) a folder corpus is narrowed by :func:`judge_selection`; otherwise the
     corpus (folder or run file) is judged whole. Raises ValueError without a corpus.
     """
@@ -160,7 +189,7 @@ def judge_plan(
     from adakit.study import load_study
 
     spec: dict[str, Any] = {}
-    corpus_path = config.resolve(corpus) if corpus else None
+    corpus_path = _corpus_to_judge(corpus)
     if study:
         study_path = config.resolve(study)
         plan = load_study(study_path if study_path.exists() else study)

@@ -142,3 +142,23 @@ def test_judge_block_can_name_the_models_judged(tmp_path):
     picked = judge_selection(tmp_path, {"models": ["m1"]})
     assert [p.stem for p in picked] == ["a"]
     assert [p.stem for p in judge_selection(tmp_path, {})] == ["a", "b"]
+
+
+def test_of_several_folders_the_one_that_is_not_a_shipped_dataset_is_judged(tmp_path, study,
+                                                                             corpus, capsys):
+    """The quick profile hands every notebook its runs beside the reference corpus's: notebook
+    03 judges the study's runs and leaves the dataset (verdicts of its own) alone."""
+    shipped = tmp_path / "ds"
+    _write(shipped / "runs", "ref-1", "m-llm", "local")
+    (shipped / "manifest.json").write_text("{}")
+    plan = judge_plan(study=study, corpus=[corpus, shipped / "runs"])
+    assert plan.corpus == corpus and plan.out_dir == J.judgments_dir(corpus)
+    assert all(shipped not in f.parents for f in plan.run_files)
+    assert "is a shipped dataset" in capsys.readouterr().out
+    assert judge_plan(corpus=[shipped, corpus]).corpus == corpus  # the folder itself counts too
+    with pytest.raises(ValueError, match="every corpus folder given is a shipped dataset"):
+        judge_plan(corpus=[shipped / "runs"])
+    other = tmp_path / "other"
+    _write(other, "o-1", "m-llm", "llm")
+    with pytest.raises(ValueError, match="judge one corpus folder at a time, not 2"):
+        judge_plan(corpus=[corpus, other])
