@@ -465,3 +465,15 @@ def test_observations_are_clipped_and_their_full_length_kept(tmp_path):
         assert c.observation.endswith(f"[... {full - 60} more characters not kept]")
     short = [c for c in clipped.turns if (c.observation_chars or 0) <= 60]
     assert all("more characters not kept" not in (c.observation or "") for c in short)
+
+
+def test_open_corpora_takes_a_list_of_folders_as_one_argument(tmp_path):
+    """Notebook 40 passes its `corpus` parameter as given: a folder or a list of them."""
+    from adakit.importers import open_corpora
+
+    for name, path in (("a", SWE_CMD), ("b", MINI), ("c", OH)):
+        import_paths("auto", [path], tmp_path / name, progress=False)
+    flat = open_corpora(tmp_path / "a", tmp_path / "b", tmp_path / "c", verbose=False)
+    nested = open_corpora(tmp_path / "a", [str(tmp_path / "b"), tmp_path / "c"], verbose=False)
+    assert len(flat.runs) == 3 and sorted(nested.runs["run_id"]) == sorted(flat.runs["run_id"])
+    assert len(open_corpora(tmp_path / "a", "", verbose=False).runs) == 1  # "" adds nothing

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adakit import config
 from adakit.importers import generic, mini_swe_agent, openhands, swe_agent
 from adakit.importers.base import BadInput, Target, build_records
 from adakit.record import SourceInfo, WorldInfo
@@ -418,13 +419,16 @@ def import_paths(
     return report
 
 
-def open_corpora(*folders: str | Path, verbose: bool = True) -> Any:
-    """Several corpus folders (e.g. imported runs and runs adakit launched) as one
+def open_corpora(*folders: str | Path | Sequence[str | Path], verbose: bool = True) -> Any:
+    """Several corpus folders (e.g. imported runs and runs adakit launched; an argument may
+    itself be a list of folders, as the notebooks' ``corpus`` parameter is) as one
     :class:`~adakit.record.Corpus`, each opened like the notebooks do (cached, a count line
-    printed); run ids are unique because imported ids carry their source's sha256."""
+    printed, paths relative to the project root); run ids are unique because imported ids
+    carry their source's sha256."""
     from adakit.record import open_corpus
 
-    given = [f for f in folders if str(f)]
+    flat = [f for one in folders for f in ([one] if isinstance(one, str | Path) else one)]
+    given = [config.resolve(f) for f in flat if str(f)]
     data = open_corpus(given if len(given) != 1 else given[0], verbose=verbose)
     if verbose and len(given) > 1:
         counts = data.runs["agent"].value_counts()
