@@ -115,13 +115,18 @@ def axis_options(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None)
     return out
 
 
+#: Distinct tools and distinct files a run needs to count as navigating (:func:`default_run`).
+NAVIGATES = 2
+
+
 def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
     """The run to open first: an instructive one.
 
-    Runs that end with a conclusion come first (whenever any run has one); among them, runs of
-    a model that is not a scripted baseline, then those using more distinct tools and visiting
-    more files (given ``turns``), then the corpus order. A corpus of baselines only opens on
-    its most instructive baseline run the same way.
+    First a real model's run (not a scripted baseline) that ends with a conclusion; else a
+    real model's run that navigates (at least :data:`NAVIGATES` distinct tools and files,
+    given ``turns``), since an agent exploring without concluding shows more than a baseline;
+    else any concluded run; then the corpus order. Ties go to more distinct tools, then more
+    files. A corpus of baselines only opens on its most instructive baseline run the same way.
     """
     if runs.empty:
         raise ValueError("the corpus has no runs to explore")
@@ -142,8 +147,11 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
         files = ok.groupby("run_id")["file"].nunique()
         key["tools"] = order["run_id"].map(tools).fillna(0).astype(int).to_numpy()
         key["files"] = order["run_id"].map(files).fillna(0).astype(int).to_numpy()
-    key = key.sort_values(["concluded", "real", "tools", "files", "position"],
-                          ascending=[False, False, False, False, True])
+    key["real_concluded"] = key["real"] & key["concluded"]
+    key["real_navigates"] = key["real"] & (key["tools"] >= NAVIGATES) & (key["files"] >= NAVIGATES)
+    key = key.sort_values(["real_concluded", "real_navigates", "concluded", "real", "tools",
+                           "files", "position"],
+                          ascending=[False, False, False, False, False, False, True])
     return str(order["run_id"].iloc[int(key.index[0])])
 
 

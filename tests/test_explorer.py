@@ -236,6 +236,12 @@ def test_default_run_opens_on_an_instructive_run():
     assert explorer.default_run(runs, turns) == "m3"  # 3 tools, 3 files beats m2's 2 and 1
     assert explorer.default_run(runs) == "m2"  # without turns: the first concluded real run
     assert explorer.default_run(runs[runs["model_kind"] == "baseline"], turns) == "b1"
+    # no real run concludes: one that navigates (2+ tools, 2+ files) beats a concluded
+    # baseline; a real run that only bookmarks one file does not
+    open_ = runs.assign(reason=["finalize", "turn_bound", "turn_bound", "malformed_limit",
+                                "turn_bound"])
+    assert explorer.default_run(open_, turns) == "m4"  # OVW, PKR, EXP, MEM over 3 files
+    assert explorer.default_run(open_[open_["run_id"].isin(["b1", "m1"])], turns) == "b1"
 
 
 # --------------------------------------------------------------------------- text and pictures
