@@ -94,8 +94,8 @@ def test_repeats_get_their_own_seed_and_response_cache_scope(tmp_path, monkeypat
 
 def test_the_local_profile_repeats_four_cells_of_the_default_agent():
     """The reference corpus's noise floor: at least four (world, task) cells of the 1.5B run
-    three times each, seeds 0-2, one set of settings per cell; and its natural runs come
-    before its budget-pressure runs, so a corpus packed part way spans every world and task."""
+    three times each, seeds 0-2, one set of settings per cell; and its runs are ordered so
+    that a corpus packed part way (16 runs) holds both conditions and every world and task."""
     from collections import defaultdict
 
     from adakit.models import DEFAULT_LOCAL_MODEL
@@ -111,9 +111,10 @@ def test_the_local_profile_repeats_four_cells_of_the_default_agent():
         assert [(s.repeat, s.seed) for s in cell] == [(0, 0), (1, 1), (2, 2)]
         assert len({s.settings for s in cell}) == 1
     order = [s for s in local.specs if s.model == DEFAULT_LOCAL_MODEL and s.repeat == 0]
-    first = order[:12]
-    assert {s.condition for s in first} == {"natural"}
+    first = order[:16]
+    assert {s.condition for s in first} == {"natural", "budget_pressure"}
     assert len({(s.world, s.task) for s in first}) == 12
+    assert len(order) >= 24 and {s.world for s in order[:8]} == {"flask"}
 
 
 def test_a_run_in_two_blocks_must_keep_one_set_of_settings(tmp_path):
