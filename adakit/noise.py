@@ -130,6 +130,39 @@ def noise_floor(variation: pd.DataFrame) -> pd.DataFrame:
                                        "max_cv"])
 
 
+def source_of(paths: pd.Series) -> pd.Series:
+    """The corpus folder of each run file, relative to the project root when inside it."""
+    from pathlib import Path
+
+    from adakit import config
+
+    def one(path: Any) -> str:
+        folder = Path(str(path)).resolve().parent
+        return str(folder.relative_to(config.ROOT)) if folder.is_relative_to(config.ROOT) else str(folder)
+
+    return paths.map(one)
+
+
+def noise_floor_by_source(
+    table: pd.DataFrame,
+    runs: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    cell: Sequence[str] = CELL,
+    min_runs: int = uncertainty.MIN_RUNS,
+) -> pd.DataFrame:
+    """:func:`noise_floor` of each corpus folder's runs on its own (``source`` first), for a
+    corpus read from several folders (e.g. a study's runs beside a shipped dataset): each
+    folder's repeats measured apart, not pooled."""
+    sources = runs.set_index("run_id")["path"].pipe(source_of)
+    tagged = table.assign(source=table["run_id"].map(sources))
+    parts = []
+    for source, part in tagged.groupby("source", sort=False):
+        floor = noise_floor(cell_variation(part, metrics, cell, min_runs=min_runs))
+        parts.append(floor.assign(source=source))
+    columns = ["source", "metric", "cells", "runs", "pooled_sd", "median_cv", "max_cv"]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+
+
 def signal_to_noise(
     table: pd.DataFrame,
     factors: Sequence[str] = ("model", "condition"),

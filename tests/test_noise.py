@@ -108,3 +108,19 @@ def test_noise_falls_back_to_every_repeated_cell():
     # one run a side: swapping them gives the same |difference|, so p = 1 and it cannot survive
     assert row["p"] == 1.0 and not row["survives"]
     assert row["verdict"] == f"{6 / np.sqrt(2):.1f}x SD but not significant after Holm"
+
+
+def test_noise_floor_per_corpus_folder(tmp_path):
+    """Two folders read as one: each folder's repeats give its own floor."""
+    table = _table({("A", "natural"): [10, 12, 14], ("B", "natural"): [30, 34]})
+    folder = {"A": tmp_path / "study", "B": tmp_path / "reference" / "runs"}
+    runs = table[["run_id", "model"]].assign(
+        path=[str(folder[m] / f"{r}.jsonl") for r, m in zip(table["run_id"], table["model"],
+                                                            strict=True)])
+    floors = noise.noise_floor_by_source(table, runs, ["turns"]).set_index("source")
+    assert list(floors.index) == [str(folder["A"]), str(folder["B"])]  # outside the project
+    assert floors.loc[str(folder["A"]), "pooled_sd"] == pytest.approx(2.0)
+    assert floors.loc[str(folder["B"]), "pooled_sd"] == pytest.approx(np.sqrt(8))
+    assert floors.loc[str(folder["B"]), "median_cv"] == pytest.approx(np.sqrt(8) / 32)
+    pooled = noise.noise_floor(noise.cell_variation(table, ["turns"])).iloc[0]
+    assert pooled["pooled_sd"] == pytest.approx(np.sqrt((2 * 4 + 8) / 3))  # one table, both
