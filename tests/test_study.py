@@ -24,6 +24,7 @@ def test_quick_and_paper_studies_parse():
     quick = load_study(ROOT / "studies" / "quick.yaml")
     assert len({s.run_id for s in quick.specs}) == len(quick.specs)
     from adakit.models import DEFAULT_LOCAL_MODEL
+    from adakit.tasks import task_families
 
     assert any(s.model == DEFAULT_LOCAL_MODEL for s in quick.specs)
     assert any(s.condition == "coach_judge" for s in quick.specs)
@@ -99,6 +100,7 @@ def test_the_local_profile_repeats_four_cells_of_the_default_agent():
     from collections import defaultdict
 
     from adakit.models import DEFAULT_LOCAL_MODEL
+    from adakit.tasks import task_families
 
     local = load_study(ROOT / "studies" / "local.yaml")
     cells: dict[tuple[str, str, str], list] = defaultdict(list)
@@ -110,11 +112,15 @@ def test_the_local_profile_repeats_four_cells_of_the_default_agent():
     for cell in repeated.values():
         assert [(s.repeat, s.seed) for s in cell] == [(0, 0), (1, 1), (2, 2)]
         assert len({s.settings for s in cell}) == 1
-    order = [s for s in local.specs if s.model == DEFAULT_LOCAL_MODEL and s.repeat == 0]
-    first = order[:16]
+    every = [s for s in local.specs if s.model == DEFAULT_LOCAL_MODEL]
+    first = every[:12]  # about one sitting on 2 cores
     assert {s.condition for s in first} == {"natural", "budget_pressure"}
-    assert len({(s.world, s.task) for s in first}) == 12
-    assert len(order) >= 24 and {s.world for s in order[:8]} == {"flask"}
+    assert {s.world for s in first} == {"flask", "requests", "scikit-learn"}
+    assert {s.task for s in first} == set(task_families())
+    assert "qwen2.5-coder-1.5b__requests__feature_tracing__natural__r0" in {s.run_id for s in first}
+    assert sum(s.repeat == 1 for s in first) == 2  # two cells measured twice
+    grid = [s for s in every if s.repeat == 0]
+    assert len(grid) >= 24 and len({(s.world, s.task) for s in grid[:16]}) == 12
 
 
 def test_a_run_in_two_blocks_must_keep_one_set_of_settings(tmp_path):
