@@ -24,7 +24,6 @@ def test_quick_and_paper_studies_parse():
     quick = load_study(ROOT / "studies" / "quick.yaml")
     assert len({s.run_id for s in quick.specs}) == len(quick.specs)
     from adakit.models import DEFAULT_LOCAL_MODEL
-    from adakit.tasks import task_families
 
     assert any(s.model == DEFAULT_LOCAL_MODEL for s in quick.specs)
     assert any(s.condition == "coach_judge" for s in quick.specs)
@@ -96,7 +95,7 @@ def test_repeats_get_their_own_seed_and_response_cache_scope(tmp_path, monkeypat
 def test_the_local_profile_repeats_four_cells_of_the_default_agent():
     """The reference corpus's noise floor: at least four (world, task) cells of the 1.5B run
     three times each, seeds 0-2, one set of settings per cell; and its runs are ordered so
-    that a corpus packed part way (16 runs) holds both conditions and every world and task."""
+    that a corpus packed part way (12 runs) holds both conditions and every world and task."""
     from collections import defaultdict
 
     from adakit.models import DEFAULT_LOCAL_MODEL
