@@ -169,3 +169,23 @@ def test_reference_corpus_replays_from_its_recorded_replies() -> None:
         sample.setdefault((row["model"], row["condition"]), row["run_id"])
     results = dataset.replay(REFERENCE, run_ids=list(sample.values()))
     assert results == dict.fromkeys(sample.values(), "same")
+
+
+@needs_reference
+def test_diagnose_reads_the_reference_corpus(tmp_path, capsys):
+    """TraceProbe's diagnostics on real local-model runs (not only scripted baselines):
+    every step labelled, the 1.5B's repeats caught by a detector, alignments made."""
+    import pandas as pd
+
+    from adakit.cli import main
+
+    out = tmp_path / "diag"
+    assert main(["diagnose", str(REFERENCE / "runs"), "--calibrate", "--resamples", "50",
+                 "--no-symbols", "--out", str(out)]) == 0
+    assert "firings per 100 steps" in capsys.readouterr().out
+    steps = pd.read_parquet(out / "steps.parquet")
+    firings = pd.read_parquet(out / "firings.parquet")
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert steps["label"].notna().all() and steps["label"].nunique() > 2
+    assert DEFAULT_LOCAL_MODEL in set(runs["model"]) and len(firings) > 0
+    assert len(pd.read_parquet(out / "alignments.parquet")) > 0
