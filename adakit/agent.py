@@ -93,6 +93,13 @@ class RunConfig:
     #: not run it and answers with that note instead (recorded as error type "repeated"; like a
     #: malformed reply it counts toward ``malformed_limit`` mistakes in a row)
     repeat_guard: str = "off"
+    #: weak-model aid (a deviation from the paper, off by default): a run that would end at
+    #: the turn bound, or after ``malformed_limit`` mistakes in a row, without a finalized
+    #: conclusion gets one closing turn. The last turn's observation carries
+    #: :data:`CLOSE_TEXT`; the closing reply may only call stash_conclusion (a grammar says so
+    #: where the model is constrained; any other call is not run). The run keeps the reason
+    #: that ended it and takes the closing call's conclusion, so judges have one to read.
+    close_turn: bool = False
     thinking_min_chars: int = THINKING_MIN_CHARS
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -100,6 +107,15 @@ class RunConfig:
         if self.repeat_guard not in REPEAT_GUARDS:
             raise ValueError(f"repeat_guard must be one of {', '.join(REPEAT_GUARDS)}, "
                              f"got {self.repeat_guard!r}")
+
+
+#: The closing instruction of :attr:`RunConfig.close_turn` (recorded in the run header's
+#: ``scaffold.close_turn`` whenever it is on, so a record says exactly what was shown).
+CLOSE_TEXT = (
+    "This session is over: no more exploring. In your next reply call stash_conclusion with "
+    "proceed_to_finalize=true and write your conclusion from the evidence you gathered, saying "
+    "what you could not confirm."
+)
 
 
 @lru_cache(maxsize=32)
@@ -266,6 +282,8 @@ def make_header(
         "repeat_guard": cfg.repeat_guard,
         "grammar": grammar,
     }
+    if cfg.close_turn:  # only when on, so headers of runs without it stay as they were
+        scaffold["close_turn"] = CLOSE_TEXT
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -313,6 +331,7 @@ class Run:
         self.mode = getattr(self.spec, "mode", "xml") or "xml"
         self.constrain = getattr(self.spec, "constrain", "none") not in (None, "none", False)
         self.grammar: str | None = None
+        self.close_grammar: str | None = None
         self.grammar_info: dict[str, Any] | None = None
         if self.constrain:
             files = ctx.world.source_files() if cfg.constrain_paths else []
@@ -322,6 +341,10 @@ class Run:
                 TOOL_SPECS, paths, thinking_chars=thinking_chars,
                 thinking_min_chars=cfg.thinking_min_chars,
             )
+            self.close_grammar = tool_grammar(
+                {"stash_conclusion": TOOL_SPECS["stash_conclusion"]}, paths,
+                thinking_chars=thinking_chars, thinking_min_chars=cfg.thinking_min_chars,
+            ) if cfg.close_turn else None
             self.grammar_info = {
                 "thinking_min_chars": cfg.thinking_min_chars,
                 "thinking_chars": thinking_chars,
@@ -406,23 +429,28 @@ class Run:
         writer = self._start_or_resume(header)
         end: End | None = None
         try:
-            if self.turns and self.turns[-1].metrics.finalize and not self._rejected(self.turns[-1]):
+            if self.turns and self._is_closing(len(self.turns) - 1):  # resumed after closing
+                end = self._end(self._closed_reason(self.turns[-1].turn))
+            elif self.turns and self.turns[-1].metrics.finalize and not self._rejected(self.turns[-1]):
                 end = self._end("finalize")
             while end is None:
                 n = len(self.turns) + 1
-                if n > self.cfg.turn_bound:
+                closing = self._closing_due()
+                if n > self.cfg.turn_bound and not closing:
                     end = self._end("turn_bound")
                     break
-                turn, end = self._turn(n)
+                turn, end = self._turn(n, closing=closing)
                 if turn is not None:
                     writer.write(turn)
                     self._after_turn_bookkeeping(turn)
                     if self.on_turn is not None:
                         self.on_turn(turn)
                 if end is None:
-                    if turn is not None and turn.metrics.finalize and not self._rejected(turn):
+                    if closing:
+                        end = self._end(self._closed_reason(n))
+                    elif turn is not None and turn.metrics.finalize and not self._rejected(turn):
                         end = self._end("finalize")
-                    elif self.mistakes >= self.cfg.malformed_limit:
+                    elif self.mistakes >= self.cfg.malformed_limit and not self._closing_due():
                         end = self._end("malformed_limit")
             writer.write(end)
         finally:
@@ -435,6 +463,20 @@ class Run:
             if t.call is not None and t.call.tool == call.tool and t.call.params == call.params:
                 return t.turn
         return None
+
+    def _closing_due(self) -> bool:
+        """Whether the next turn is the closing turn: the last turn showed the instruction."""
+        return bool(self.turns) and any(
+            i.source == "system" and i.text == CLOSE_TEXT for i in self.turns[-1].injected)
+
+    def _is_closing(self, index: int) -> bool:
+        """Whether ``self.turns[index]`` is a closing turn (the turn before it closed)."""
+        return index >= 1 and any(
+            i.source == "system" and i.text == CLOSE_TEXT for i in self.turns[index - 1].injected)
+
+    def _closed_reason(self, n: int) -> str:
+        """What ended a run whose closing turn was turn ``n``."""
+        return "turn_bound" if n > self.cfg.turn_bound else "malformed_limit"
 
     @staticmethod
     def _rejected(turn: Turn) -> bool:
@@ -463,7 +505,7 @@ class Run:
             },
         )
 
-    def _turn(self, n: int) -> tuple[Turn | None, End | None]:
+    def _turn(self, n: int, closing: bool = False) -> tuple[Turn | None, End | None]:
         started = time.time()
         fitted = fit_window(self.messages, getattr(self.spec, "context_window", None), self.reply_tokens)
         if fitted is None:
@@ -471,7 +513,7 @@ class Run:
         window, dropped = fitted
         kwargs: dict[str, Any] = {"max_tokens": self.reply_tokens}
         if self.grammar:
-            kwargs["grammar"] = self.grammar
+            kwargs["grammar"] = self.close_grammar if closing and self.close_grammar else self.grammar
         if self.mode == "function":
             kwargs["tools"] = function_tools(TOOL_SPECS)
         try:
@@ -507,13 +549,18 @@ class Run:
         injected: list[Injection] = []
         state_changes: list[dict[str, Any]] = []
         model_calls: list[ModelCall] = []
-        repeat_of = self._same_call(call) if call is not None and self.cfg.repeat_guard != "off" else None
+        repeat_of = (self._same_call(call) if call is not None and self.cfg.repeat_guard != "off"
+                     and not closing else None)
         if perr is not None:
             count = self.mistakes + 1
             observation = _fill(
                 "malformed.txt", message=perr.message, count=str(count), limit=str(self.cfg.malformed_limit)
             ).strip()
             metrics = ToolMetrics(error_type="unknown_tool" if perr.kind == "unknown_tool" else "malformed")
+        elif closing and call is not None and call.tool != "stash_conclusion":
+            observation = ("Not run: the session is over and only stash_conclusion was asked for; "
+                           "the run ends without a conclusion.")
+            metrics = ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="malformed")
         elif repeat_of is not None and self.cfg.repeat_guard == "refuse":
             assert call is not None
             observation = _fill(
@@ -557,7 +604,7 @@ class Run:
             model_calls=model_calls,
             dropped_messages=dropped,
         )
-        if self.ctx.coach is not None:
+        if self.ctx.coach is not None and not closing:
             try:
                 decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
             except ModelError as exc:  # the coach cannot be asked at all (no key, refused key)
@@ -571,10 +618,15 @@ class Run:
             injected.append(Injection(source="system", text=_fill(
                 "repeat_notice.txt", turn=str(repeat_of)).strip()))
         finalize = bool(turn.metrics.finalize) and not self._rejected(turn)
-        if not finalize:
+        if not finalize and not closing:
             reminder = self.ctx.condition.reminder_after(n)
             if reminder:
                 injected.append(Injection(source="reminder", text=reminder))
+            stuck = perr is not None or metrics.error_type == "repeated"
+            if self.cfg.close_turn and (
+                    n >= self.cfg.turn_bound
+                    or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
+                injected.append(Injection(source="system", text=CLOSE_TEXT))
         turn.injected = injected
         turn.ended_at = time.time()
         return turn, None

@@ -47,7 +47,7 @@ from adakit.tasks import make_task, task_families
 
 RUN_SETTINGS = (
     "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
-    "budget", "repeat_guard", "thinking_min_chars",
+    "budget", "repeat_guard", "thinking_min_chars", "close_turn",
 )
 _LOCAL_LOCK = threading.Lock()
 #: USD above which ``adakit launch`` asks before spending (``--confirm-above`` changes it).

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAI, error, stall, tool_call
 
-from adakit.agent import LaunchContext, Run, RunConfig, first_message, fit_window, system_prompt
+from adakit.agent import (
+    CLOSE_TEXT,
+    LaunchContext,
+    Run,
+    RunConfig,
+    first_message,
+    fit_window,
+    system_prompt,
+)
 from adakit.conditions import get_condition, load_conditions
 from adakit.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
 from adakit.record import content_digest
@@ -426,3 +434,63 @@ def test_end_totals_keep_active_coach_and_wall_time_apart(world, tmp_path):
     run = load_corpus(tmp_path, cache=False).runs.set_index("run_id").loc["clock"]
     assert run["active_s"] == pytest.approx(totals["active_s"], abs=1e-5)
     assert run["coach_s"] == pytest.approx(totals["coach_s"], abs=1e-5)
+
+
+# ------------------------------------------------------------------ the closing turn (weak models)
+
+
+def test_close_turn_off_changes_nothing(world, tmp_path):
+    with FakeOpenAI([peek(), peek(start=6, end=9)]) as fake:
+        rf = launch(world, fake, tmp_path / "off.jsonl", turn_bound=2)
+    assert rf.end.reason == "turn_bound" and rf.end.conclusion is None and len(fake.requests) == 2
+    assert "close_turn" not in rf.header.scaffold
+    assert all(i.text != CLOSE_TEXT for t in rf.turns for i in t.injected)
+
+
+def test_a_run_at_its_turn_bound_gets_one_closing_turn(world, tmp_path):
+    with FakeOpenAI([peek(), peek(start=6, end=9), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "close.jsonl", turn_bound=2, close_turn=True)
+    assert rf.end.reason == "turn_bound"  # what ended it; the conclusion comes from the close
+    assert rf.end.conclusion == "serve calls helper" and rf.end.conclusion_title == "Flow"
+    assert [t.turn for t in rf.turns] == [1, 2, 3] and rf.turns[2].metrics.tool == "CON"
+    assert [i.text for i in rf.turns[1].injected] == [CLOSE_TEXT]  # shown before turn 3
+    assert CLOSE_TEXT in fake.requests[2]["messages"][-1]["content"]
+    assert rf.header.scaffold["close_turn"] == CLOSE_TEXT
+
+
+def test_stuck_runs_close_too_and_other_calls_are_not_run(world, tmp_path):
+    with FakeOpenAI(["x", "y", "z", HOLD]) as fake:
+        stuck = launch(world, fake, tmp_path / "stuck.jsonl", close_turn=True)
+    assert stuck.end.reason == "malformed_limit" and len(stuck.turns) == 4
+    assert stuck.end.conclusion == "serve calls helper"  # proceed=false still closes the run
+    assert CLOSE_TEXT in [i.text for i in stuck.turns[2].injected]
+    with FakeOpenAI([peek(), peek("pkg/util.py", 1, 2)]) as fake:
+        other = launch(world, fake, tmp_path / "other.jsonl", turn_bound=1, close_turn=True)
+    assert other.end.reason == "turn_bound" and other.end.conclusion is None
+    last = other.turns[-1]
+    assert last.metrics.error_type == "malformed" and "Not run: the session is over" in last.observation
+    assert len(fake.requests) == 2
+
+
+def test_a_resumed_run_does_not_close_twice(world, tmp_path):
+    path = tmp_path / "res-close.jsonl"
+    with FakeOpenAI([peek(), FINAL]) as fake:
+        first = launch(world, fake, path, turn_bound=1, close_turn=True)
+    assert first.end.reason == "turn_bound" and len(first.turns) == 2
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))  # a crash after the closing turn, before the end
+    with FakeOpenAI([FINAL]) as fake:
+        again = launch(world, fake, path, turn_bound=1, close_turn=True)
+    assert fake.requests == [] and again.end.reason == "turn_bound"
+    assert again.end.conclusion == "serve calls helper" and len(again.turns) == 2
+
+
+def test_the_closing_grammar_admits_only_the_conclusion(world, tmp_path):
+    spec = dict(constrain="grammar")
+    with FakeOpenAI([peek(), FINAL]) as fake:
+        launch(world, fake, tmp_path / "g.jsonl", turn_bound=1, close_turn=True,
+               spec=spec_for(fake, **spec))
+    grammars = [r.get("grammar") or (r.get("extra_body") or {}).get("grammar") for r in fake.requests]
+    assert all(grammars) and grammars[0] != grammars[1]
+    assert "peek_code_region" in grammars[0] and "peek_code_region" not in grammars[1]
+    assert "stash_conclusion" in grammars[1]
