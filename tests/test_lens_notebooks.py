@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -40,6 +41,21 @@ def _replays_under_nbval(executed, cwd) -> None:
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
 
 
+def _execute(notebook: Path, tmp_path: Path, monkeypatch, **parameters) -> tuple[Path, Path]:
+    """Run a lens notebook under papermill on the synthetic corpus, with a private home and
+    figure prefix ``nbtest``; returns the executed notebook and the home folder."""
+    pm = pytest.importorskip("papermill")
+    home = tmp_path / "home"
+    monkeypatch.setenv("ADAKIT_HOME", str(home))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    out = tmp_path / f"{notebook.stem}.ipynb"
+    pm.execute_notebook(str(notebook), str(out), cwd=str(tmp_path), progress_bar=False,
+                        kernel_name="python3",
+                        parameters={"corpus": str(_corpus(tmp_path)), "figure_prefix": "nbtest",
+                                    **parameters})
+    return out, home
+
+
 def test_notebook_takes_the_interval_parameters():
     pm = pytest.importorskip("papermill")
     params = pm.inspect_notebook(str(NOTEBOOK))
@@ -49,17 +65,8 @@ def test_notebook_takes_the_interval_parameters():
 
 @pytest.mark.timeout(400)
 def test_notebook_draws_intervals_on_every_share_chart(tmp_path, monkeypatch):
-    pm = pytest.importorskip("papermill")
-    corpus = _corpus(tmp_path)
-    home = tmp_path / "home"
-    monkeypatch.setenv("ADAKIT_HOME", str(home))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    out = tmp_path / "12.ipynb"
-    pm.execute_notebook(str(NOTEBOOK), str(out), cwd=str(tmp_path), progress_bar=False,
-                        kernel_name="python3",
-                        parameters={"corpus": str(corpus), "n_resamples": 200,
-                                    "n_permutations": 500, "regime_at_turn": 6,
-                                    "figure_prefix": "nbtest"})
+    out, home = _execute(NOTEBOOK, tmp_path, monkeypatch, n_resamples=200, n_permutations=500,
+                         regime_at_turn=6)
     written = {p.name for p in (home / "figures" / "nbtest").glob("*.png")}
     assert {"fig7_tag_shares.png", "figD6_tag_shares_by_task.png",
             "regimes_at_6.png"} <= written
@@ -81,16 +88,7 @@ def test_notebook_draws_intervals_on_every_share_chart(tmp_path, monkeypatch):
 
 @pytest.mark.timeout(400)
 def test_surface_notebook_draws_intervals_on_its_group_means(tmp_path, monkeypatch):
-    pm = pytest.importorskip("papermill")
-    corpus = _corpus(tmp_path)
-    home = tmp_path / "home"
-    monkeypatch.setenv("ADAKIT_HOME", str(home))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    out = tmp_path / "10.ipynb"
-    pm.execute_notebook(str(SURFACE_NOTEBOOK), str(out), cwd=str(tmp_path), progress_bar=False,
-                        kernel_name="python3",
-                        parameters={"corpus": str(corpus), "n_resamples": 200,
-                                    "n_permutations": 300, "figure_prefix": "nbtest"})
+    out, home = _execute(SURFACE_NOTEBOOK, tmp_path, monkeypatch, n_resamples=200, n_permutations=300)
     written = {p.name for p in (home / "figures" / "nbtest").glob("*.png")}
     assert {"fig4_activity.png", "fig5_effort.png", "figD5b_task_composition.png"} <= written
     tables = home / "data" / "processed" / "nbtest"
@@ -113,16 +111,7 @@ def test_surface_notebook_draws_intervals_on_its_group_means(tmp_path, monkeypat
 
 @pytest.mark.timeout(400)
 def test_journey_notebook_bounds_the_pause_share(tmp_path, monkeypatch):
-    pm = pytest.importorskip("papermill")
-    corpus = _corpus(tmp_path)
-    home = tmp_path / "home"
-    monkeypatch.setenv("ADAKIT_HOME", str(home))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    out = tmp_path / "11.ipynb"
-    pm.execute_notebook(str(JOURNEY_NOTEBOOK), str(out), cwd=str(tmp_path), progress_bar=False,
-                        kernel_name="python3",
-                        parameters={"corpus": str(corpus), "n_resamples": 200,
-                                    "figure_prefix": "nbtest"})
+    out, home = _execute(JOURNEY_NOTEBOOK, tmp_path, monkeypatch, n_resamples=200)
     summary = pd.read_csv(home / "data" / "processed" / "nbtest" /
                           "long_pauses_by_condition.csv").set_index("condition")
     assert set(summary.index) == {"natural", "budget_pressure"}
