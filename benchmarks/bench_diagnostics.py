@@ -23,23 +23,12 @@ import sys
 import time
 
 import numpy as np
+from timing import timed
 
 from adakit.diagnostics import align, detectors, steps
 
 LABEL_TARGET_S = 10.0
 ALIGN_TARGET_S = 5.0
-
-
-def timed(fn, repeats: int) -> tuple[float, float, object]:
-    """Best wall seconds, its CPU seconds, and the last result."""
-    best = (np.inf, np.inf, None)
-    for _ in range(repeats):
-        w0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
-        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-        if wall < best[0]:
-            best = (wall, cpu, out)
-    return best
 
 
 def main(argv: list[str] | None = None) -> int:

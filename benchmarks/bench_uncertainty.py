@@ -24,6 +24,7 @@ import time
 from itertools import combinations
 
 import numpy as np
+from timing import timed
 
 from adakit import sequences, uncertainty
 from adakit.lenses import policy
@@ -31,18 +32,6 @@ from adakit.synthetic import synthetic_tables
 
 BOOTSTRAP_TARGET_S = 10.0
 LCS_TARGET_S = 5.0
-
-
-def timed(fn, repeats: int) -> tuple[float, float, object]:
-    """Best wall seconds, its CPU seconds, and the last result."""
-    best = (np.inf, np.inf, None)
-    for _ in range(repeats):
-        w0, c0 = time.perf_counter(), time.process_time()
-        out = fn()
-        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-        if wall < best[0]:
-            best = (wall, cpu, out)
-    return best
 
 
 def cells_of(runs, n_cells: int, per_cell: int) -> list[list[str]]:
