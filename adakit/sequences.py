@@ -52,6 +52,8 @@ def run_sequences(
     else:
         file = t["file"] if "file" in t.columns else pd.Series("", index=t.index)
         token = t["tool"].astype(str) + " " + file.fillna("").astype(str)
+    if t.empty:  # no tool turns at all: no sequences
+        return {}, []
     codes, names = pd.factorize(token)
     run_code, run_ids = pd.factorize(t["run_id"])
     bounds = np.flatnonzero(np.r_[True, run_code[1:] != run_code[:-1], True])

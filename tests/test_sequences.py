@@ -100,3 +100,11 @@ def test_only_strata_with_repeats_give_pairs_by_default():
     assert len(sq.pair_table(both)) == len(sq.pair_table(runs))  # risk review: no repeats
     every = sq.pair_table(both, repeated_only=False)
     assert len(every) == len(sq.pair_table(runs)) + 1  # c1 vs d1 across
+
+
+def test_no_tool_turns_give_no_sequences():
+    empty = pd.DataFrame({"run_id": pd.Series(dtype=str), "turn": pd.Series(dtype=int),
+                          "tool": pd.Series(dtype=str), "file": pd.Series(dtype=str),
+                          "error_type": pd.Series(dtype=str)})
+    assert sq.run_sequences(empty, "tool") == ({}, [])
+    assert sq.run_sequences(empty, "tool_file") == ({}, [])
