@@ -3,7 +3,9 @@
 One row per model, from its recorded runs:
 
 - ``valid_calls``: share of turns whose reply parsed into a tool call;
-- ``concluded``: share of runs that ended by finalizing a conclusion;
+- ``concluded``: share of runs that ended by finalizing a conclusion of their own accord;
+- ``concluded_closing``: share of runs whose conclusion came on the closing turn
+  (``close_turn``: asked for once at the turn bound or when stuck), so not counted above;
 - ``files_per_run`` / ``lines_per_run``: distinct files visited (any successful call naming the
   file) and distinct lines viewed, means over runs;
 - ``tag_entropy_bits``: Shannon entropy (bits) of the model's Table 5 tag shares, pooled over
@@ -12,8 +14,9 @@ One row per model, from its recorded runs:
 - ``repeat_rate``: share of calls that exactly repeat (same tool, same parameters) an earlier
   call of the same run;
 - ``thinking_chars``: mean characters of thinking per turn;
-- ``s_per_turn_p50`` / ``_p95``: seconds per live (not cache-replayed) turn, without the coach's
-  time;
+- ``s_per_turn_p50`` / ``_p95``: seconds the model took per reply (``latency_s``, which a
+  cache-replayed turn carries over from the call that produced it), without the coach's time;
+  when no turn records a latency, seconds per live turn;
 - ``prompt_tokens``, ``tokens_reused``: prompt tokens sent, and of those taken from the local
   server's prefix cache instead of being evaluated (local models only).
 """
@@ -32,7 +35,7 @@ from adakit.lenses.surface import run_surface
 from adakit.record import Corpus, RunFile, corpus_from_runs, iter_run_files, read_run
 
 BEHAVIOUR_COLUMNS = [
-    "model", "runs", "turns", "valid_calls", "concluded", "files_per_run", "lines_per_run",
+    "model", "runs", "turns", "valid_calls", "concluded", "concluded_closing", "files_per_run", "lines_per_run",
     "tag_entropy_bits", "tag_entropy_run", "repeat_rate", "thinking_chars", "s_per_turn_p50",
     "s_per_turn_p95", "prompt_tokens", "tokens_reused",
 ]  # fmt: skip
@@ -73,6 +76,7 @@ def behaviour_table(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
     if "active_s" not in turns.columns:  # tables built before the loader kept three clocks
         turns = turns.assign(active_s=turns["duration_s"] - turns.get("coach_s", 0.0))
     live = turns[~turns["cached"].astype(bool)]
+    latency = turns["latency_s"] if "latency_s" in turns.columns else None
     reused = turns["tokens_reused"] if "tokens_reused" in turns.columns else None
     rep = repeats.merge(runs[["run_id", "model"]], on="run_id")
     rows = []
@@ -82,7 +86,10 @@ def behaviour_table(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
         ms = surface.loc[sorted(ids)]
         mtags = tags[tags["model"] == model]
         per_run = [entropy_bits(g["tag"].value_counts()) for _, g in mtags.groupby("run_id")]
-        secs = live.loc[live["run_id"].isin(ids), "active_s"].to_numpy(dtype=float)
+        secs = (mt["latency_s"].dropna().to_numpy(dtype=float)
+                if latency is not None and (mt["latency_s"] > 0).any()
+                else live.loc[live["run_id"].isin(ids), "active_s"].to_numpy(dtype=float))
+        closing = (mruns["reason"] != "finalize") & (mruns["conclusion_chars"].fillna(0) > 0)
         mrep = rep[rep["model"] == model]
         rows.append({
             "model": model,
@@ -90,6 +97,7 @@ def behaviour_table(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
             "turns": len(mt),
             "valid_calls": float(mt["parse_error"].isna().mean()) if len(mt) else np.nan,
             "concluded": float((mruns["reason"] == "finalize").mean()),
+            "concluded_closing": float(closing.mean()),
             "files_per_run": float(ms["files_visited"].mean()),
             "lines_per_run": float(ms["loc_viewed"].mean()),
             "tag_entropy_bits": entropy_bits(mtags["tag"].value_counts()),

@@ -71,3 +71,24 @@ def test_pooled_entropy_counts_every_transition_of_the_model() -> None:
     tags = tag_transitions(corpus.turns)["tag"].value_counts()
     table = behaviour_table(corpus, call_repeats(runs))
     assert table.loc[0, "tag_entropy_bits"] == pytest.approx(entropy_bits(tags))
+
+
+def test_a_conclusion_from_the_closing_turn_is_counted_apart() -> None:
+    """A run that ends at its turn bound with a conclusion (the closing turn's) is not a run
+    that concluded of its own accord; the table gives it its own share."""
+    r1, r2 = _runs()
+    r2.end = r2.end.model_copy(update={"conclusion": "what the closing turn wrote"})
+    table = behaviour_table(corpus_from_runs([r1, r2]), call_repeats([r1, r2]))
+    row = table.set_index("model").loc["m1"]
+    assert row["concluded"] == pytest.approx(0.5)
+    assert row["concluded_closing"] == pytest.approx(0.5)
+    plain = behaviour_table(corpus_from_runs(_runs()), call_repeats(_runs()))
+    assert plain.loc[0, "concluded_closing"] == 0.0
+
+
+def test_seconds_per_turn_include_cache_replayed_turns_by_their_recorded_latency() -> None:
+    """A replayed turn carries the latency of the call that produced it; the table counts it."""
+    r1, r2 = _runs()
+    r1.turns = [t.model_copy(update={"cached": True}) for t in r1.turns]
+    table = behaviour_table(corpus_from_runs([r1, r2]), call_repeats([r1, r2]))
+    assert table.loc[0, "s_per_turn_p50"] == pytest.approx(15.0)
