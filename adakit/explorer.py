@@ -122,7 +122,8 @@ NAVIGATES = 2
 def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
     """The run to open first: an instructive one.
 
-    First a real model's run (not a scripted baseline) that ends with a conclusion; else a
+    First a real model's run (not a scripted baseline) that ends with a conclusion (finalized,
+    or written on its closing turn); else a
     real model's run that navigates (at least :data:`NAVIGATES` distinct tools and files,
     given ``turns``), since an agent exploring without concluding shows more than a baseline;
     else any concluded run; then the corpus order. Ties go to more distinct tools, then more
@@ -135,9 +136,10 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
     kind = order["model_kind"] if "model_kind" in order.columns else pd.Series("", index=order.index)
     key["real"] = (kind != "baseline").astype(int)
     none = pd.Series(False, index=order.index)
-    concluded = order["reason"].eq("finalize") if "reason" in order.columns else none
-    if "conclusion" in order.columns:
-        concluded &= order["conclusion"].fillna("").astype(str).str.len() > 0
+    if "conclusion" in order.columns:  # finalized, or written on a closing turn (close_turn)
+        concluded = order["conclusion"].fillna("").astype(str).str.len() > 0
+    else:
+        concluded = order["reason"].eq("finalize") if "reason" in order.columns else none
     key["concluded"] = concluded.astype(int).to_numpy()
     key["tools"] = 0
     key["files"] = 0

@@ -238,8 +238,11 @@ def test_default_run_opens_on_an_instructive_run():
     assert explorer.default_run(runs[runs["model_kind"] == "baseline"], turns) == "b1"
     # no real run concludes: one that navigates (2+ tools, 2+ files) beats a concluded
     # baseline; a real run that only bookmarks one file does not
-    open_ = runs.assign(reason=["finalize", "turn_bound", "turn_bound", "malformed_limit",
-                                "turn_bound"])
+    # a conclusion written on a closing turn (the run stuck or at its bound) counts as one
+    closing = runs.assign(reason=["finalize", "turn_bound", "turn_bound", "malformed_limit",
+                                  "turn_bound"])
+    assert explorer.default_run(closing, turns) == "m3"
+    open_ = closing.assign(conclusion=["done", None, None, None, None])
     assert explorer.default_run(open_, turns) == "m4"  # OVW, PKR, EXP, MEM over 3 files
     assert explorer.default_run(open_[open_["run_id"].isin(["b1", "m1"])], turns) == "b1"
 
