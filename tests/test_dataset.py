@@ -16,7 +16,7 @@ from adakit.record import load_corpus, read_run
 from adakit.study import launch, load_study
 from adakit.tasks import task_families
 
-REFERENCE = config.DATA / "reference" / "local-v1"
+REFERENCE = config.DATA / "reference" / "local-v2"
 
 
 def _agent(request: dict) -> object:
@@ -133,9 +133,9 @@ needs_reference = pytest.mark.skipif(
 def test_reference_corpus_matches_its_manifest_and_shows_real_behaviour() -> None:
     """The shipped corpus matches its manifest and says which runs of its study it still
     lacks (a version may be packed part way); the default agent's runs in it span every world
-    and task family of the study and Fig. 7 for them is not a single tag. A complete version
-    (nothing remaining) must also hold runs that conclude; a part-way one is not held to that
-    bar, since the 1.5B's first 15-turn runs end at the turn bound or stuck in repeats."""
+    and task family of the study, at least half of them conclude (on the closing turn when the
+    model does not, since the 1.5B's 15-turn runs end at the turn bound or stuck in repeats),
+    and Fig. 7 for them is not a single tag."""
     assert dataset.check(REFERENCE) == []
     ds = dataset.open_dataset(REFERENCE)
     manifest = ds.manifest
@@ -149,8 +149,8 @@ def test_reference_corpus_matches_its_manifest_and_shows_real_behaviour() -> Non
     assert sum(r.startswith(f"{DEFAULT_LOCAL_MODEL}__") for r in declared) >= 24  # the study's plan
     assert set(default["world"]) == {"flask", "requests", "scikit-learn"}
     assert set(default["task"]) == set(task_families())
-    if not manifest["remaining"]:
-        assert (default["reason"] == "finalize").sum() >= 1  # some runs conclude
+    # runs that conclude: of their own accord, or on the closing turn its study turns on
+    assert (default["conclusion_chars"].fillna(0) > 0).sum() >= len(default) // 2
     from adakit.lenses.policy import tag_transitions
 
     tags = tag_transitions(corpus.turns[corpus.turns["run_id"].isin(default["run_id"])])
