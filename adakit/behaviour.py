@@ -76,7 +76,7 @@ def behaviour_table(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
     if "active_s" not in turns.columns:  # tables built before the loader kept three clocks
         turns = turns.assign(active_s=turns["duration_s"] - turns.get("coach_s", 0.0))
     live = turns[~turns["cached"].astype(bool)]
-    latency = turns["latency_s"] if "latency_s" in turns.columns else None
+    has_latency = "latency_s" in turns.columns
     reused = turns["tokens_reused"] if "tokens_reused" in turns.columns else None
     rep = repeats.merge(runs[["run_id", "model"]], on="run_id")
     rows = []
@@ -87,7 +87,7 @@ def behaviour_table(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
         mtags = tags[tags["model"] == model]
         per_run = [entropy_bits(g["tag"].value_counts()) for _, g in mtags.groupby("run_id")]
         secs = (mt["latency_s"].dropna().to_numpy(dtype=float)
-                if latency is not None and (mt["latency_s"] > 0).any()
+                if has_latency and (mt["latency_s"] > 0).any()
                 else live.loc[live["run_id"].isin(ids), "active_s"].to_numpy(dtype=float))
         closing = (mruns["reason"] != "finalize") & (mruns["conclusion_chars"].fillna(0) > 0)
         mrep = rep[rep["model"] == model]
