@@ -100,10 +100,16 @@ class RunConfig:
     #: where the model is constrained; any other call is not run). The run keeps the reason
     #: that ended it and takes the closing call's conclusion, so judges have one to read.
     close_turn: bool = False
+    #: the closing conclusion's length cap in characters (the grammar's cap on its
+    #: ``content``; other free text keeps 400), with the closing reply's token budget raised
+    #: to fit (:func:`close_reply_tokens`); recorded in the header as ``scaffold.close_chars``
+    close_chars: int = 1200
     thinking_min_chars: int = THINKING_MIN_CHARS
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.close_chars < 1:
+            raise ValueError(f"close_chars must be at least 1, got {self.close_chars}")
         if self.repeat_guard not in REPEAT_GUARDS:
             raise ValueError(f"repeat_guard must be one of {', '.join(REPEAT_GUARDS)}, "
                              f"got {self.repeat_guard!r}")
@@ -116,6 +122,15 @@ CLOSE_TEXT = (
     "proceed_to_finalize=true and write your conclusion from the evidence you gathered, saying "
     "what you could not confirm."
 )
+
+#: the grammar's cap on other free text (titles, memories, questions)
+TEXT_CHARS = 400
+
+
+def close_reply_tokens(reply_tokens: int, close_chars: int) -> int:
+    """The closing reply's token budget: the usual one plus a token per three characters the
+    closing conclusion may have beyond the usual free-text cap."""
+    return reply_tokens + max(0, close_chars - TEXT_CHARS + 2) // 3
 
 
 @lru_cache(maxsize=32)
@@ -284,6 +299,7 @@ def make_header(
     }
     if cfg.close_turn:  # only when on, so headers of runs without it stay as they were
         scaffold["close_turn"] = CLOSE_TEXT
+        scaffold["close_chars"] = cfg.close_chars
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -300,6 +316,11 @@ def make_header(
         system_prompt=system,
         scaffold=scaffold,
     )
+
+
+def shows_close(turn: Turn) -> bool:
+    """Whether ``turn``'s observation carried the closing instruction (the next turn closes)."""
+    return any(i.source == "system" and i.text == CLOSE_TEXT for i in turn.injected)
 
 
 def _same_run(a: Header, b: Header) -> bool:
@@ -338,12 +359,13 @@ class Run:
             paths = files if 0 < len(files) <= 400 else None
             thinking_chars = getattr(self.spec, "thinking_chars", None) or 300
             self.grammar = tool_grammar(
-                TOOL_SPECS, paths, thinking_chars=thinking_chars,
+                TOOL_SPECS, paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars,
             )
             self.close_grammar = tool_grammar(
                 {"stash_conclusion": TOOL_SPECS["stash_conclusion"]}, paths,
-                thinking_chars=thinking_chars, thinking_min_chars=cfg.thinking_min_chars,
+                thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
+                thinking_min_chars=cfg.thinking_min_chars, text_caps={"content": cfg.close_chars},
             ) if cfg.close_turn else None
             self.grammar_info = {
                 "thinking_min_chars": cfg.thinking_min_chars,
@@ -351,6 +373,7 @@ class Run:
                 "paths": len(paths) if paths else None,
             }
         self.reply_tokens = cfg.reply_max_tokens or getattr(self.spec, "max_tokens", None) or 1024
+        self.close_tokens = close_reply_tokens(self.reply_tokens, cfg.close_chars)
         self.messages: list[dict[str, Any]] = []
         self.turns: list[Turn] = []
         self.mistakes = 0
@@ -429,13 +452,13 @@ class Run:
         writer = self._start_or_resume(header)
         end: End | None = None
         try:
-            if self.turns and self._is_closing(len(self.turns) - 1):  # resumed after closing
+            if self.turns and self._closing(len(self.turns) - 1):  # resumed after closing
                 end = self._end(self._closed_reason(self.turns[-1].turn))
             elif self.turns and self.turns[-1].metrics.finalize and not self._rejected(self.turns[-1]):
                 end = self._end("finalize")
             while end is None:
                 n = len(self.turns) + 1
-                closing = self._closing_due()
+                closing = self._closing(len(self.turns))
                 if n > self.cfg.turn_bound and not closing:
                     end = self._end("turn_bound")
                     break
@@ -450,7 +473,7 @@ class Run:
                         end = self._end(self._closed_reason(n))
                     elif turn is not None and turn.metrics.finalize and not self._rejected(turn):
                         end = self._end("finalize")
-                    elif self.mistakes >= self.cfg.malformed_limit and not self._closing_due():
+                    elif self.mistakes >= self.cfg.malformed_limit and not self._closing(len(self.turns)):
                         end = self._end("malformed_limit")
             writer.write(end)
         finally:
@@ -464,15 +487,10 @@ class Run:
                 return t.turn
         return None
 
-    def _closing_due(self) -> bool:
-        """Whether the next turn is the closing turn: the last turn showed the instruction."""
-        return bool(self.turns) and any(
-            i.source == "system" and i.text == CLOSE_TEXT for i in self.turns[-1].injected)
-
-    def _is_closing(self, index: int) -> bool:
-        """Whether ``self.turns[index]`` is a closing turn (the turn before it closed)."""
-        return index >= 1 and any(
-            i.source == "system" and i.text == CLOSE_TEXT for i in self.turns[index - 1].injected)
+    def _closing(self, index: int) -> bool:
+        """Whether turn ``index`` (0-based; ``len(self.turns)`` is the next one) is a closing
+        turn: the turn before it showed :data:`CLOSE_TEXT`."""
+        return 1 <= index <= len(self.turns) and shows_close(self.turns[index - 1])
 
     def _closed_reason(self, n: int) -> str:
         """What ended a run whose closing turn was turn ``n``."""
@@ -511,11 +529,12 @@ class Run:
         if fitted is None:
             return None, self._end("context_overflow", "the prompt does not fit the context window")
         window, dropped = fitted
-        kwargs: dict[str, Any] = {"max_tokens": self.reply_tokens}
+        kwargs: dict[str, Any] = {"max_tokens": self.close_tokens if closing else self.reply_tokens}
         if self.grammar:
             kwargs["grammar"] = self.close_grammar if closing and self.close_grammar else self.grammar
-        if self.mode == "function":
-            kwargs["tools"] = function_tools(TOOL_SPECS)
+        if self.mode == "function":  # the closing turn offers only the tool it asks for
+            kwargs["tools"] = function_tools(
+                {"stash_conclusion": TOOL_SPECS["stash_conclusion"]} if closing else TOOL_SPECS)
         try:
             completion = self.ctx.backend.complete(window, **kwargs)
         except CacheMiss:

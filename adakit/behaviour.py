@@ -89,7 +89,7 @@ def behaviour_table(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
         secs = (mt["latency_s"].dropna().to_numpy(dtype=float)
                 if has_latency and (mt["latency_s"] > 0).any()
                 else live.loc[live["run_id"].isin(ids), "active_s"].to_numpy(dtype=float))
-        closing = (mruns["reason"] != "finalize") & (mruns["conclusion_chars"].fillna(0) > 0)
+        closing = mruns["closed"].fillna(False).astype(bool) & (mruns["conclusion_chars"].fillna(0) > 0)
         mrep = rep[rep["model"] == model]
         rows.append({
             "model": model,

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from adakit import config
 from adakit.conditions import get_condition
-from adakit.record import RunFile, iter_run_files, read_run
+from adakit.record import Header, RunFile, iter_run_files, read_run
 from adakit.retry import Failure, failure_of
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ CONSTANTS: dict[str, float] = {
 COACH_CALLS = 4
 DEFAULT_TURN_BOUND = 50  # RunConfig's default
 DEFAULT_REPLY_LIMIT = 1024  # the agent's reply limit when neither study nor model sets one
-REMAINING = ("to_run", "to_resume", "to_retry")
+REMAINING = ("to_run", "to_resume", "to_retry", "to_redo")
 
 
 # --------------------------------------------------------------------------- run states
@@ -88,13 +88,45 @@ REMAINING = ("to_run", "to_resume", "to_retry")
 @dataclass
 class RunState:
     """Where one run of the matrix stands: ``finished``, ``to_resume`` (interrupted),
-    ``to_retry`` (a model failure that will be re-run), ``failed`` (a failure left as is) or
+    ``to_retry`` (a model failure that will be re-run), ``failed`` (a failure left as is),
+    ``to_redo`` (finished under settings the study no longer has, in ``changed``) or
     ``to_run``; ``turns_done`` counts its recorded turns."""
 
     spec: RunSpec
     status: str
     turns_done: int = 0
     failure: Failure | None = None
+    changed: tuple[str, ...] = ()
+
+
+def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
+    """The run settings whose recorded value differs from what ``spec`` launches now.
+
+    A setting an older header did not record is not compared; a closing turn recorded before
+    ``close_chars`` existed had the 400-character cap.
+    """
+    from adakit.agent import TEXT_CHARS, RunConfig
+
+    cfg = RunConfig(run_id=spec.run_id, seed=spec.seed, repeat=spec.repeat, **{
+        k: v for k, v in spec.settings if k in RunConfig.__dataclass_fields__})
+    sc = header.scaffold
+    recorded: dict[str, Any] = {"turn_bound": header.turn_bound, "seed": header.seed}
+    for key in ("tree_max_files", "max_observation_chars", "reply_max_tokens",
+                "malformed_limit", "repeat_guard"):
+        if key in sc:
+            recorded[key] = sc[key]
+    if "prompts_sha256" in sc:  # headers that record their scaffold record close_turn when on
+        recorded["close_turn"] = bool(sc.get("close_turn"))
+        if sc.get("close_turn"):
+            recorded["close_chars"] = sc.get("close_chars", TEXT_CHARS)
+    if isinstance(sc.get("grammar"), dict) and "thinking_min_chars" in sc["grammar"]:
+        recorded["thinking_min_chars"] = sc["grammar"]["thinking_min_chars"]
+    if spec.setting("budget") is not None:
+        recorded["budget"] = header.condition.budget
+    now = {k: getattr(cfg, k, None) for k in recorded}
+    if "budget" in recorded:
+        now["budget"] = spec.setting("budget")
+    return tuple(k for k in recorded if recorded[k] != now[k])
 
 
 def run_state(path: Path, spec: RunSpec, retry: bool = True, retry_any: bool = False) -> RunState:
@@ -110,6 +142,9 @@ def run_state(path: Path, spec: RunSpec, retry: bool = True, retry_any: bool = F
         return RunState(spec, "to_resume", len(rf.turns))
     failure = failure_of(rf)
     if failure is None:
+        changed = changed_settings(rf.header, spec)
+        if changed:
+            return RunState(spec, "to_redo", len(rf.turns), changed=changed)
         return RunState(spec, "finished", len(rf.turns))
     if retry and (failure.retryable or retry_any):
         return RunState(spec, "to_retry", len(rf.turns), failure)
@@ -336,7 +371,7 @@ def estimate(study: Study, states: list[RunState], figures: dict[str, Figure],
             continue
         spec = st.spec
         bound = int(spec.setting("turn_bound", DEFAULT_TURN_BOUND))
-        restart = st.status == "to_retry" and retry_from == "start"
+        restart = (st.status == "to_retry" and retry_from == "start") or st.status == "to_redo"
         done = 0 if restart else min(st.turns_done, bound)
         left = max(bound - done, 0)
         model = _spec_of(spec.model, registry)
@@ -467,7 +502,12 @@ class Plan:
         lines.append(
             f"  {'status:':<14}finished {c['finished']} · to resume {c['to_resume']} · "
             f"to retry {c['to_retry']} · to run {c['to_run']} · failed, left as is {c['failed']}"
+            + (f" · to redo (settings changed) {c['to_redo']}" if c.get("to_redo") else "")
         )
+        redo = Counter(k for s in self.states if s.status == "to_redo" for k in s.changed)
+        if redo:
+            lines.append(f"  {'changed:':<14}" + " · ".join(f"{k} {v}" for k, v in redo.items())
+                         + " (finished runs set aside as .attempt-N.jsonl.bak and run again)")
         lines.append(self.cost_text())
         return "\n".join(lines)
 

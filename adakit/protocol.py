@@ -373,6 +373,7 @@ def tool_grammar(
     thinking_chars: int = 300,
     text_chars: int = 400,
     thinking_min_chars: int = THINKING_MIN_CHARS,
+    text_caps: Mapping[str, int] | None = None,
 ) -> str:
     """A GBNF grammar admitting exactly one well-formed call (free text and numbers capped).
 
@@ -380,7 +381,8 @@ def tool_grammar(
     characters that starts with a letter, so a placeholder such as ``...`` or an empty
     thought cannot satisfy it. With ``files``, file-path parameters are restricted to those
     paths, so a small model cannot invent files; the recorded turn says the reply was
-    constrained.
+    constrained. ``text_caps`` gives named free-text parameters their own cap (for example a
+    longer ``content`` for a closing conclusion) in place of ``text_chars``.
     """
     if not 2 <= thinking_min_chars <= thinking_chars:
         raise ValueError("need 2 <= thinking_min_chars <= thinking_chars")
@@ -393,6 +395,11 @@ def tool_grammar(
         f"[A-Za-z] [^<\\n`]{{{thinking_min_chars - 1},{thinking_chars - 1}}}"
     )
     rules["text"] = f"[^<]{{1,{text_chars}}}"
+    caps = {name: int(n) for name, n in (text_caps or {}).items() if int(n) != text_chars}
+    for name, n in sorted(caps.items()):
+        if n < 1:
+            raise ValueError(f"text_caps[{name!r}] must be at least 1, got {n}")
+        rules[f"text-{name.replace('_', '-')}"] = f"[^<]{{1,{n}}}"
     rules["int"] = "[1-9] [0-9]{0,5}"
     rules["bool"] = '"true" | "false"'
     if file_list:
@@ -413,6 +420,8 @@ def tool_grammar(
                 value = "(" + " | ".join(_gbnf_literal(c) for c in p.choices) + ")"
             elif p.name in ("file_path", "current_file_path"):
                 value = "path"
+            elif p.name in caps:
+                value = f"text-{p.name.replace('_', '-')}"
             else:
                 value = "text"
             open_tag = _gbnf_literal(f"<{p.name}>")

@@ -385,7 +385,8 @@ RUN_COLUMNS = [
     "run_id", "study", "model", "model_kind", "world", "task", "target", "condition",
     "repeat", "seed", "turn_bound", "reason", "finished", "n_turns", "started_at",
     "elapsed_s", "wall_s", "active_s", "coach_s", "tokens_in", "tokens_out", "cost_usd",
-    "cache_hits", "errors", "conclusion", "conclusion_chars", "path", "agent", "world_source",
+    "cache_hits", "errors", "conclusion", "conclusion_chars", "closed", "path", "agent",
+    "world_source",
 ]
 TURN_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "tool_name", "action",
@@ -584,11 +585,20 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
         "errors": sum(1 for t in rf.turns if t.metrics.error_type is not None),
         "conclusion": conclusion,
         "conclusion_chars": len(conclusion) if conclusion else 0,
+        "closed": closed_run(rf),
         "path": str(rf.path),
         "agent": run_agent(h),
         "world_source": h.world.source,
     }
     return run_row, turn_rows, read_rows
+
+
+def closed_run(rf: RunFile) -> bool:
+    """Whether the run's last turn was a closing turn (``close_turn``): the turn before it
+    showed the closing instruction that the header records."""
+    text = rf.header.scaffold.get("close_turn")
+    return bool(text) and len(rf.turns) >= 2 and any(
+        i.source == "system" and i.text == text for i in rf.turns[-2].injected)
 
 
 @dataclass

@@ -47,7 +47,7 @@ from adakit.tasks import make_task, task_families
 
 RUN_SETTINGS = (
     "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
-    "budget", "repeat_guard", "thinking_min_chars", "close_turn",
+    "budget", "repeat_guard", "thinking_min_chars", "close_turn", "close_chars",
 )
 _LOCAL_LOCK = threading.Lock()
 #: USD above which ``adakit launch`` asks before spending (``--confirm-above`` changes it).
@@ -267,6 +267,9 @@ def run_one(
         **{k: v for k, v in spec.settings if k in RunConfig.__dataclass_fields__},
     )
     prefix = "resumed:" if state.status == "to_resume" else ""
+    if state.status == "to_redo":  # finished under other settings: kept aside, run again
+        reopen(path, resume=False)
+        prefix = "redone:"
     if state.status == "to_retry":
         now = make_header(ctx, cfg, system_prompt(world, condition, cfg.tree_max_files))
         resume = retry_from == "last_turn" and same_header(read_run(path).header, now)

@@ -494,3 +494,35 @@ def test_the_closing_grammar_admits_only_the_conclusion(world, tmp_path):
     assert all(grammars) and grammars[0] != grammars[1]
     assert "peek_code_region" in grammars[0] and "peek_code_region" not in grammars[1]
     assert "stash_conclusion" in grammars[1]
+
+
+def test_the_closing_conclusion_gets_a_longer_cap_and_token_budget(world, tmp_path):
+    """The closing turn's grammar caps ``content`` at ``close_chars`` (other text keeps 400)
+    and its reply budget grows to fit; the header records the cap."""
+    from adakit.agent import TEXT_CHARS, close_reply_tokens
+
+    with FakeOpenAI([peek(), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "cap.jsonl", turn_bound=1, close_turn=True,
+                    close_chars=1000, reply_max_tokens=300, spec=spec_for(fake, constrain="grammar"))
+    grammars = [(r.get("extra_body") or {}).get("grammar") or r.get("grammar") for r in fake.requests]
+    assert "{1,1000}" not in grammars[0] and f"{{1,{TEXT_CHARS}}}" in grammars[0]
+    assert "text-content ::= [^<]{1,1000}" in grammars[1]
+    assert "<content>\" text-content" in grammars[1] and "<title>\" text " in grammars[1]
+    assert [r["max_tokens"] for r in fake.requests] == [300, close_reply_tokens(300, 1000)]
+    assert close_reply_tokens(300, 1000) == 300 + 200 and close_reply_tokens(300, 100) == 300
+    assert rf.header.scaffold["close_chars"] == 1000
+    with pytest.raises(ValueError, match="close_chars"):
+        RunConfig(run_id="x", close_chars=0)
+
+
+def test_a_function_calling_closing_turn_offers_only_the_conclusion(world, tmp_path):
+    script = [
+        tool_call("peek_code_region", {"file_path": "pkg/app.py", "start_line": 1, "end_line": 5}),
+        tool_call("stash_conclusion", {"content": "serve calls helper", "proceed_to_finalize": True}),
+    ]
+    with FakeOpenAI(script) as fake:
+        rf = launch(world, fake, tmp_path / "fnclose.jsonl", turn_bound=1, close_turn=True,
+                    spec=spec_for(fake, mode="function"))
+    offered = [{t["function"]["name"] for t in r["tools"]} for r in fake.requests]
+    assert len(offered[0]) == 7 and offered[1] == {"stash_conclusion"}
+    assert rf.end.conclusion == "serve calls helper"

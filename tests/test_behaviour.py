@@ -76,9 +76,19 @@ def test_pooled_entropy_counts_every_transition_of_the_model() -> None:
 def test_a_conclusion_from_the_closing_turn_is_counted_apart() -> None:
     """A run that ends at its turn bound with a conclusion (the closing turn's) is not a run
     that concluded of its own accord; the table gives it its own share."""
+    from adakit.agent import CLOSE_TEXT
+    from adakit.record import Injection
+
     r1, r2 = _runs()
     r2.end = r2.end.model_copy(update={"conclusion": "what the closing turn wrote"})
-    table = behaviour_table(corpus_from_runs([r1, r2]), call_repeats([r1, r2]))
+    # a conclusion at the end of a run without a closing turn is not the closing turn's
+    stashed = behaviour_table(corpus_from_runs([r1, r2]), call_repeats([r1, r2]))
+    assert stashed.loc[0, "concluded_closing"] == 0.0
+    r2.header.scaffold["close_turn"] = CLOSE_TEXT
+    r2.turns[-2].injected = [Injection(source="system", text=CLOSE_TEXT)]
+    corpus = corpus_from_runs([r1, r2])
+    assert corpus.runs.set_index("run_id")["closed"].to_dict() == {"m1-r1": False, "m1-r2": True}
+    table = behaviour_table(corpus, call_repeats([r1, r2]))
     row = table.set_index("model").loc["m1"]
     assert row["concluded"] == pytest.approx(0.5)
     assert row["concluded_closing"] == pytest.approx(0.5)

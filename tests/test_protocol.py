@@ -195,3 +195,17 @@ def test_deeply_nested_function_arguments_are_a_bad_value():
     err = parse_function_call("peek_code_region", long, TOOL_SPECS)
     assert err.kind == "bad_value" and "characters long, over the" in err.message
 
+
+
+def test_text_caps_give_one_parameter_its_own_cap_and_leave_the_rest_unchanged():
+    from adakit.protocol import tool_grammar
+    from adakit.tools import TOOL_SPECS
+
+    plain = tool_grammar(TOOL_SPECS)
+    assert tool_grammar(TOOL_SPECS, text_caps={}) == plain
+    assert tool_grammar(TOOL_SPECS, text_caps={"content": 400}) == plain  # same cap: same grammar
+    capped = tool_grammar(TOOL_SPECS, text_caps={"content": 900})
+    assert "text-content ::= [^<]{1,900}" in capped
+    assert capped.count("text-content") == 2  # its rule and stash_conclusion's content only
+    assert capped.replace('"<content>" text-content', '"<content>" text').replace(
+        "text-content ::= [^<]{1,900}\n", "") == plain

@@ -214,3 +214,35 @@ def test_kill_minus_nine_then_resume_loses_and_duplicates_nothing(tmp_path, flas
             except json.JSONDecodeError:
                 pass
         assert lines[: len(complete)] == complete
+
+
+def test_a_finished_run_whose_settings_changed_is_set_aside_and_run_again(tmp_path, flask_world):
+    """Finished runs are skipped only when recorded under the settings the study has now; one
+    launched under others is kept beside the run file and run again, and the plan says why."""
+    from adakit.plan import make_plan, study_states
+    from adakit.study import launch
+
+    out = tmp_path / "runs"
+    study = tmp_path / "s.yaml"
+    block = {"models": ["baseline-tracer"], "worlds": ["flask"], "tasks": ["feature_tracing"],
+             "conditions": ["natural"]}
+    study.write_text(yaml.safe_dump({"name": "redo", "output": str(out), "turn_bound": 3,
+                                     "matrix": [block]}))
+    launch(load_study(study), progress=False)
+    [state] = study_states(load_study(study))
+    assert state.status == "finished"
+    path = out / f"{state.spec.run_id}.jsonl"
+    assert read_run(path).header.turn_bound == 3
+    study.write_text(yaml.safe_dump({"name": "redo", "output": str(out), "turn_bound": 4,
+                                     "matrix": [block]}))
+    [state] = study_states(load_study(study))
+    assert state.status == "to_redo" and state.changed == ("turn_bound",)
+    assert "to redo (settings changed) 1" in make_plan(load_study(study)).describe()
+    summary = launch(load_study(study), progress=False)
+    assert list(summary.attrs["outcomes"].values())[0].startswith("redone:")
+    assert read_run(path).header.turn_bound == 4
+    kept = list(out.glob("*.attempt-*.jsonl.bak"))
+    assert len(kept) == 1 and read_run(kept[0]).header.turn_bound == 3
+    assert load_corpus(out, cache=False).runs["run_id"].tolist() == [state.spec.run_id]
+    [state] = study_states(load_study(study))
+    assert state.status == "finished"
