@@ -13,7 +13,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from string import Template
@@ -96,7 +96,7 @@ class RunConfig:
     #: weak-model aid (a deviation from the paper, off by default): a run that would end at
     #: the turn bound, or after ``malformed_limit`` mistakes in a row, without a finalized
     #: conclusion gets one closing turn. The last turn's observation carries
-    #: :data:`CLOSE_TEXT`; the closing reply may only call stash_conclusion (a grammar says so
+    #: :func:`close_text`; the closing reply may only call stash_conclusion (a grammar says so
     #: where the model is constrained; any other call is not run). The run keeps the reason
     #: that ended it and takes the closing call's conclusion, so judges have one to read.
     close_turn: bool = False
@@ -115,16 +115,31 @@ class RunConfig:
                              f"got {self.repeat_guard!r}")
 
 
-#: The closing instruction of :attr:`RunConfig.close_turn` (recorded in the run header's
-#: ``scaffold.close_turn`` whenever it is on, so a record says exactly what was shown).
-CLOSE_TEXT = (
-    "This session is over: no more exploring. In your next reply call stash_conclusion with "
-    "proceed_to_finalize=true and write your conclusion from the evidence you gathered, saying "
-    "what you could not confirm."
-)
-
 #: the grammar's cap on other free text (titles, memories, questions)
 TEXT_CHARS = 400
+
+
+def close_text(close_chars: int) -> str:
+    """The closing instruction of :attr:`RunConfig.close_turn` for a conclusion cap of
+    ``close_chars`` (recorded in the run header's ``scaffold.close_turn`` whenever it is on,
+    so a record says exactly what was shown)."""
+    sentences = max(2, close_chars // 200)
+    return (
+        "This session is over: no more exploring. In your next reply call stash_conclusion with "
+        "proceed_to_finalize=true and write your conclusion from the evidence you gathered, "
+        f"saying what you could not confirm. Keep it to {sentences} sentences at most, under "
+        f"{close_chars} characters: anything longer is cut off."
+    )
+
+
+#: The closing instruction at the default cap of 1,200 characters.
+CLOSE_TEXT = close_text(1200)
+
+
+#: stash_conclusion as a constrained closing reply may write it: without scope_description,
+#: which small models filled with a copy of the conclusion
+CLOSE_SPEC = replace(TOOL_SPECS["stash_conclusion"], params=tuple(
+    p for p in TOOL_SPECS["stash_conclusion"].params if p.name != "scope_description"))
 
 
 def close_reply_tokens(reply_tokens: int, close_chars: int) -> int:
@@ -298,7 +313,7 @@ def make_header(
         "grammar": grammar,
     }
     if cfg.close_turn:  # only when on, so headers of runs without it stay as they were
-        scaffold["close_turn"] = CLOSE_TEXT
+        scaffold["close_turn"] = close_text(cfg.close_chars)
         scaffold["close_chars"] = cfg.close_chars
     return Header(
         run_id=cfg.run_id,
@@ -318,9 +333,10 @@ def make_header(
     )
 
 
-def shows_close(turn: Turn) -> bool:
-    """Whether ``turn``'s observation carried the closing instruction (the next turn closes)."""
-    return any(i.source == "system" and i.text == CLOSE_TEXT for i in turn.injected)
+def shows_close(turn: Turn, text: str = CLOSE_TEXT) -> bool:
+    """Whether ``turn``'s observation carried the closing instruction ``text`` (the next turn
+    closes)."""
+    return any(i.source == "system" and i.text == text for i in turn.injected)
 
 
 def _same_run(a: Header, b: Header) -> bool:
@@ -363,7 +379,7 @@ class Run:
                 thinking_min_chars=cfg.thinking_min_chars,
             )
             self.close_grammar = tool_grammar(
-                {"stash_conclusion": TOOL_SPECS["stash_conclusion"]}, paths,
+                {"stash_conclusion": CLOSE_SPEC}, paths,
                 thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars, text_caps={"content": cfg.close_chars},
             ) if cfg.close_turn else None
@@ -374,6 +390,7 @@ class Run:
             }
         self.reply_tokens = cfg.reply_max_tokens or getattr(self.spec, "max_tokens", None) or 1024
         self.close_tokens = close_reply_tokens(self.reply_tokens, cfg.close_chars)
+        self.close_text = close_text(cfg.close_chars)
         self.messages: list[dict[str, Any]] = []
         self.turns: list[Turn] = []
         self.mistakes = 0
@@ -489,8 +506,8 @@ class Run:
 
     def _closing(self, index: int) -> bool:
         """Whether turn ``index`` (0-based; ``len(self.turns)`` is the next one) is a closing
-        turn: the turn before it showed :data:`CLOSE_TEXT`."""
-        return 1 <= index <= len(self.turns) and shows_close(self.turns[index - 1])
+        turn: the turn before it showed the closing instruction."""
+        return 1 <= index <= len(self.turns) and shows_close(self.turns[index - 1], self.close_text)
 
     def _closed_reason(self, n: int) -> str:
         """What ended a run whose closing turn was turn ``n``."""
@@ -645,7 +662,7 @@ class Run:
             if self.cfg.close_turn and (
                     n >= self.cfg.turn_bound
                     or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
-                injected.append(Injection(source="system", text=CLOSE_TEXT))
+                injected.append(Injection(source="system", text=self.close_text))
         turn.injected = injected
         turn.ended_at = time.time()
         return turn, None

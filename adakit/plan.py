@@ -105,7 +105,7 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
     A setting an older header did not record is not compared; a closing turn recorded before
     ``close_chars`` existed had the 400-character cap.
     """
-    from adakit.agent import TEXT_CHARS, RunConfig
+    from adakit.agent import TEXT_CHARS, RunConfig, close_text
 
     cfg = RunConfig(run_id=spec.run_id, seed=spec.seed, repeat=spec.repeat, **{
         k: v for k, v in spec.settings if k in RunConfig.__dataclass_fields__})
@@ -116,7 +116,7 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
         if key in sc:
             recorded[key] = sc[key]
     if "prompts_sha256" in sc:  # headers that record their scaffold record close_turn when on
-        recorded["close_turn"] = bool(sc.get("close_turn"))
+        recorded["close_turn"] = sc.get("close_turn") or None  # the instruction shown, or off
         if sc.get("close_turn"):
             recorded["close_chars"] = sc.get("close_chars", TEXT_CHARS)
     if isinstance(sc.get("grammar"), dict) and "thinking_min_chars" in sc["grammar"]:
@@ -124,6 +124,8 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
     if spec.setting("budget") is not None:
         recorded["budget"] = header.condition.budget
     now = {k: getattr(cfg, k, None) for k in recorded}
+    if "close_turn" in recorded:
+        now["close_turn"] = close_text(cfg.close_chars) if cfg.close_turn else None
     if "budget" in recorded:
         now["budget"] = spec.setting("budget")
     return tuple(k for k in recorded if recorded[k] != now[k])

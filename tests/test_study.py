@@ -246,3 +246,26 @@ def test_a_finished_run_whose_settings_changed_is_set_aside_and_run_again(tmp_pa
     assert load_corpus(out, cache=False).runs["run_id"].tolist() == [state.spec.run_id]
     [state] = study_states(load_study(study))
     assert state.status == "finished"
+
+
+def test_changed_settings_compare_what_the_header_recorded():
+    """The closing instruction, its cap and the scaffold settings count; what an older header
+    did not record does not."""
+    from adakit.agent import TEXT_CHARS, close_text
+    from adakit.plan import changed_settings
+    from adakit.study import RunSpec
+    from adakit.synthetic import synthetic_run
+
+    spec = RunSpec("s", "m", "w", "feature_tracing", "natural", 0, 0,
+                   (("turn_bound", 5), ("close_turn", True), ("close_chars", 1200)))
+    header = synthetic_run("m-r", model="m", files={"a.py": 10}, tools=[{"tool": "OVW", "file": "a.py"}]).header
+    header = header.model_copy(update={"turn_bound": 5, "scaffold": {}})
+    assert changed_settings(header, spec) == ()  # nothing recorded, nothing to compare
+    header.scaffold.update(prompts_sha256="x", close_turn=close_text(1200), close_chars=1200)
+    assert changed_settings(header, spec) == ()
+    header.scaffold.update(close_turn=close_text(TEXT_CHARS), close_chars=TEXT_CHARS)
+    assert changed_settings(header, spec) == ("close_turn", "close_chars")
+    del header.scaffold["close_chars"]  # recorded before close_chars existed: the 400 cap
+    assert changed_settings(header, spec) == ("close_turn", "close_chars")
+    header.scaffold.update(close_turn=None, reply_max_tokens=400)
+    assert changed_settings(header, spec) == ("reply_max_tokens", "close_turn")
