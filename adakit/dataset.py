@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from adakit import __version__, config
-from adakit.record import content_digest, iter_run_files, read_run
+from adakit.record import RunFile, content_digest, iter_run_files, read_run
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -108,7 +108,10 @@ def build(
     A corpus with unfinished runs, or fewer runs than its study declares, is refused unless
     ``leave_unfinished``: then only finished runs are packed, and the manifest lists the
     started ones under ``unfinished`` and every run of the study it lacks under ``remaining``
-    (a launch that records them and a new build make the next version)."""
+    (a launch that records them and a new build make the next version). A run recorded under
+    settings the study no longer has (:func:`adakit.plan.changed_settings`) is never packed:
+    it is listed under ``outdated`` (and ``remaining``), and refused without
+    ``leave_unfinished``."""
     from adakit.judges import judgments_dir
     from adakit.models import get_model
 
@@ -129,6 +132,16 @@ def build(
         raise DatasetError(f"no finished run in {runs_dir}")
     study_path = config.resolve(study) if study else runs_dir / "study.yaml"
     declared = declared_runs(study_path)
+    outdated = outdated_runs(study_path, parsed)
+    if outdated and not leave_unfinished:
+        raise DatasetError(
+            f"{len(outdated)} runs were recorded under settings the study no longer has (e.g. "
+            f"{outdated[0]}): launch the study again to re-run them, or pass --leave-unfinished "
+            "to pack only the runs that match it"
+        )
+    parsed = [rf for rf in parsed if rf.header.run_id not in set(outdated)]
+    if not parsed:
+        raise DatasetError(f"no run in {runs_dir} matches the study's settings")
     remaining = [r for r in declared if r not in {rf.header.run_id for rf in parsed}]
     if remaining and not leave_unfinished:
         raise DatasetError(
@@ -219,6 +232,7 @@ def build(
             "counts": {"runs": len(rows), "verdicts": n_verdicts, "responses": len(entries),
                        "declared": len(declared)},
             "unfinished": unfinished,
+            "outdated": outdated,
             # the study's runs this version does not hold (started or not): a launch that
             # records them and a new build make the next version
             "remaining": remaining,
@@ -242,6 +256,18 @@ def build(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
+
+def outdated_runs(study_path: Path, parsed: list[RunFile]) -> list[str]:
+    """The ids of runs recorded under settings other than the study's (none without the file)."""
+    if not study_path.exists():
+        return []
+    from adakit.plan import changed_settings
+    from adakit.study import load_study
+
+    specs = {s.run_id: s for s in load_study(study_path).specs}
+    return sorted(rf.header.run_id for rf in parsed
+                  if rf.header.run_id in specs and changed_settings(rf.header, specs[rf.header.run_id]))
 
 
 def declared_runs(study_path: Path) -> list[str]:
@@ -393,7 +419,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if manifest["remaining"]:
         started = set(manifest["unfinished"])
         print(f"left out: {len(manifest['remaining'])} of the study's {c['declared']} runs "
-              f"({len(started)} started, not finished: {', '.join(sorted(started)) or 'none'})")
+              f"({len(started)} started, not finished: {', '.join(sorted(started)) or 'none'}; "
+              f"{len(manifest['outdated'])} recorded under other settings)")
     return 0
 
 

@@ -576,7 +576,7 @@ def register_cli(sub: Any) -> None:
                    "the estimated tokens and USD; launch nothing")
     p.add_argument("--reference", metavar="FOLDER",
                    help="corpus whose measured prompt and reply sizes the estimate uses "
-                   "(default data/reference/local-v2/runs when it exists)")
+                   f"(default {config.REFERENCE_RUNS.relative_to(config.ROOT)} when it exists)")
     p.add_argument("--check", action="store_true",
                    help="preflight also sends each endpoint model one minimal request (a few tokens)")
     p.add_argument("--skip-unavailable", action="store_true",

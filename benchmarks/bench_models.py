@@ -11,7 +11,7 @@ recording for replayed runs (its manifest gives the date), the launch's own turn
 Printed: one column per model, one row per measure (see ``adakit.behaviour``), and the issue's
 targets for the 1.5B with "met" / "MISSED". A measurement, never a test: it exits 0 either way.
 
-    python benchmarks/bench_models.py [--dataset data/reference/local-v2] [--no-launch]
+    python benchmarks/bench_models.py [--dataset FOLDER] [--no-launch]
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def _fmt(value: object, pattern: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dataset", default="data/reference/local-v2", help="reference dataset")
+    ap.add_argument("--dataset", default=str(config.REFERENCE_RUNS.parent.relative_to(config.ROOT)),
+                    help="reference dataset (default: the shipped one)")
     ap.add_argument("--study", default="studies/bench-models.yaml")
     ap.add_argument("--no-launch", action="store_true",
                     help="measure what is already recorded in the output folder")

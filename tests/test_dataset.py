@@ -16,7 +16,7 @@ from adakit.record import load_corpus, read_run
 from adakit.study import launch, load_study
 from adakit.tasks import task_families
 
-REFERENCE = config.DATA / "reference" / "local-v2"
+REFERENCE = config.REFERENCE_RUNS.parent
 
 
 def _agent(request: dict) -> object:
@@ -118,6 +118,24 @@ def test_runs_the_study_declares_but_never_started_are_listed(launched: Path) ->
     assert manifest["counts"]["runs"] == 2 and manifest["counts"]["declared"] == 3
     assert manifest["unfinished"] == []
     assert manifest["remaining"] == ["fake-llm__flask__feature_tracing__natural__r0"]
+    assert dataset.check(launched / "ds") == []
+
+
+def test_runs_recorded_under_other_settings_are_never_packed(launched: Path) -> None:
+    """A run whose header no longer matches the study (here: a changed turn bound for one
+    task) is not the study's run: refused, or left out and listed as outdated."""
+    study = yaml.safe_load((launched / "runs" / "study.yaml").read_text())
+    study["matrix"] = [{**study["matrix"][0], "tasks": ["architecture_analysis"]},
+                       {**study["matrix"][0], "tasks": ["risk_review"], "turn_bound": 7}]
+    (launched / "runs" / "study.yaml").write_text(yaml.safe_dump(study))
+    with pytest.raises(dataset.DatasetError, match="1 runs were recorded under settings"):
+        dataset.build(launched / "runs", launched / "ds", cache=launched / "cache")
+    assert not (launched / "ds").exists()
+    manifest = dataset.build(launched / "runs", launched / "ds", cache=launched / "cache",
+                             leave_unfinished=True)
+    stale = "fake-llm__flask__risk_review__natural__r0"
+    assert manifest["outdated"] == [stale] and manifest["remaining"] == [stale]
+    assert [r["run_id"] for r in manifest["runs"]] == ["fake-llm__flask__architecture_analysis__natural__r0"]
     assert dataset.check(launched / "ds") == []
 
 
