@@ -33,7 +33,7 @@ LABELS = DATA / "labels"
 CACHE = DATA / "cache"
 #: The shipped reference corpus whose measured prompt and reply sizes `adakit launch --plan`
 #: uses to estimate a study's tokens and cost.
-REFERENCE_RUNS = DATA / "reference" / "local-v2" / "runs"
+REFERENCE_RUNS = DATA / "reference" / "local-v3" / "runs"
 FIGURES = ROOT / "figures"
 STUDIES = ROOT / "studies"
 NOTEBOOKS = ROOT / "notebooks"
