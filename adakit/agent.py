@@ -581,6 +581,13 @@ class Run:
         else:
             parsed = parse_reply(text, TOOL_SPECS)
             thinking, call, perr = parsed.thinking, parsed.call, parsed.error
+        if closing and not self.grammar and call is not None and call.tool == "stash_conclusion":
+            # the closing instruction says a longer conclusion is cut off; without a grammar
+            # to enforce it, the cut happens here (a constrained reply cannot exceed it)
+            content = str(call.params.get("content", ""))
+            if len(content) > self.cfg.close_chars:
+                call = call.model_copy(update={"params": {
+                    **call.params, "content": content[: self.cfg.close_chars]}})
 
         injected: list[Injection] = []
         state_changes: list[dict[str, Any]] = []

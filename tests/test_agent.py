@@ -526,3 +526,15 @@ def test_a_function_calling_closing_turn_offers_only_the_conclusion(world, tmp_p
     offered = [{t["function"]["name"] for t in r["tools"]} for r in fake.requests]
     assert len(offered[0]) == 7 and offered[1] == {"stash_conclusion"}
     assert rf.end.conclusion == "serve calls helper"
+
+
+def test_an_unconstrained_closing_conclusion_is_cut_at_its_cap(world, tmp_path):
+    """What the closing instruction says (a longer conclusion is cut off) holds without a
+    grammar too; the raw reply stays as the model wrote it."""
+    long = FINAL.replace("serve calls helper", "serve calls helper. " * 20)
+    with FakeOpenAI([peek(), long]) as fake:
+        rf = launch(world, fake, tmp_path / "cut.jsonl", turn_bound=1, close_turn=True,
+                    close_chars=100)
+    assert rf.end.conclusion == "serve calls helper. " * 5  # 100 characters
+    assert len(rf.turns[-1].call.params["content"]) == 100
+    assert rf.turns[-1].raw_text == long
