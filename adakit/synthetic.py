@@ -963,7 +963,7 @@ def synthetic_tables(
             run.reason is not None, len(run.turns), t0, t_end - t0, t_end - t0, total, 0.0,
             sum(t.tokens_in for t in run.turns), sum(t.tokens_out for t in run.turns), None, 0,
             sum(1 for t in run.turns if t.error_type is not None), run.conclusion,
-            len(run.conclusion) if run.conclusion else 0, f"synthetic://{run.run_id}",
+            len(run.conclusion) if run.conclusion else 0, False, f"synthetic://{run.run_id}",
             ADA_AGENT, "synthetic",
         ))
     return Corpus(
@@ -1370,6 +1370,7 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "errors": errors,
         "conclusion": conclusion,
         "conclusion_chars": np.array([len(c) if c else 0 for c in conclusion], dtype=np.int64),
+        "closed": np.zeros(R, dtype=bool),  # synthetic runs have no closing turn
         "path": [f"synthetic://{s.run_id}" for s in specs],
         "agent": ADA_AGENT,
         "world_source": "synthetic",
