@@ -46,6 +46,7 @@ from adakit.record import (
     Turn,
     WorldInfo,
     read_run,
+    shows_instruction,
     time_totals,
     truncate_torn,
 )
@@ -140,6 +141,8 @@ CLOSE_TEXT = close_text(1200)
 #: which small models filled with a copy of the conclusion
 CLOSE_SPEC = replace(TOOL_SPECS["stash_conclusion"], params=tuple(
     p for p in TOOL_SPECS["stash_conclusion"].params if p.name != "scope_description"))
+#: the only tool a closing turn offers (its grammar, or its function definitions)
+CLOSE_TOOLS = {"stash_conclusion": CLOSE_SPEC}
 
 
 def close_reply_tokens(reply_tokens: int, close_chars: int) -> int:
@@ -333,12 +336,6 @@ def make_header(
     )
 
 
-def shows_close(turn: Turn, text: str = CLOSE_TEXT) -> bool:
-    """Whether ``turn``'s observation carried the closing instruction ``text`` (the next turn
-    closes)."""
-    return any(i.source == "system" and i.text == text for i in turn.injected)
-
-
 def _same_run(a: Header, b: Header) -> bool:
     keys = ("run_id", "turn_bound", "seed", "system_prompt")
     return all(getattr(a, k) == getattr(b, k) for k in keys) and (
@@ -379,7 +376,7 @@ class Run:
                 thinking_min_chars=cfg.thinking_min_chars,
             )
             self.close_grammar = tool_grammar(
-                {"stash_conclusion": CLOSE_SPEC}, paths,
+                CLOSE_TOOLS, paths,
                 thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars, text_caps={"content": cfg.close_chars},
             ) if cfg.close_turn else None
@@ -507,7 +504,7 @@ class Run:
     def _closing(self, index: int) -> bool:
         """Whether turn ``index`` (0-based; ``len(self.turns)`` is the next one) is a closing
         turn: the turn before it showed the closing instruction."""
-        return 1 <= index <= len(self.turns) and shows_close(self.turns[index - 1], self.close_text)
+        return 1 <= index <= len(self.turns) and shows_instruction(self.turns[index - 1], self.close_text)
 
     def _closed_reason(self, n: int) -> str:
         """What ended a run whose closing turn was turn ``n``."""
@@ -551,7 +548,7 @@ class Run:
             kwargs["grammar"] = self.close_grammar if closing and self.close_grammar else self.grammar
         if self.mode == "function":  # the closing turn offers only the tool it asks for
             kwargs["tools"] = function_tools(
-                {"stash_conclusion": TOOL_SPECS["stash_conclusion"]} if closing else TOOL_SPECS)
+                CLOSE_TOOLS if closing else TOOL_SPECS)
         try:
             completion = self.ctx.backend.complete(window, **kwargs)
         except CacheMiss:

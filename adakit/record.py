@@ -593,12 +593,16 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
     return run_row, turn_rows, read_rows
 
 
+def shows_instruction(turn: Turn, text: str) -> bool:
+    """Whether ``turn``'s observation carried the system instruction ``text``."""
+    return any(i.source == "system" and i.text == text for i in turn.injected)
+
+
 def closed_run(rf: RunFile) -> bool:
     """Whether the run's last turn was a closing turn (``close_turn``): the turn before it
     showed the closing instruction that the header records."""
     text = rf.header.scaffold.get("close_turn")
-    return bool(text) and len(rf.turns) >= 2 and any(
-        i.source == "system" and i.text == text for i in rf.turns[-2].injected)
+    return bool(text) and len(rf.turns) >= 2 and shows_instruction(rf.turns[-2], text)
 
 
 @dataclass
