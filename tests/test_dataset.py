@@ -104,17 +104,22 @@ def test_unfinished_corpus_is_refused(launched: Path) -> None:
     assert dataset.check(launched / "ds") == []
 
 
+def _refused_then_packed(launched: Path, refusal: str) -> dict:
+    """Build refuses the corpus (and writes nothing), then packs it with leave_unfinished."""
+    with pytest.raises(dataset.DatasetError, match=refusal):
+        dataset.build(launched / "runs", launched / "ds", cache=launched / "cache")
+    assert not (launched / "ds").exists()
+    return dataset.build(launched / "runs", launched / "ds", cache=launched / "cache",
+                         leave_unfinished=True)
+
+
 def test_runs_the_study_declares_but_never_started_are_listed(launched: Path) -> None:
     """A launch stopped between runs leaves no unfinished file: the study file still says
     what is missing."""
     study = yaml.safe_load((launched / "runs" / "study.yaml").read_text())
     study["matrix"][0]["tasks"].append("feature_tracing")
     (launched / "runs" / "study.yaml").write_text(yaml.safe_dump(study))
-    with pytest.raises(dataset.DatasetError, match="2 of the study's 3 runs|1 of the study's 3 runs"):
-        dataset.build(launched / "runs", launched / "ds", cache=launched / "cache")
-    assert not (launched / "ds").exists()
-    manifest = dataset.build(launched / "runs", launched / "ds", cache=launched / "cache",
-                             leave_unfinished=True)
+    manifest = _refused_then_packed(launched, "2 of the study's 3 runs|1 of the study's 3 runs")
     assert manifest["counts"]["runs"] == 2 and manifest["counts"]["declared"] == 3
     assert manifest["unfinished"] == []
     assert manifest["remaining"] == ["fake-llm__flask__feature_tracing__natural__r0"]
@@ -128,11 +133,7 @@ def test_runs_recorded_under_other_settings_are_never_packed(launched: Path) -> 
     study["matrix"] = [{**study["matrix"][0], "tasks": ["architecture_analysis"]},
                        {**study["matrix"][0], "tasks": ["risk_review"], "turn_bound": 7}]
     (launched / "runs" / "study.yaml").write_text(yaml.safe_dump(study))
-    with pytest.raises(dataset.DatasetError, match="1 runs were recorded under settings"):
-        dataset.build(launched / "runs", launched / "ds", cache=launched / "cache")
-    assert not (launched / "ds").exists()
-    manifest = dataset.build(launched / "runs", launched / "ds", cache=launched / "cache",
-                             leave_unfinished=True)
+    manifest = _refused_then_packed(launched, "1 runs were recorded under settings")
     stale = "fake-llm__flask__risk_review__natural__r0"
     assert manifest["outdated"] == [stale] and manifest["remaining"] == [stale]
     assert [r["run_id"] for r in manifest["runs"]] == ["fake-llm__flask__architecture_analysis__natural__r0"]
