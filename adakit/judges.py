@@ -1507,7 +1507,7 @@ def _model_errors() -> tuple[type[BaseException], ...]:
     return (ModelError,)
 
 
-def _open_world(name: str) -> Any:
+def fetched_world(name: str) -> Any:
     """The world a run explored when it is already fetched here, else None (it is never
     downloaded for judging; without it the structure summary uses the run's own results)."""
     from adakit.world import open_world
@@ -1536,7 +1536,7 @@ def run_judgments(
     workers: int = 1,
     max_consecutive_errors: int = 5,
     backends: BackendFactory | None = None,
-    worlds: Callable[[str], Any] | None = _open_world,
+    worlds: Callable[[str], Any] | None = fetched_world,
     progress: bool = True,
 ) -> JudgeReport:
     """Judge a corpus (folder or run files) and store the verdicts beside it.
