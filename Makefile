@@ -108,7 +108,14 @@ $(STUDY_OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STUDY_OUT)/judge.done $(PARA
 $(STUDY_OUT)/index.html: $(EXECUTED)
 	$(ADAKIT) stage index $(PROFILE)
 
-study: $(STUDY_OUT)/index.html ## the main job: worlds -> launch -> judge -> every notebook -> index page (PROFILE=quick|ci|local|paper)
+# the notebooks are independent of each other: NOTEBOOK_JOBS of them execute at once (one per
+# core here); the stages before them run one at a time
+NOTEBOOK_JOBS ?= 2
+
+study: ## the main job: worlds -> launch -> judge -> every notebook -> index page (PROFILE=quick|ci|local|paper)
+	@$(MAKE) --no-print-directory $(STUDY_OUT)/judge.done
+	@$(MAKE) --no-print-directory -j$(NOTEBOOK_JOBS) $(EXECUTED)
+	@$(MAKE) --no-print-directory $(STUDY_OUT)/index.html
 	@$(ADAKIT) stage dataset $(PROFILE)
 	@$(ADAKIT) stage summary $(PROFILE)
 

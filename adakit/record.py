@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -655,6 +656,22 @@ def _fingerprint(paths: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+def _write_cache(corpus: Corpus, cache_dir: Path) -> None:
+    """Write the three tables into a scratch folder renamed into place, so a reader in another
+    process (notebooks executed in parallel) sees all of them or none."""
+    scratch = cache_dir.with_name(f"{cache_dir.name}.{os.getpid()}.tmp")
+    try:
+        scratch.mkdir(parents=True, exist_ok=True)
+        for name in ("runs", "turns", "reads"):
+            getattr(corpus, name).to_parquet(scratch / f"{name}.parquet")
+        scratch.rename(cache_dir)
+    except (OSError, ValueError, ImportError):
+        pass  # the cache is an optimisation (or another process wrote it first)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 def load_corpus(
     source: str | Path | Iterable[str | Path],
     cache: bool = True,
@@ -669,21 +686,18 @@ def load_corpus(
     if cache and isinstance(source, (str, Path)) and Path(source).is_dir():
         cache_dir = Path(source) / ".adakit-cache" / _fingerprint(paths)
         if (cache_dir / "runs.parquet").exists():
-            corpus = Corpus(
-                runs=pd.read_parquet(cache_dir / "runs.parquet"),
-                turns=pd.read_parquet(cache_dir / "turns.parquet"),
-                reads=pd.read_parquet(cache_dir / "reads.parquet"),
-            )
-            return corpus if include_unfinished else corpus.where(finished=True)
+            try:
+                corpus = Corpus(
+                    runs=pd.read_parquet(cache_dir / "runs.parquet"),
+                    turns=pd.read_parquet(cache_dir / "turns.parquet"),
+                    reads=pd.read_parquet(cache_dir / "reads.parquet"),
+                )
+                return corpus if include_unfinished else corpus.where(finished=True)
+            except (OSError, ValueError):  # an unreadable cache: read the runs again
+                shutil.rmtree(cache_dir, ignore_errors=True)
     corpus = corpus_from_runs(read_run(p) for p in paths)
     if cache_dir is not None:
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            corpus.runs.to_parquet(cache_dir / "runs.parquet")
-            corpus.turns.to_parquet(cache_dir / "turns.parquet")
-            corpus.reads.to_parquet(cache_dir / "reads.parquet")
-        except (OSError, ValueError, ImportError):
-            pass  # the cache is an optimisation; a read-only corpus still loads
+        _write_cache(corpus, cache_dir)
     return corpus if include_unfinished else corpus.where(finished=True)
 
 

@@ -83,6 +83,20 @@ def test_parquet_cache_is_used_and_invalidated(tmp_path):
     assert len(load_corpus(tmp_path).turns) == 2
 
 
+def test_parquet_cache_is_whole_or_absent_and_a_broken_one_is_reread(tmp_path):
+    """Notebooks executed in parallel share a corpus's cache: it appears with all three tables
+    at once (no scratch folder left behind), and a damaged table is read again from the runs."""
+    write(tmp_path / "r1.jsonl", [header(), turn(1), turn(2)])
+    load_corpus(tmp_path)
+    (entry,) = (tmp_path / ".adakit-cache").iterdir()
+    assert sorted(p.name for p in entry.iterdir()) == ["reads.parquet", "runs.parquet", "turns.parquet"]
+    (entry / "turns.parquet").write_bytes(b"not parquet")
+    again = load_corpus(tmp_path)
+    assert len(again.turns) == 2
+    assert [p.name for p in (tmp_path / ".adakit-cache").iterdir()] == [entry.name]
+    assert len(load_corpus(tmp_path).turns) == 2  # the rewritten cache reads back
+
+
 def test_torn_last_line_is_ignored_and_can_be_cut(tmp_path):
     p = write(tmp_path / "r.jsonl", [header(), turn(1)])
     with open(p, "a") as fh:
