@@ -65,14 +65,15 @@ def test_repeats_get_their_own_seed_and_response_cache_scope(tmp_path, monkeypat
     from adakit.study import _backend
 
     quick = load_study(ROOT / "studies" / "quick.yaml")
-    for model in ("smollm2-135m-t07", "baseline-skimmer", "baseline-tracer", "baseline-close_reader"):
+    for model in ("baseline-skimmer", "baseline-tracer", "baseline-close_reader"):
         cell = [s for s in quick.specs if s.model == model and s.world == "flask"
                 and s.task == "feature_tracing" and s.condition == "natural"]
         assert [(s.repeat, s.seed) for s in cell] == [(r, r) for r in range(5)], model
         assert [s.run_id[-4:] for s in cell] == ["__r0", "__r1", "__r2", "__r3", "__r4"]
         assert len({s.settings for s in cell}) == 1, f"{model}: one cell, one set of settings"
-    t07 = [s for s in quick.specs if s.model == "smollm2-135m-t07"]
-    assert dict(t07[0].settings)["turn_bound"] == 6
+    ci = load_study(ROOT / "studies" / "ci.yaml")
+    t07 = [s for s in ci.specs if s.model == "smollm2-135m-t07"]
+    assert [(s.repeat, s.seed) for s in t07] == [(0, 0), (1, 1)]
     # each repeat's request carries its seed (llama.cpp samples from it) and is cached under
     # its run id; a replay from an empty cache names the key it looked for, no server started
     monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path))
@@ -84,12 +85,12 @@ def test_repeats_get_their_own_seed_and_response_cache_scope(tmp_path, monkeypat
         with pytest.raises(CacheMiss) as miss:
             backend.complete([{"role": "user", "content": "same prompt"}])
         keys.append(miss.value.key)
-    assert seeds == [0, 1, 2, 3, 4] and request["temperature"] == 0.7
-    assert len(set(keys)) == 5
-    again = _backend(t07[2].model, None, None, t07[2].seed, "replay", t07[2].run_id)
+    assert seeds == [0, 1] and request["temperature"] == 0.7
+    assert len(set(keys)) == 2
+    again = _backend(t07[1].model, None, None, t07[1].seed, "replay", t07[1].run_id)
     with pytest.raises(CacheMiss) as miss:
         again.complete([{"role": "user", "content": "same prompt"}])
-    assert miss.value.key == keys[2]  # the same repeat replays the same entry
+    assert miss.value.key == keys[1]  # the same repeat replays the same entry
 
 
 def test_the_local_profile_repeats_four_cells_of_the_default_agent():
