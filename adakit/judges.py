@@ -823,6 +823,11 @@ class JudgeItem:
     def prompt_text(self) -> str:
         return "\n\n".join(m["content"] for m in self.messages)
 
+    @property
+    def prompt_sha256(self) -> str:
+        """A digest of the messages: a stored verdict on other messages judged another run."""
+        return hashlib.sha256(json.dumps(self.messages, sort_keys=True).encode()).hexdigest()
+
 
 def item_id(run_id: str, family: str, turn: int | None = None) -> str:
     """The opaque, stable id of an item (a digest; it reveals nothing about the run)."""
@@ -1299,7 +1304,18 @@ def _row(item: JudgeItem, seat: Seat, res: Attempted) -> dict[str, Any]:
         "error": res.error,
         "raw": None if v else res.text[:2000],
         "judged_at": time.time(),
+        "prompt_sha256": item.prompt_sha256,
     }
+
+
+def verdict_is_current(row: dict[str, Any], rf: RunFile, prompt_sha256: str | None = None) -> bool:
+    """Whether a stored verdict still judges this run file: given after the run ended (a run
+    re-recorded since has a later end) and, when both digests are known, on the same prompt."""
+    ended = rf.end.ended_at if rf.end else None
+    if ended is not None and float(row.get("judged_at") or 0.0) < ended:
+        return False
+    stored = row.get("prompt_sha256")
+    return not (stored and prompt_sha256 and stored != prompt_sha256)
 
 
 # ============================================================================== storage
@@ -1565,10 +1581,9 @@ def run_judgments(
     folder.mkdir(parents=True, exist_ok=True)
     jsonl = folder / "judgments.jsonl"
 
-    done: set[tuple[str, str]] = set()
-    for row in read_jsonl(jsonl):
-        if row.get("valid") or not retry_invalid:
-            done.add((row["item_id"], row["judge"]))
+    stored: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in read_jsonl(jsonl):  # the latest line per (item, judge) counts
+        stored[(row["item_id"], row["judge"])] = row
 
     runs: list[RunFile] = []
     bad: list[str] = []
@@ -1583,6 +1598,7 @@ def run_judgments(
     items: list[JudgeItem] = []
     world_cache: dict[str, Any] = {}
     n_runs = len(runs)
+    by_run = {rf.header.run_id: rf for rf in runs}
     for rf in runs:
         wname = rf.header.world.name
         if worlds is not None and wname not in world_cache:
@@ -1599,12 +1615,15 @@ def run_judgments(
     conclusion_seats = panel_seats(panel)
     turn_seats = [Seat(turn_model, turn_model)]
     tasks: list[tuple[JudgeItem, str, list[Seat]]] = []
-    n_skipped = 0
+    n_skipped = n_stale = 0
     for it in items:
         seats = conclusion_seats if get_family(it.family).level == "conclusion" else turn_seats
         by_model: dict[str, list[Seat]] = {}
         for s in seats:
-            if (it.item_id, s.name) in done:
+            row = stored.get((it.item_id, s.name))
+            current = row is not None and verdict_is_current(row, by_run[it.run_id], it.prompt_sha256)
+            n_stale += row is not None and not current
+            if current and (row.get("valid") or not retry_invalid):
                 n_skipped += 1
             else:
                 by_model.setdefault(s.model, []).append(s)
@@ -1615,6 +1634,9 @@ def run_judgments(
         n_tasks=sum(len(ss) for _, _, ss in tasks) + n_skipped, n_skipped=n_skipped,
     )  # fmt: skip
     report.notes += bad
+    if n_stale:
+        report.notes.append(f"{n_stale} stored verdicts judged an earlier recording of their "
+                            "run (re-recorded since): judged again")
     note = panel_note(panel) if any(get_family(f).level == "conclusion" for f in fams) else None
     if note:
         report.notes.append(note)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -664,6 +665,38 @@ def test_resume_skips_finished_verdicts(key: None, corpus: Path, tmp_path: Path)
         )
         assert fake.requests == []
     assert third.n_skipped == 8 and third.n_new == 0
+
+
+def test_verdicts_on_an_earlier_recording_of_a_run_are_judged_again(
+    key: None, corpus: Path, tmp_path: Path
+) -> None:
+    """A run re-recorded after it was judged (a redo, a new conclusion) ends later than its
+    stored verdicts: those are judged again, while the untouched run's verdicts are kept. A
+    stored verdict on other messages (same item id) is judged again too."""
+    out = tmp_path / "out"
+    with FakeOpenAI(first_label) as fake:
+        J.run_judgments(corpus, ["task_relevance"], ["judge-a"], out_dir=out,
+                        backends=backends_for(fake, tmp_path, mode="off"), progress=False)
+    rows = J.read_jsonl(out / "judgments.jsonl")
+    assert len(rows) == 2 and all(len(r["prompt_sha256"]) == 64 for r in rows)
+    redone = corpus / "b.jsonl"
+    lines = redone.read_text().splitlines()
+    end = json.loads(lines[-1])
+    end["ended_at"] = time.time() + 60  # recorded again after the verdicts were given
+    redone.write_text("\n".join([*lines[:-1], json.dumps(end)]) + "\n")
+    with FakeOpenAI(first_label) as fake:
+        again = J.run_judgments(corpus, ["task_relevance"], ["judge-a"], out_dir=out,
+                                backends=backends_for(fake, tmp_path, mode="off"), progress=False)
+        assert len(fake.requests) == 1
+    assert again.n_skipped == 1 and again.n_new == 1
+    assert any("earlier recording" in n for n in again.notes)
+    assert len(again.table) == 2  # the newer verdict replaces the stale one
+    rf = J.read_run(corpus / "a.jsonl")
+    row = next(r for r in rows if r["run_id"] == rf.header.run_id)
+    assert J.verdict_is_current(row, rf, row["prompt_sha256"])
+    assert not J.verdict_is_current(row, rf, "0" * 64)
+    assert J.verdict_is_current({**row, "prompt_sha256": None}, rf, "0" * 64)  # older rows
+    assert not J.verdict_is_current({**row, "judged_at": rf.end.ended_at - 1}, rf)
 
 
 def test_retry_invalid_asks_again(key: None, corpus: Path, tmp_path: Path) -> None:
