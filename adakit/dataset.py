@@ -174,14 +174,23 @@ def build(
         judged = config.resolve(judgments) if judgments else judgments_dir(runs_dir)
         verdicts = judged / "judgments.jsonl" if judged.is_dir() else judged
         judge_models: set[str] = set()
-        n_verdicts = 0
+        n_verdicts = n_left_out = 0
         if verdicts.exists():
+            # only verdicts on the packed recordings: not on runs left out, nor on an earlier
+            # recording of a run that was recorded again since
+            from adakit.judges import read_jsonl, verdict_is_current
+
+            packed = {rf.header.run_id: rf for rf in parsed}
             (tmp / "judgments").mkdir()
-            shutil.copyfile(verdicts, tmp / "judgments" / "judgments.jsonl")
-            for line in verdicts.read_text(encoding="utf-8").splitlines():
-                if line.strip():
+            with open(tmp / "judgments" / "judgments.jsonl", "w", encoding="utf-8") as fh:
+                for row in read_jsonl(verdicts):
+                    rf = packed.get(row.get("run_id", ""))
+                    if rf is None or not verdict_is_current(row, rf):
+                        n_left_out += 1
+                        continue
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     n_verdicts += 1
-                    judge_models.add(json.loads(line).get("judge", ""))
+                    judge_models.add(row.get("judge", ""))
         study_doc: dict[str, Any] = {}
         if study_path.exists():
             study_doc = yaml.safe_load(study_path.read_text(encoding="utf-8")) or {}
@@ -230,7 +239,7 @@ def build(
                 "study.yaml": sha256_file(tmp / "study.yaml") if study_path.exists() else None,
             },
             "counts": {"runs": len(rows), "verdicts": n_verdicts, "responses": len(entries),
-                       "declared": len(declared)},
+                       "declared": len(declared), "verdicts_left_out": n_left_out},
             "unfinished": unfinished,
             "outdated": outdated,
             # the study's runs this version does not hold (started or not): a launch that

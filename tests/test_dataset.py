@@ -55,7 +55,8 @@ def launched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flask_world) -> Pa
 def test_build_check_and_replay(launched: Path) -> None:
     out = launched / "ds"
     manifest = dataset.build(launched / "runs", out, cache=launched / "cache", name="tiny-v1")
-    assert manifest["counts"] == {"runs": 2, "verdicts": 0, "responses": 6, "declared": 2}
+    assert manifest["counts"] == {"runs": 2, "verdicts": 0, "responses": 6, "declared": 2,
+                                  "verdicts_left_out": 0}
     assert manifest["remaining"] == [] and manifest["unfinished"] == []
     assert {r["reason"] for r in manifest["runs"]} == {"finalize"}
     assert manifest["scaffold"]["prompts_sha256"] and manifest["adakit_version"]
@@ -64,6 +65,29 @@ def test_build_check_and_replay(launched: Path) -> None:
     assert len(load_corpus(out / "runs", cache=False).runs) == 2
     results = dataset.replay(out)
     assert results == {r["run_id"]: "same" for r in manifest["runs"]}
+
+
+def test_only_current_verdicts_on_packed_runs_are_shipped(launched: Path) -> None:
+    """Verdicts on a run the dataset does not hold, and verdicts given before their run was
+    recorded again, stay out of the dataset (the manifest counts them)."""
+    runs = {read_run(p).header.run_id: read_run(p) for p in (launched / "runs").glob("*.jsonl")}
+    (a, ra), (b, rb) = sorted(runs.items())
+    rows = [
+        {"item_id": "i1", "run_id": a, "family": "task_relevance", "judge": "fake-llm", "label": "x",
+         "score": 3.0, "valid": True, "judged_at": ra.end.ended_at + 5},
+        {"item_id": "i2", "run_id": b, "family": "task_relevance", "judge": "fake-llm", "label": "x",
+         "score": 3.0, "valid": True, "judged_at": rb.end.ended_at - 5},  # before a re-recording
+        {"item_id": "i3", "run_id": "not-packed", "family": "task_relevance", "judge": "fake-llm",
+         "label": "x", "score": 3.0, "valid": True, "judged_at": ra.end.ended_at + 5},
+    ]
+    verdicts = launched / "verdicts.jsonl"
+    verdicts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = dataset.build(launched / "runs", launched / "ds", cache=launched / "cache",
+                             judgments=verdicts)
+    assert manifest["counts"]["verdicts"] == 1 and manifest["counts"]["verdicts_left_out"] == 2
+    shipped = (launched / "ds" / "judgments" / "judgments.jsonl").read_text().splitlines()
+    assert [json.loads(x)["item_id"] for x in shipped] == ["i1"]
+    assert dataset.check(launched / "ds") == []
 
 
 def test_check_reports_an_edited_run_and_a_missing_file(launched: Path) -> None:
