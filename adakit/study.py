@@ -474,6 +474,15 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError, KeyError) as exc:
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
+    selection = {axis: _csv(getattr(args, axis)) for axis in ("models", "worlds", "tasks", "conditions")}
+    repeats = _csv(args.repeats)
+    if any(selection.values()) or repeats:
+        try:  # the folder's study.yaml stays the whole study: a slice is one launch of it
+            study = restrict(study, **selection, repeats=[int(r) for r in repeats] or None)
+        except ValueError as exc:
+            print(f"error: {exc} ({_selection_text(selection, repeats)}); "
+                  f"see adakit launch {args.study} --list", file=sys.stderr)
+            return 2
     if args.max_runs:
         study = dataclasses.replace(study, specs=study.specs[: args.max_runs])
     if args.list:
@@ -493,6 +502,16 @@ def _cmd_launch(args: argparse.Namespace) -> int:
     return gated_launch(study, check=args.check, skip_unavailable=args.skip_unavailable,
                         reference=args.reference, confirm_above=args.confirm_above, yes=args.yes,
                         study_arg=args.study, **options)
+
+
+def _csv(values: list[str] | None) -> list[str]:
+    """Axis values given as repeated and/or comma-separated options."""
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def _selection_text(selection: dict[str, list[str]], repeats: list[str]) -> str:
+    parts = [f"--{axis} {','.join(v)}" for axis, v in selection.items() if v]
+    return " ".join(parts + ([f"--repeats {','.join(repeats)}"] if repeats else []))
 
 
 def gated_launch(
@@ -570,6 +589,13 @@ def register_cli(sub: Any) -> None:
     p.add_argument("--cache-mode", choices=["use", "replay", "refresh", "off"], help="response cache mode")
     p.add_argument("--concurrency", type=int, help="parallel runs")
     p.add_argument("--max-runs", type=int, help="launch only the first N runs")
+    for axis, example in (("models", "qwen2.5-coder-1.5b"), ("worlds", "flask,requests"),
+                          ("tasks", "risk_review"), ("conditions", "coach_judge")):
+        p.add_argument(f"--{axis}", action="append", metavar="A,B",
+                       help=f"launch only the study's runs with these {axis} (e.g. {example}); "
+                       "the output folder keeps the whole study")
+    p.add_argument("--repeats", action="append", metavar="0,1",
+                   help="launch only these repeat indices of each cell")
     p.add_argument("--list", action="store_true", help="list the run ids and exit")
     p.add_argument("--plan", action="store_true",
                    help="print the matrix, what is finished / to resume / to retry / to run, and "

@@ -532,3 +532,26 @@ def test_a_hosted_model_without_prices_needs_confirmation(env, monkeypatch, caps
         assert plan.unpriced == ["local-unpriced"] and plan.unknown_cost == []
         code, out = adakit(capsys, "launch", local)
     assert code == 0
+
+
+def test_launch_of_a_slice_runs_only_it_and_keeps_the_whole_study(env, monkeypatch, capsys):
+    """--models/--worlds/--tasks/--conditions/--repeats launch part of a study; the output
+    folder's study.yaml stays the whole study (the dataset and the plan read it), and a
+    selection that matches nothing is a clear error that records nothing."""
+    with FakeOpenAI(agent()) as fake:
+        registry(env, monkeypatch, **{"fake-ok": llm(fake.url)})
+        study = study_file(env, [{"models": ["fake-ok"], "worlds": ["flask"],
+                                  "tasks": ["risk_review", "feature_tracing"],
+                                  "conditions": ["natural", "budget_pressure"], "repeats": 2}])
+        code, out = adakit(capsys, "launch", study, "--models", "nobody")
+        assert code == 2 and "no run of the study matches" in out and "--models nobody" in out
+        assert not (env / "runs").exists()
+        code, out = adakit(capsys, "launch", study, "--tasks", "risk_review",
+                           "--conditions", "natural,budget_pressure", "--repeats", "1")
+        assert code == 0, out
+    ran = sorted(p.name for p in (env / "runs").glob("*.jsonl"))
+    assert ran == ["fake-ok__flask__risk_review__budget_pressure__r1.jsonl",
+                   "fake-ok__flask__risk_review__natural__r1.jsonl"]
+    kept = yaml.safe_load((env / "runs" / "study.yaml").read_text())
+    assert kept["matrix"][0]["tasks"] == ["risk_review", "feature_tracing"]
+    assert kept["matrix"][0]["repeats"] == 2
