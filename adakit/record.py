@@ -14,7 +14,8 @@ source's exit status and submission. Every field added in 1.1 is optional, so 1.
 Time is kept on three clocks (:func:`time_totals`; the loader derives them from the turn
 records, so runs recorded before the End totals carried them get them too): ``active_s``, the
 agent's own turn time (model reply, tool, hint model); ``coach_s``, the coach-judge reviews
-that run inside a coach run's turns; ``wall_s`` (= ``elapsed_s``), launch to end, including
+that run inside a coach run's turns (on both, a reply replayed from the response cache counts
+the latency it had when it was computed, :func:`replayed_seconds`); ``wall_s`` (= ``elapsed_s``), launch to end, including
 any downtime between a crash and its resume. Per turn the turns table has ``coach_s``,
 ``active_s`` and the turn's start/end as a fraction of the run's active time
 (``active_rel_start``/``active_rel_end``; ``t_rel_start``/``t_rel_end`` are the wall-clock
@@ -405,16 +406,12 @@ READ_COLUMNS = [
 
 #: Bumped whenever the tidy tables change shape, so cached tables of an older loader are
 #: rebuilt from the run files.
-LOADER_VERSION = 2
+LOADER_VERSION = 3
 
 
-def coach_seconds(turn: Turn) -> float:
-    """Seconds of a turn spent in the coach-judge review (0 without one).
-
-    The review's own wall-clock span (``turn.coach`` ``started_at``/``ended_at``) when it is
-    recorded, else the summed latency of its judge and coach calls (``latency_s``); never
-    more than the turn itself lasted.
-    """
+def _coach_span(turn: Turn) -> float:
+    """Wall seconds of a turn's coach-judge review: its recorded span, else the summed
+    latency of its calls; never more than the turn itself lasted."""
     rec = turn.coach
     if not rec:
         return 0.0
@@ -429,9 +426,37 @@ def coach_seconds(turn: Turn) -> float:
     return min(max(spent, 0.0), max(turn.ended_at - turn.started_at, 0.0))
 
 
+def _seconds(value: Any) -> float:
+    try:
+        return max(float(value or 0.0), 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def replayed_seconds(turn: Turn) -> tuple[float, float]:
+    """(agent, coach) seconds the turn's replies from the response cache took when they were
+    first computed (their recorded latency); 0 for live replies. A replay waits for no model,
+    so without these a replayed run's turns would last milliseconds."""
+    agent = _seconds(turn.latency_s) if turn.cached else 0.0
+    agent += sum(_seconds(c.latency_s) for c in turn.model_calls if c.cached)
+    calls = (turn.coach or {}).get("calls") or []
+    coach = sum(_seconds(c.get("latency_s")) for c in calls if isinstance(c, dict) and c.get("cached"))
+    return agent, coach
+
+
+def coach_seconds(turn: Turn) -> float:
+    """Seconds of a turn spent in the coach-judge review (0 without one): the review's wall
+    span (:func:`_coach_span`) plus the recorded latency of its replies replayed from the
+    cache."""
+    return _coach_span(turn) + replayed_seconds(turn)[1]
+
+
 def active_seconds(turn: Turn) -> float:
-    """The agent's own time in a turn: the turn's wall time less its coach review."""
-    return max(turn.ended_at - turn.started_at, 0.0) - coach_seconds(turn)
+    """The agent's own time in a turn: the turn's wall time less its coach review, plus the
+    recorded latency of replies replayed from the cache, so a replayed run keeps the clock of
+    its recording."""
+    wall = max(turn.ended_at - turn.started_at, 0.0) - _coach_span(turn)
+    return max(wall, 0.0) + replayed_seconds(turn)[0]
 
 
 def time_totals(turns: Iterable[Turn], started_at: float, ended_at: float) -> dict[str, float]:

@@ -197,3 +197,28 @@ def test_time_totals_match_the_loader_and_never_go_negative():
     assert coach_seconds(t) == 1.0  # clipped to the 1 s turn
     assert time_totals([t, turn(2)], 100.0, 103.0) == {"active_s": 1.0, "coach_s": 1.0,
                                                        "wall_s": 3.0}
+
+
+def test_a_replayed_turn_keeps_the_time_its_reply_took_when_recorded(tmp_path):
+    """A reply from the response cache arrives in milliseconds; the active and coach clocks
+    count the latency it had when it was computed, so a replayed run keeps its recording's
+    clock (wall time stays the replay's own)."""
+    from adakit.record import ModelCall, active_seconds, coach_seconds, replayed_seconds
+
+    live = turn(1).model_copy(update={"ended_at": 112.0, "latency_s": 11.5})
+    replayed = turn(2).model_copy(update={
+        "started_at": 200.0, "ended_at": 200.02, "latency_s": 11.5, "cached": True,
+        "model_calls": [ModelCall(purpose="hint", model="h", latency_s=3.0, cached=True),
+                        ModelCall(purpose="hint", model="h", latency_s=2.0)],
+        "coach": {"decision": "PASS", "started_at": 200.0, "ended_at": 200.01,
+                  "calls": [{"latency_s": 7.0, "cached": True}, {"latency_s": 5.0, "cached": False}]}})
+    assert active_seconds(live) == pytest.approx(12.0) and replayed_seconds(live) == (0.0, 0.0)
+    assert replayed_seconds(replayed) == pytest.approx((11.5 + 3.0, 7.0))
+    assert active_seconds(replayed) == pytest.approx(0.01 + 14.5)
+    assert coach_seconds(replayed) == pytest.approx(0.01 + 7.0)
+    write(tmp_path / "r.jsonl", [header(), live, replayed, End(reason="turn_bound", ended_at=200.1)])
+    c = load_corpus(tmp_path, cache=False)
+    t = c.turns.set_index("turn")
+    assert t.loc[2, "active_s"] == pytest.approx(14.51) and t.loc[2, "duration_s"] == pytest.approx(0.02)
+    assert t.loc[2, "active_rel_start"] == pytest.approx(12.0 / 26.51)
+    assert c.runs.iloc[0]["active_s"] == pytest.approx(26.51)
