@@ -15,8 +15,8 @@ Time is kept on three clocks (:func:`time_totals`; the loader derives them from 
 records, so runs recorded before the End totals carried them get them too): ``active_s``, the
 agent's own turn time (model reply, tool, hint model); ``coach_s``, the coach-judge reviews
 that run inside a coach run's turns (on both, a reply replayed from the response cache counts
-the latency it had when it was computed, :func:`replayed_seconds`); ``wall_s`` (= ``elapsed_s``), launch to end, including
-any downtime between a crash and its resume. Per turn the turns table has ``coach_s``,
+the latency it had when it was computed, :func:`replayed_seconds`); ``wall_s``
+(= ``elapsed_s``), launch to end, including any downtime between a crash and its resume. Per turn the turns table has ``coach_s``,
 ``active_s`` and the turn's start/end as a fraction of the run's active time
 (``active_rel_start``/``active_rel_end``; ``t_rel_start``/``t_rel_end`` are the wall-clock
 fractions).

@@ -26,6 +26,8 @@ def test_kinds_of_evidence_strings():
         'It says "class Flask(App)" and "a blueprint registry"': "not found",
         "the central ... view functions": "verbatim",  # an ellipsis splits the quote
         "Flask is the heart of the framework": "not found",  # a paraphrase
+        "it's the central object": "not found",  # an apostrophe does not open a quote
+        "It says 'view functions' though the agent's claim isn't": "verbatim",
         "": "not found",
     }
     got = {text: ev.classify(text, MATERIAL, n_turns=3) for text in cases}

@@ -35,7 +35,7 @@ from adakit.record import RunFile, read_run
 KINDS = ("verbatim", "pointer", "not found")
 
 _SPACE = re.compile(r"\s+")
-_QUOTED = re.compile(r"\"([^\"]{3,})\"|“([^”]{3,})”|'([^']{3,})'|`([^`]{3,})`")
+_QUOTED = re.compile(r"\"([^\"]{3,})\"|“([^”]{3,})”|(?<!\w)'([^']{3,})'(?!\w)|`([^`]{3,})`")
 _TURN_REF = r"(?:turns?|steps?|t|[a-z]{3})\s*#?\s*(\d+)"
 _POINTER = re.compile(rf"^\(?{_TURN_REF}(?:\s*(?:-|–|to|and|,)\s*(?:t\s*)?(\d+))*\)?[.:)]?$")
 _LEADING_POINTER = re.compile(rf"^\(?{_TURN_REF}\)?\s*[:,\-–)]\s*")
