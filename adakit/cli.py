@@ -13,13 +13,13 @@ import sys
 
 COMMAND_MODULES = [
     "adakit.record",  # adakit schema
-    "adakit.world",  # adakit worlds list|fetch|stats
-    "adakit.tools",  # adakit tool WORLD TOOL --param value
-    "adakit.study",  # adakit launch STUDY.yaml
-    "adakit.judges",  # adakit judge CORPUS
-    "adakit.models",  # adakit models list
-    "adakit.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
-    "adakit.dataset",  # adakit dataset build|check|restore-cache
+    "adakit.apparatus.world",  # adakit worlds list|fetch|stats
+    "adakit.apparatus.tools",  # adakit tool WORLD TOOL --param value
+    "adakit.study.launch",  # adakit launch STUDY.yaml
+    "adakit.judging.judges",  # adakit judge CORPUS
+    "adakit.llm.models",  # adakit models list
+    "adakit.study.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
+    "adakit.study.dataset",  # adakit dataset build|check|restore-cache
     "adakit.importers",  # adakit import FORMAT PATH... --out DIR
     "adakit.diagnostics",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
 ]

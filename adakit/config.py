@@ -39,10 +39,10 @@ STUDIES = ROOT / "studies"
 NOTEBOOKS = ROOT / "notebooks"
 PROMPTS = PACKAGE_DIR / "prompts"
 
-WORLDS_MANIFEST = PACKAGE_DIR / "worlds.yaml"
-MODELS_REGISTRY = PACKAGE_DIR / "models.yaml"
-TASKS_FILE = PACKAGE_DIR / "tasks.yaml"
-CONDITIONS_FILE = PACKAGE_DIR / "conditions.yaml"
+WORLDS_MANIFEST = PACKAGE_DIR / "apparatus" / "worlds.yaml"
+MODELS_REGISTRY = PACKAGE_DIR / "llm" / "models.yaml"
+TASKS_FILE = PACKAGE_DIR / "apparatus" / "tasks.yaml"
+CONDITIONS_FILE = PACKAGE_DIR / "apparatus" / "conditions.yaml"
 
 
 def worlds_dir() -> Path:

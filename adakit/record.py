@@ -237,7 +237,7 @@ class End(_Record):
     conclusion_title: str | None = None
     error: str | None = None
     totals: dict[str, Any] = Field(default_factory=dict)
-    #: For ``model_error``: what failed (``adakit.models.ModelError`` kind, e.g. ``missing_key``,
+    #: For ``model_error``: what failed (``adakit.llm.models.ModelError`` kind, e.g. ``missing_key``,
     #: ``auth``, ``gave_up``, ``unreachable``; ``error`` for anything else). None otherwise and
     #: in files written before this field existed.
     failure: str | None = None

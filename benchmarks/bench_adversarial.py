@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from adakit.protocol import (
+from adakit.apparatus.protocol import (
     _OPEN_RE,
     MAX_REPLY_CHARS,
     _every_tag_closes,
@@ -40,8 +40,8 @@ from adakit.protocol import (
     parse_reply,
     tags,
 )
-from adakit.tools import TOOL_SPECS
-from adakit.world import SandboxError, World
+from adakit.apparatus.tools import TOOL_SPECS
+from adakit.apparatus.world import SandboxError, World
 
 TARGET_MS = 100.0
 MB = 1_000_000

@@ -1,6 +1,6 @@
 """Benchmark of the apparatus overhead per turn of Ada's loop, the model excluded.
 
-The real loop (``adakit.agent.Run`` with a ``LaunchContext``) runs on the real flask world
+The real loop (``adakit.apparatus.agent.Run`` with a ``LaunchContext``) runs on the real flask world
 with its code index built once beforehand (as ``adakit launch`` does), against an in-process
 backend that hands out pre-rendered replies instantly: structural overviews, peeks,
 explore_code (definition, references, next block), memories and bookmarks, concluding at
@@ -33,13 +33,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from adakit import agent, config, record, tools
-from adakit.agent import LaunchContext, Run, RunConfig
-from adakit.code_index import CodeIndex
-from adakit.conditions import get_condition
-from adakit.models import Completion, ModelSpec
-from adakit.tasks import make_task
-from adakit.world import World, open_world
+from adakit import config, record
+from adakit.apparatus import agent, tools
+from adakit.apparatus.agent import LaunchContext, Run, RunConfig
+from adakit.apparatus.code_index import CodeIndex
+from adakit.apparatus.conditions import get_condition
+from adakit.apparatus.tasks import make_task
+from adakit.apparatus.world import World, open_world
+from adakit.llm.models import Completion, ModelSpec
 
 TARGET_P50_MS = 5.0
 WORLD = "flask"

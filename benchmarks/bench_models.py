@@ -8,7 +8,7 @@ runs it recorded replay through the whole loop (tools, parsing, recording) witho
 only runs it lacks are computed live. Seconds per turn come from live turns: the dataset's
 recording for replayed runs (its manifest gives the date), the launch's own turns otherwise.
 
-Printed: one column per model, one row per measure (see ``adakit.behaviour``), and the issue's
+Printed: one column per model, one row per measure (see ``adakit.variance.behaviour``), and the issue's
 targets for the 1.5B with "met" / "MISSED". A measurement, never a test: it exits 0 either way.
 
     python benchmarks/bench_models.py [--dataset FOLDER] [--no-launch]
@@ -22,9 +22,9 @@ import sys
 import pandas as pd
 
 from adakit import config
-from adakit.behaviour import measure
-from adakit.dataset import DatasetError, open_dataset, restore_cache
-from adakit.study import launch, load_study
+from adakit.study.dataset import DatasetError, open_dataset, restore_cache
+from adakit.study.launch import launch, load_study
+from adakit.variance.behaviour import measure
 
 DEFAULT = "qwen2.5-coder-1.5b"
 TARGETS = {  # measure: (comparison, value) for the offline default agent

@@ -4,7 +4,7 @@ The project's fake OpenAI server (``tests/fake_openai.py``) answers 30% of the r
 HTTP 429 and a Retry-After (evenly spread, so exactly 30%). Two measures:
 
 1. The issue's (13): eight agent runs on the flask world, launched at concurrency 8 through
-   ``adakit.study.launch`` against one endpoint. Every run must finish, and the requests sent
+   ``adakit.study.launch.launch`` against one endpoint. Every run must finish, and the requests sent
    must stay within 1.5x the requests that were answered (30% refusals alone make 1.43x).
 2. Side by side, 8 threads x N calls straight to ``OpenAIBackend``: the endpoint-wide limiter
    (a 429 pauses every thread) against each thread backing off on its own, on two servers:
@@ -32,7 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adakit.models import ModelSpec, OpenAIBackend, RetryPolicy  # noqa: E402
+from adakit.llm.models import ModelSpec, OpenAIBackend, RetryPolicy  # noqa: E402
 from tests.fake_openai import FakeOpenAI, reply  # noqa: E402
 
 FRACTION = 0.3
@@ -59,7 +59,7 @@ def _agent(turns: int):
 def launch_runs(runs: int, turns: int, retry_after: float) -> dict[str, float]:
     """The issue's measure: ``runs`` agent runs at concurrency 8 on one endpoint."""
     from adakit.record import load_corpus
-    from adakit.study import launch, load_study
+    from adakit.study.launch import launch, load_study
 
     tasks = ["architecture_analysis", "feature_tracing", "risk_review", "asr_inference"]
     conditions = ["natural", "prior_suppression", "budget_pressure", "combined"]
@@ -133,7 +133,7 @@ def main() -> None:
           f"(Retry-After {args.retry_after:g} s)")
     r = launch_runs(min(args.runs, 16), args.turns, args.retry_after)
     ratio = r["requests"] / max(r["answered"], 1)
-    print(f"1. agent runs through adakit.study.launch ({r['runs']} runs x {args.turns} turns, "
+    print(f"1. agent runs through adakit.study.launch.launch ({r['runs']} runs x {args.turns} turns, "
           f"concurrency {THREADS}):")
     print(f"   runs finished {r['finished']}/{r['runs']} (failed {r['failed']}); "
           f"requests {r['requests']}, answered {r['answered']}, refused {r['refused']}")

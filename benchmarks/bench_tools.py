@@ -34,9 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adakit.code_index import CodeIndex
-from adakit.tools import Toolbox
-from adakit.world import World, open_world
+from adakit.apparatus.code_index import CodeIndex
+from adakit.apparatus.tools import Toolbox
+from adakit.apparatus.world import World, open_world
 
 TARGET_REFS = 1.0
 TARGET_COLD = 3.0

@@ -9,7 +9,7 @@ tagging its transitions are not timed):
    groups, percentile intervals); target <= 10 s;
 2. all-pairs normalised LCS (match 1, mismatch 0, gap 0, divided by the longer length) of the
    canonical tool sequences within 100 cells of 5 runs each (1,000 pairs,
-   :func:`adakit.sequences.pairwise_scores` after :func:`adakit.sequences.run_sequences`);
+   :func:`adakit.variance.sequences.pairwise_scores` after :func:`adakit.variance.sequences.run_sequences`);
    target <= 5 s. The plain one-pair dynamic programme on the same pairs is printed beside it.
 
 Best of ``--repeats`` passes; wall and CPU seconds, and the load average around the runs.
@@ -26,9 +26,10 @@ from itertools import combinations
 import numpy as np
 from timing import timed
 
-from adakit import sequences, uncertainty
+from adakit import uncertainty
 from adakit.lenses import policy
 from adakit.synthetic import synthetic_tables
+from adakit.variance import sequences
 
 BOOTSTRAP_TARGET_S = 10.0
 LCS_TARGET_S = 5.0

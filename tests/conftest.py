@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from host_paths import host_paths_in
 
-from adakit.world import World
+from adakit.apparatus.world import World
 
 # ------------------------------------------------------------------------- code fixtures
 
@@ -30,7 +30,7 @@ def world(tmp_path: Path) -> World:
 
 def _real_world(name: str):
     """A manifest world from the shared cache (fetched once if needed); skip if unreachable."""
-    from adakit.world import WorldUnavailable, open_world
+    from adakit.apparatus.world import WorldUnavailable, open_world
 
     try:
         return open_world(name, progress=False)
@@ -40,13 +40,13 @@ def _real_world(name: str):
 
 @pytest.fixture(scope="session")
 def flask_world():
-    """The flask world of paper Table 3 (adakit/worlds.yaml), as a read-only World."""
+    """The flask world of paper Table 3 (adakit/apparatus/worlds.yaml), as a read-only World."""
     return _real_world("flask")
 
 
 @pytest.fixture(scope="session")
 def requests_world():
-    """The requests world of paper Table 3 (adakit/worlds.yaml), as a read-only World."""
+    """The requests world of paper Table 3 (adakit/apparatus/worlds.yaml), as a read-only World."""
     return _real_world("requests")
 
 
@@ -60,7 +60,7 @@ def sklearn_world():
 def ci_baseline_corpus(tmp_path_factory) -> Path:
     """The CI study's scripted-baseline runs on flask (13 runs, no model), launched once per
     session into a temporary folder; skipped when the flask world cannot be had."""
-    from adakit.study import launch, load_study, restrict
+    from adakit.study.launch import launch, load_study, restrict
 
     _real_world("flask")
     out = tmp_path_factory.mktemp("ci-baselines") / "runs"
@@ -92,7 +92,8 @@ def _no_host_paths_shown(monkeypatch: pytest.MonkeyPatch):
     folders: a tool's result (Toolbox.execute) and every turn and end record a run writes.
     What the agent wrote itself (its call's parameters, its reply) is taken out first. A hit
     fails the test that produced it."""
-    from adakit import record, tools
+    from adakit import record
+    from adakit.apparatus import tools
 
     leaks: list[str] = []
     execute, write = tools.Toolbox.execute, record.RunWriter.write

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import nbformat
 from cdp import Page, stop_process_group
 
-from adakit import explorer
+from adakit.workbench import explorer
 
 # loopback only, a port the OS picks (read back from the runtime file), window.jupyterapp
 # exposed for the page scripts, and nothing fetched from the network

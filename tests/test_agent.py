@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAI, error, stall, tool_call
 
-from adakit.agent import (
+from adakit.apparatus.agent import (
     CLOSE_TEXT,
     LaunchContext,
     Run,
@@ -19,11 +19,11 @@ from adakit.agent import (
     fit_window,
     system_prompt,
 )
-from adakit.conditions import get_condition, load_conditions
-from adakit.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
+from adakit.apparatus.conditions import get_condition, load_conditions
+from adakit.apparatus.tasks import make_task
+from adakit.apparatus.world import World
+from adakit.llm.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
 from adakit.record import content_digest
-from adakit.tasks import make_task
-from adakit.world import World
 
 KEY_VAR = "ADAKIT_TEST_KEY"
 SECRET = "sk-test-" + "s3cr3t" * 5
@@ -499,7 +499,7 @@ def test_the_closing_grammar_admits_only_the_conclusion(world, tmp_path):
 def test_the_closing_conclusion_gets_a_longer_cap_and_token_budget(world, tmp_path):
     """The closing turn's grammar caps ``content`` at ``close_chars`` (other text keeps 400)
     and its reply budget grows to fit; the header records the cap."""
-    from adakit.agent import TEXT_CHARS, close_reply_tokens
+    from adakit.apparatus.agent import TEXT_CHARS, close_reply_tokens
 
     with FakeOpenAI([peek(), FINAL]) as fake:
         rf = launch(world, fake, tmp_path / "cap.jsonl", turn_bound=1, close_turn=True,

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adakit import agreement as ag
+from adakit.judging import agreement as ag
 
 NAN = float("nan")
 
@@ -297,7 +297,7 @@ def test_named_labels_and_judges_dtypes_give_the_same_vote():
     rows = [verdict("c", j, names[s - 1], "termination_calibration") for j, s in
             zip("ABC", (4, 2, 4), strict=True)]
     table = pd.DataFrame(rows)
-    table["turn"] = pd.array([pd.NA] * 3, dtype="Int64")  # as adakit.judges types it
+    table["turn"] = pd.array([pd.NA] * 3, dtype="Int64")  # as adakit.judging.judges types it
     agg = ag.aggregate_votes(table).iloc[0]
     assert agg["score"] == 4.0 and agg["label"] == "ready-to-finalize"
     assert ag.display_label("termination_calibration", 2.0) == "2 borderline"
@@ -305,7 +305,7 @@ def test_named_labels_and_judges_dtypes_give_the_same_vote():
 
 
 def test_label_vocabulary_matches_the_judges():
-    judges = pytest.importorskip("adakit.judges")
+    judges = pytest.importorskip("adakit.judging.judges")
     for name, fam in judges.FAMILIES.items():
         assert ag.LABEL_NAMES[name] == fam.labels
         assert [ag.LABEL_SCORES[name][lab] for lab in fam.labels] == list(fam.scores)

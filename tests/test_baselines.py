@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from adakit.agent import LaunchContext, Run, RunConfig
-from adakit.baselines import BASELINES, BaselinePolicy, baseline_spec
-from adakit.code_index import CodeIndex
-from adakit.conditions import get_condition
-from adakit.tasks import make_task
+from adakit.apparatus.agent import LaunchContext, Run, RunConfig
+from adakit.apparatus.baselines import BASELINES, BaselinePolicy, baseline_spec
+from adakit.apparatus.code_index import CodeIndex
+from adakit.apparatus.conditions import get_condition
+from adakit.apparatus.tasks import make_task
 
 pytestmark = pytest.mark.slow
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from adakit.behaviour import behaviour_table, call_repeats, entropy_bits
 from adakit.record import corpus_from_runs
 from adakit.synthetic import synthetic_run
+from adakit.variance.behaviour import behaviour_table, call_repeats, entropy_bits
 
 FILES = {"a.py": 100, "b.py": 50, "c.py": 80}
 
@@ -76,7 +76,7 @@ def test_pooled_entropy_counts_every_transition_of_the_model() -> None:
 def test_a_conclusion_from_the_closing_turn_is_counted_apart() -> None:
     """A run that ends at its turn bound with a conclusion (the closing turn's) is not a run
     that concluded of its own accord; the table gives it its own share."""
-    from adakit.agent import CLOSE_TEXT
+    from adakit.apparatus.agent import CLOSE_TEXT
     from adakit.record import Injection
 
     r1, r2 = _runs()

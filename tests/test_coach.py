@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 from fake_openai import FakeOpenAI
 
-from adakit import coach as cj
-from adakit.agent import LaunchContext, Run, RunConfig
-from adakit.conditions import get_condition
-from adakit.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
+from adakit.apparatus import coach as cj
+from adakit.apparatus.agent import LaunchContext, Run, RunConfig
+from adakit.apparatus.conditions import get_condition
+from adakit.apparatus.tasks import make_task
+from adakit.apparatus.world import World
+from adakit.llm.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
 from adakit.record import (
     ParseError,
     ToolCall,
@@ -24,8 +26,6 @@ from adakit.record import (
     load_corpus,
     read_run,
 )
-from adakit.tasks import make_task
-from adakit.world import World
 
 KEY_VAR = "ADAKIT_COACH_TEST_KEY"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from adakit.code_index import (
+from adakit.apparatus.code_index import (
     CodeIndex,
     _family,
     definition_names,
@@ -19,7 +19,7 @@ from adakit.code_index import (
     grammar_of,
     split_lines,
 )
-from adakit.world import World
+from adakit.apparatus.world import World
 
 
 @pytest.fixture
@@ -333,7 +333,7 @@ def test_binary_and_oversized_sources_are_skipped(world: World, tmp_path: Path) 
 
 
 def test_index_refuses_paths_outside_the_world(world: World, index: CodeIndex, tmp_path: Path) -> None:
-    from adakit.world import SandboxError
+    from adakit.apparatus.world import SandboxError
 
     secret = tmp_path / "secret.py"
     secret.write_text("def secret():\n    pass\n")
@@ -400,7 +400,7 @@ def test_lexical_and_full_tiers_answer_alike(world: World, tmp_path: Path) -> No
 def test_a_name_the_scan_missed_is_found_once_its_file_is_parsed(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import adakit.code_index as ci
+    import adakit.apparatus.code_index as ci
 
     idx = CodeIndex(world, use_disk_cache=False, workers=1)
     monkeypatch.setattr(ci, "definition_names", lambda data, family: frozenset())

@@ -2,8 +2,8 @@
 
 import pytest
 
-from adakit.conditions import get_condition, load_conditions
-from adakit.tasks import make_task, task_families
+from adakit.apparatus.conditions import get_condition, load_conditions
+from adakit.apparatus.tasks import make_task, task_families
 
 
 def test_four_conditions_plus_coach():

@@ -10,11 +10,12 @@ import pytest
 import yaml
 from fake_openai import FakeOpenAI, reply
 
-from adakit import config, dataset
-from adakit.models import DEFAULT_LOCAL_MODEL
+from adakit import config
+from adakit.apparatus.tasks import task_families
+from adakit.llm.models import DEFAULT_LOCAL_MODEL
 from adakit.record import load_corpus, read_run
-from adakit.study import launch, load_study
-from adakit.tasks import task_families
+from adakit.study import dataset
+from adakit.study.launch import launch, load_study
 
 REFERENCE = config.REFERENCE_RUNS.parent
 

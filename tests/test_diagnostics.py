@@ -516,8 +516,8 @@ def _looping_run(folder: Path) -> Path:
 
 
 def test_explorer_marks_firings_on_the_turn_axis(tmp_path):
-    from adakit import explorer
     from adakit.record import load_corpus
+    from adakit.workbench import explorer
 
     _looping_run(tmp_path)
     corpus = load_corpus(tmp_path, cache=False)

@@ -36,8 +36,8 @@ def test_notebook_documents_its_parameters():
 @pytest.mark.timeout(600)
 def test_notebook_runs_and_replays_under_nbval(ci_baseline_corpus, tmp_path, monkeypatch):
     pm = pytest.importorskip("papermill")
-    from adakit import agreement as ag
     from adakit import config
+    from adakit.judging import agreement as ag
     from adakit.record import load_corpus
 
     c = load_corpus(ci_baseline_corpus, cache=False)

@@ -1,4 +1,4 @@
-"""The run explorer (adakit.explorer): per-turn pure functions on hand-built runs, the widget
+"""The run explorer (adakit.workbench.explorer): per-turn pure functions on hand-built runs, the widget
 builder without a browser, the static rendering, and notebooks 30 (explorer) and 00 (tour)
 executed with papermill on a small corpus of scripted-baseline runs on the flask world."""
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from adakit import config, exercises, explorer
+from adakit import config
 from adakit.record import (
     ConditionInfo,
     End,
@@ -30,6 +30,7 @@ from adakit.record import (
     load_corpus,
 )
 from adakit.synthetic import synthetic_run, write_run
+from adakit.workbench import exercises, explorer
 
 FILES = {"pkg/a.py": 100, "pkg/b.py": 50, "pkg/sub/c.py": 80}
 T0 = 1_800_000_000.0
@@ -652,8 +653,8 @@ def test_notebooks_are_stripped_and_document_their_parameters(name):
 def baseline_corpus(tmp_path_factory, flask_world):
     """Scripted baselines on flask (2 policies x 2 conditions, N = 12), written by the study
     launcher; plus synthetic judgments so the tour's lens 3 cell has verdicts to show."""
-    from adakit import agreement as ag
-    from adakit.study import RunSpec, Study, launch
+    from adakit.judging import agreement as ag
+    from adakit.study.launch import RunSpec, Study, launch
 
     home = tmp_path_factory.mktemp("home")
     out = home / "data" / "runs" / "mini"

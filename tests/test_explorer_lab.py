@@ -33,9 +33,9 @@ from lab import (
     write_notebook,
 )
 
-from adakit import explorer
 from adakit.record import load_corpus
 from adakit.synthetic import synthetic_run, write_run
+from adakit.workbench import explorer
 
 LAYOUT_OF_EXPLORER = LAYOUT.replace("(CLS)", '("adakit-explorer")')
 FILES = {"pkg/a.py": 100, "pkg/b.py": 50, "pkg/sub/c.py": 80}
@@ -79,12 +79,12 @@ def lab(tmp_path: Path) -> Iterator[ExplorerLab]:
     root.mkdir()
     corpus = _corpus(tmp_path)
     write_notebook(root / "explore.ipynb", [
-        "from adakit.explorer import explore\n"
+        "from adakit.workbench.explorer import explore\n"
         f"ui = explore({str(corpus)!r}, run_id={RUN_ID!r}, interactive=True)\n"
         "print(type(ui).__name__)\n"
         "ui"])
     write_notebook(root / "default.ipynb", [
-        "from adakit.explorer import explore\n"
+        "from adakit.workbench.explorer import explore\n"
         f"ui = explore({str(corpus)!r}, interactive=True)\n"
         "ui"])
     with start_lab(tmp_path, root) as server:

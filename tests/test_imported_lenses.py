@@ -14,14 +14,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from adakit import config, explorer
-from adakit import judges as J
+from adakit import config
 from adakit.importers import import_paths
+from adakit.judging import judges as J
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy, surface
 from adakit.record import load_corpus, read_run
-from adakit.study import launch, load_study, restrict
+from adakit.study.launch import launch, load_study, restrict
 from adakit.synthetic import synthetic_tables
+from adakit.workbench import explorer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"

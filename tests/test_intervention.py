@@ -418,7 +418,7 @@ def test_notebook_is_stripped_and_documents_its_parameters():
 @pytest.mark.timeout(300)
 def test_notebook_runs_on_a_synthetic_corpus(tmp_path, monkeypatch):
     pm = pytest.importorskip("papermill")
-    from adakit import agreement as ag
+    from adakit.judging import agreement as ag
     from adakit.record import load_corpus
     from adakit.synthetic import write_synthetic_corpus
 

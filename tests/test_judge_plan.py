@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from adakit import config
-from adakit import judges as J
-from adakit.pipeline import JudgePlan, judge_plan
+from adakit.judging import judges as J
+from adakit.study.pipeline import JudgePlan, judge_plan
 from adakit.synthetic import synthetic_run, write_run
 
 TOOLS = [{"tool": "PKR", "file": "pkg/a.py", "ranges": [(1, 5)]}, {"tool": "CON", "finalize": True}]
@@ -130,7 +130,7 @@ def test_describe_and_run(study, monkeypatch):
 def test_judge_block_can_name_the_models_judged(tmp_path):
     """`models:` in a judge block keeps only those models' runs (baselines still by count),
     and an unfinished run is never judged."""
-    from adakit.pipeline import judge_selection
+    from adakit.study.pipeline import judge_selection
     from adakit.synthetic import synthetic_run, write_run
 
     tools = ["PKR", {"tool": "CON", "finalize": True}]

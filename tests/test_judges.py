@@ -16,9 +16,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from adakit import judges as J
-from adakit.agreement import aggregate_votes, clean_judgments
-from adakit.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
+from adakit.judging import judges as J
+from adakit.judging.agreement import aggregate_votes, clean_judgments
+from adakit.llm.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
 from adakit.record import (
     ConditionInfo,
     End,
@@ -832,7 +832,7 @@ def test_judgments_dir_is_beside_the_corpus_name(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_local_model_judges_end_to_end(tmp_path: Path, corpus: Path) -> None:
-    from adakit.models import local_model_available
+    from adakit.llm.models import local_model_available
 
     ok, why = local_model_available()
     if not ok:
@@ -879,7 +879,7 @@ def test_judge_lists_accept_the_paper_alias_and_commas() -> None:
     assert J.parse_judges(["a,b", "c"]) == ["a", "b", "c"]
     assert J.parse_judges(None) is None
     assert J.PAPER_PANEL == ("glm-5", "kimi-k2.5", "minimax-m2.7")
-    from adakit.models import load_registry
+    from adakit.llm.models import load_registry
 
     assert set(J.PAPER_PANEL) | {J.LOCAL_JUDGE} <= set(load_registry())
 
@@ -965,7 +965,7 @@ def test_clip_says_exactly_how_much_was_cut() -> None:
 
 
 def test_describe_panel_says_when_the_panel_is_one_model():
-    from adakit.judges import describe_panel
+    from adakit.judging.judges import describe_panel
 
     temps = describe_panel(["smollm2-135m", "smollm2-135m-t07", "smollm2-135m-t10"])
     assert temps.startswith("The panel is ONE model (SmolLM2-135M-Instruct.Q4_1) sampled at "
@@ -979,7 +979,7 @@ def test_describe_panel_says_when_the_panel_is_one_model():
 
 def test_describe_panel_names_seats_that_share_a_model():
     """The local profile's panel: two seats are the 1.5B at two temperatures, one the 0.5B."""
-    from adakit.judges import describe_panel
+    from adakit.judging.judges import describe_panel
 
     local = describe_panel(["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-t07"])
     assert local.startswith("The panel has 3 seats but only 2 distinct models "
@@ -1035,7 +1035,7 @@ def test_judges_reply_up_to_2048_tokens_by_default() -> None:
     import argparse
     import inspect
 
-    from adakit.pipeline import judge_plan
+    from adakit.study.pipeline import judge_plan
 
     parser = argparse.ArgumentParser()
     J.register_cli(parser.add_subparsers())

@@ -24,10 +24,12 @@ from lab import (
     write_notebook,
 )
 
-from adakit import agreement as ag
-from adakit import config, judges, labels
+from adakit import config
+from adakit.judging import agreement as ag
+from adakit.judging import judges
 from adakit.record import load_corpus
 from adakit.synthetic import write_synthetic_corpus
+from adakit.workbench import labels
 
 PER_FAMILY = 3
 
@@ -91,7 +93,7 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
     root.mkdir()
     write_notebook(root / "label.ipynb", [
         "import pandas as pd\n"
-        "from adakit.labelling import label\n"
+        "from adakit.workbench.labelling import label\n"
         "from adakit.record import load_corpus\n"
         f"ui = label(load_corpus({str(corpus)!r}), {str(label_file)!r},\n"
         f"           pd.read_parquet({str(judgments)!r}), labeller='ana',\n"

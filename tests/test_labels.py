@@ -1,4 +1,4 @@
-"""Human labels (adakit.labels, adakit.labelling): the items and cards a labeller gets, blind
+"""Human labels (adakit.workbench.labels, adakit.workbench.labelling): the items and cards a labeller gets, blind
 evidence, the append-only label file, reading it back, the agreement tables of notebook 13,
 and the labelling widget driven in plain Python (tests/test_labelling_lab.py drives it in a
 live JupyterLab)."""
@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adakit import agreement as ag
-from adakit import judges, labelling, labels
+from adakit.judging import agreement as ag
+from adakit.judging import judges
 from adakit.record import (
     ConditionInfo,
     End,
@@ -28,6 +28,7 @@ from adakit.record import (
     load_corpus,
 )
 from adakit.synthetic import synthetic_run, write_run
+from adakit.workbench import labelling, labels
 
 FILES = {"pkg/a.py": 100, "pkg/b.py": 50}
 T0 = 1_800_000_000.0

@@ -11,8 +11,8 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
-from adakit import agreement as ag
 from adakit import config, figures
+from adakit.judging import agreement as ag
 from adakit.lenses import adjudication as l3
 
 NAN = float("nan")
@@ -333,7 +333,7 @@ def test_notebook_runs_on_a_synthetic_corpus(tmp_path, monkeypatch):
     agg = ag.aggregate_votes(judg)
     on_scale = agg[agg["rule"] == "majority"]  # human labels must be on the family's scale
     human = on_scale.groupby("family").head(5)[["item_id", "family", "score"]]
-    from adakit.labels import LabelLog
+    from adakit.workbench.labels import LabelLog
 
     log = LabelLog(tmp_path / "labels.jsonl")  # two labellers, as the explorer writes them
     for who, shift in (("ana", 0), ("bo", 1)):

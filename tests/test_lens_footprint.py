@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
+from adakit.apparatus.world import World
 from adakit.lenses import footprint as fp
-from adakit.world import World
 
 READ_COLS = ["run_id", "turn", "file", "start_line", "end_line"]
 

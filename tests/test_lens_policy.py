@@ -468,13 +468,13 @@ def _toy_shop(root):
 
 @pytest.fixture(scope="module")
 def baseline_corpus(tmp_path_factory):
-    from adakit.agent import LaunchContext, Run, RunConfig
-    from adakit.baselines import BASELINES, BaselinePolicy, baseline_spec
-    from adakit.code_index import CodeIndex
-    from adakit.conditions import get_condition
+    from adakit.apparatus.agent import LaunchContext, Run, RunConfig
+    from adakit.apparatus.baselines import BASELINES, BaselinePolicy, baseline_spec
+    from adakit.apparatus.code_index import CodeIndex
+    from adakit.apparatus.conditions import get_condition
+    from adakit.apparatus.tasks import make_task
+    from adakit.apparatus.world import World
     from adakit.record import load_corpus
-    from adakit.tasks import make_task
-    from adakit.world import World
 
     base = tmp_path_factory.mktemp("baselines")
     _toy_shop(base / "world")

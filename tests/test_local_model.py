@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from adakit import models as m
+from adakit.llm import models as m
 
 pytestmark = pytest.mark.slow
 
@@ -163,11 +163,11 @@ def test_server_that_dies_reports_its_output(tmp_path) -> None:
 def test_default_agent_answers_the_real_scaffold_with_real_thinking(flask_world) -> None:
     """The 1.5B, the real system prompt, task and tool grammar: one valid call whose thinking
     is prose, even when the prompt itself shows the placeholder ``<thinking>...</thinking>``."""
-    from adakit.agent import first_message, system_prompt
-    from adakit.conditions import get_condition
-    from adakit.protocol import parse_reply, tool_grammar
-    from adakit.tasks import make_task
-    from adakit.tools import TOOL_SPECS
+    from adakit.apparatus.agent import first_message, system_prompt
+    from adakit.apparatus.conditions import get_condition
+    from adakit.apparatus.protocol import parse_reply, tool_grammar
+    from adakit.apparatus.tasks import make_task
+    from adakit.apparatus.tools import TOOL_SPECS
 
     spec = m.get_model(m.DEFAULT_LOCAL_MODEL)
     condition = get_condition("natural")
@@ -192,7 +192,7 @@ def test_default_agent_answers_the_real_scaffold_with_real_thinking(flask_world)
 
 _ORPHAN_SCRIPT = """
 import sys, time
-from adakit import models as m
+from adakit.llm import models as m
 server = m.LocalServer(m.find_gguf(m.get_model("smollm2-135m")), n_ctx=2048).start()
 print(server.process.pid, flush=True)
 time.sleep(600)

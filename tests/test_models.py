@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from adakit import models as m
-from adakit.models import (
+from adakit.llm import models as m
+from adakit.llm.models import (
     CacheMiss,
     ChatBackend,
     Completion,
@@ -240,7 +240,7 @@ def test_missing_key_names_the_variable(monkeypatch) -> None:
 def test_key_never_in_error_text_or_logs(key: str, caplog) -> None:
     leaky = error(401, message=f"Incorrect API key provided: {SECRET}")
     with FakeOpenAI([error(500, message=f"upstream saw {SECRET}"), leaky]) as fake:
-        with caplog.at_level(logging.DEBUG, logger="adakit.models"):
+        with caplog.at_level(logging.DEBUG, logger="adakit.llm.models"):
             with pytest.raises(ModelError) as ei:
                 OpenAIBackend(spec_for(fake), retry=FAST).complete(MESSAGES)
     assert "HTTP 401" in str(ei.value)

@@ -1,4 +1,4 @@
-"""The noise floor (adakit.noise): coefficients of variation, pooled SDs and signal-to-noise
+"""The noise floor (adakit.variance.noise): coefficients of variation, pooled SDs and signal-to-noise
 ratios computed by hand; run metrics on a synthetic corpus."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adakit import noise
+from adakit.variance import noise
 
 CELL = ["model", "world", "task", "condition"]
 
@@ -84,7 +84,7 @@ def test_noise_unknown_without_repeats():
 
 
 def test_run_metrics_on_a_synthetic_corpus():
-    from adakit import agreement as ag
+    from adakit.judging import agreement as ag
     from adakit.synthetic import synthetic_tables
 
     corpus = synthetic_tables(64, seed=3)

@@ -14,9 +14,8 @@ import yaml
 from fake_openai import FakeOpenAI, error
 
 from adakit import cli
-from adakit import world as worlds_mod
-from adakit.models import free_port
-from adakit.plan import agent_tokens, make_plan, run_state
+from adakit.apparatus import world as worlds_mod
+from adakit.llm.models import free_port
 from adakit.record import (
     ConditionInfo,
     End,
@@ -30,8 +29,9 @@ from adakit.record import (
     load_corpus,
     read_run,
 )
-from adakit.retry import attempts_beside, failure_of
-from adakit.study import failure_summary, gated_launch, launch, load_study
+from adakit.study.launch import failure_summary, gated_launch, launch, load_study
+from adakit.study.plan import agent_tokens, make_plan, run_state
+from adakit.study.retry import attempts_beside, failure_of
 
 KEY = "ADAKIT_PAID_TEST_" + "KEY"  # built at run time so credential scanners do not flag it
 NO_KEY = "ADAKIT_UNSET_TEST_" + "KEY"
@@ -283,7 +283,7 @@ def test_plan_figures_fall_back_to_the_study_then_constants(env, monkeypatch):
     plan = make_plan(study, reference=env / "empty")
     assert plan.figures["prompt_first"].value == 1234
     assert "the study's runs" in plan.figures["prompt_first"].source
-    assert plan.figures["prompt_growth"].source == "constant (adakit.plan.CONSTANTS)"
+    assert plan.figures["prompt_growth"].source == "constant (adakit.study.plan.CONSTANTS)"
     with pytest.raises(FileNotFoundError, match="no reference corpus"):
         make_plan(study, reference=env / "absent")
 

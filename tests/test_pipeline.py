@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from cdp import find_chromium
 
-from adakit import config, pipeline
+from adakit import config
 from adakit.record import load_corpus
+from adakit.study import pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = config.DATA / "study" / "ci"

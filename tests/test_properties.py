@@ -25,14 +25,14 @@ from host_paths import host_paths_in  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from adakit.protocol import (  # noqa: E402
+from adakit.apparatus.protocol import (  # noqa: E402
     _tags_by_bisection,
     parse_function_call,
     parse_reply,
     tags,
 )
-from adakit.tools import TOOL_SPECS  # noqa: E402
-from adakit.world import SandboxError, World, WorldFetchError, unpack_archive  # noqa: E402
+from adakit.apparatus.tools import TOOL_SPECS  # noqa: E402
+from adakit.apparatus.world import SandboxError, World, WorldFetchError, unpack_archive  # noqa: E402
 
 EXAMPLES = int(os.environ.get("ADAKIT_HYPOTHESIS_EXAMPLES", "100"))
 BOUNDED = settings(

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from adakit.protocol import (
+from adakit.apparatus.protocol import (
     extract_thinking,
     function_tools,
     parse_function_call,
@@ -12,8 +12,8 @@ from adakit.protocol import (
     render_call,
     tool_grammar,
 )
+from adakit.apparatus.tools import TOOL_SPECS
 from adakit.record import ToolCall
-from adakit.tools import TOOL_SPECS
 
 PEEK = "<peek_code_region>\n<file_path>src/app.py</file_path>\n<start_line>10</start_line>\n</peek_code_region>"
 
@@ -125,7 +125,7 @@ OLD_TAG_RE = re.compile(r"<([A-Za-z_][A-Za-z0-9_]*)>(.*?)</\1\s*>", re.S)
 
 
 def test_tag_scanner_finds_what_the_regular_expression_found():
-    from adakit.protocol import tags
+    from adakit.apparatus.protocol import tags
 
     samples = [
         PEEK, "<a><b>x</b></a>", "<a>1</a ><a>2</a\n>", "<a><a>x</a></a>", "<a>x</ab></a>",
@@ -152,7 +152,7 @@ def test_adversarial_megabyte_replies_are_parsed_in_linear_time():
 
 
 def test_replies_over_the_limit_are_refused_unread():
-    from adakit.protocol import MAX_REPLY_CHARS
+    from adakit.apparatus.protocol import MAX_REPLY_CHARS
 
     padded = "<thinking>" + "x" * (MAX_REPLY_CHARS - 200) + "</thinking>" + PEEK
     assert len(padded) <= MAX_REPLY_CHARS and parse_reply(padded, TOOL_SPECS).call is not None
@@ -198,8 +198,8 @@ def test_deeply_nested_function_arguments_are_a_bad_value():
 
 
 def test_text_caps_give_one_parameter_its_own_cap_and_leave_the_rest_unchanged():
-    from adakit.protocol import tool_grammar
-    from adakit.tools import TOOL_SPECS
+    from adakit.apparatus.protocol import tool_grammar
+    from adakit.apparatus.tools import TOOL_SPECS
 
     plain = tool_grammar(TOOL_SPECS)
     assert tool_grammar(TOOL_SPECS, text_caps={}) == plain

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adakit.world import (
+from adakit.apparatus.world import (
     MARKER_NAME,
     absent_anchors,
     fetch_world,

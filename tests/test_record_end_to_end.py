@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from adakit.agent import LaunchContext, Run, RunConfig
-from adakit.conditions import get_condition
+from adakit.apparatus.agent import LaunchContext, Run, RunConfig
+from adakit.apparatus.conditions import get_condition
+from adakit.apparatus.tasks import make_task
 from adakit.lenses import footprint as fp
 from adakit.lenses import policy, surface
-from adakit.models import Completion
+from adakit.llm.models import Completion
 from adakit.record import load_corpus
-from adakit.tasks import make_task
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Sequence similarity between runs (adakit.sequences): alignment scores computed by hand."""
+"""Sequence similarity between runs (adakit.variance.sequences): alignment scores computed by hand."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adakit import sequences as sq
+from adakit.variance import sequences as sq
 
 
 def test_lcs_by_hand():

@@ -15,7 +15,7 @@ import yaml
 from fake_openai import FakeOpenAI, reply
 
 from adakit.record import load_corpus, read_run
-from adakit.study import load_study, restrict
+from adakit.study.launch import load_study, restrict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_quick_and_paper_studies_parse():
     quick = load_study(ROOT / "studies" / "quick.yaml")
     assert len({s.run_id for s in quick.specs}) == len(quick.specs)
-    from adakit.models import DEFAULT_LOCAL_MODEL
+    from adakit.llm.models import DEFAULT_LOCAL_MODEL
 
     assert any(s.model == DEFAULT_LOCAL_MODEL for s in quick.specs)
     assert any(s.condition == "coach_judge" for s in quick.specs)
@@ -61,8 +61,8 @@ def test_restrict_and_run_ids():
 
 
 def test_repeats_get_their_own_seed_and_response_cache_scope(tmp_path, monkeypatch):
-    from adakit.models import CacheMiss
-    from adakit.study import _backend
+    from adakit.llm.models import CacheMiss
+    from adakit.study.launch import _backend
 
     quick = load_study(ROOT / "studies" / "quick.yaml")
     for model in ("baseline-skimmer", "baseline-tracer", "baseline-close_reader"):
@@ -99,8 +99,8 @@ def test_the_local_profile_repeats_four_cells_of_the_default_agent():
     that a corpus packed part way (12 runs) holds both conditions and every world and task."""
     from collections import defaultdict
 
-    from adakit.models import DEFAULT_LOCAL_MODEL
-    from adakit.tasks import task_families
+    from adakit.apparatus.tasks import task_families
+    from adakit.llm.models import DEFAULT_LOCAL_MODEL
 
     local = load_study(ROOT / "studies" / "local.yaml")
     cells: dict[tuple[str, str, str], list] = defaultdict(list)
@@ -220,8 +220,8 @@ def test_kill_minus_nine_then_resume_loses_and_duplicates_nothing(tmp_path, flas
 def test_a_finished_run_whose_settings_changed_is_set_aside_and_run_again(tmp_path, flask_world):
     """Finished runs are skipped only when recorded under the settings the study has now; one
     launched under others is kept beside the run file and run again, and the plan says why."""
-    from adakit.plan import make_plan, study_states
-    from adakit.study import launch
+    from adakit.study.launch import launch
+    from adakit.study.plan import make_plan, study_states
 
     out = tmp_path / "runs"
     study = tmp_path / "s.yaml"
@@ -252,9 +252,9 @@ def test_a_finished_run_whose_settings_changed_is_set_aside_and_run_again(tmp_pa
 def test_changed_settings_compare_what_the_header_recorded():
     """The closing instruction, its cap and the scaffold settings count; what an older header
     did not record does not."""
-    from adakit.agent import TEXT_CHARS, close_text
-    from adakit.plan import changed_settings
-    from adakit.study import RunSpec
+    from adakit.apparatus.agent import TEXT_CHARS, close_text
+    from adakit.study.launch import RunSpec
+    from adakit.study.plan import changed_settings
     from adakit.synthetic import synthetic_run
 
     spec = RunSpec("s", "m", "w", "feature_tracing", "natural", 0, 0,

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from adakit.cli import main as cli_main
-from adakit.code_index import CodeIndex
-from adakit.record import TOOL_ABBR, ModelCall, Turn
-from adakit.tools import (
+from adakit.apparatus.code_index import CodeIndex
+from adakit.apparatus.tools import (
     PEEK_MAX_LINES,
     TOOL_SPECS,
     Toolbox,
@@ -18,7 +16,9 @@ from adakit.tools import (
     WorkingState,
     parse_code_range,
 )
-from adakit.world import World
+from adakit.apparatus.world import World
+from adakit.cli import main as cli_main
+from adakit.record import TOOL_ABBR, ModelCall, Turn
 
 
 @pytest.fixture
@@ -785,7 +785,7 @@ def test_the_host_path_guard_finds_temporary_and_home_folders() -> None:
 
 
 def test_unexpected_errors_with_a_stand_in_world_are_still_observations() -> None:
-    from adakit.explorer import _NoWorld
+    from adakit.workbench.explorer import _NoWorld
 
     box = Toolbox(_NoWorld(), index=_NoWorld())  # type: ignore[arg-type]
     r = box.execute("peek_code_region", {"file_path": "a.py", "start_line": 1})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adakit import weights as w
+from adakit.llm import weights as w
 
 
 def _wheel(folder: Path, package: str, version: str, member: str, data: bytes) -> Path:
@@ -111,7 +111,7 @@ def test_packaged_table_pins_each_family_consistently() -> None:
 
 
 def test_registry_local_models_name_pinned_weights() -> None:
-    from adakit.models import DEFAULT_LOCAL_MODEL, load_registry
+    from adakit.llm.models import DEFAULT_LOCAL_MODEL, load_registry
 
     table = w.load_weights()
     specs = load_registry()

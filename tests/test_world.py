@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from adakit import world as W
-from adakit.world import (
+from adakit.apparatus import world as W
+from adakit.apparatus.world import (
     MARKER_NAME,
     ManifestError,
     PaperFigures,

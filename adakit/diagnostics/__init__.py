@@ -229,8 +229,8 @@ def format_rates(rates: pd.DataFrame, by: Sequence[str]) -> str:
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from adakit import agreement as ag
     from adakit import config
+    from adakit.judging import agreement as ag
     from adakit.record import load_corpus, open_corpus
 
     folders = [config.resolve(c) for c in args.corpus]

@@ -6,7 +6,7 @@ step (turns without an action are left out), at three levels:
 - ``action``: the canonical tool (``PKR``);
 - ``file``: the tool and the file it touched (``PKR src/flask/app.py``);
 - ``symbol``: the tool, the file and the function or class enclosing the first line touched,
-  from the world's code index (:meth:`adakit.code_index.CodeIndex.enclosing`; a search without
+  from the world's code index (:meth:`adakit.apparatus.code_index.CodeIndex.enclosing`; a search without
   a line uses its own symbol). Only when the world is on disk; otherwise this level is absent.
 
 **Scoring**, stated and settable: ``match`` for two equal tokens, ``mismatch`` for two different
@@ -250,8 +250,8 @@ def align(steps_a: Sequence[Step], steps_b: Sequence[Step], match: float = 1.0,
 def index_symbols(world: str) -> SymbolOf | None:
     """A ``(file, line) -> enclosing qualname`` look-up on a world already on disk (None when
     it is not fetched or not in the manifest)."""
-    from adakit.code_index import CodeIndex
-    from adakit.world import SandboxError, WorldUnavailable, open_world
+    from adakit.apparatus.code_index import CodeIndex
+    from adakit.apparatus.world import SandboxError, WorldUnavailable, open_world
 
     try:
         w = open_world(world, fetch=False, progress=False)

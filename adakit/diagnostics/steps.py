@@ -35,7 +35,7 @@ back. The labels then mean "not known to be undone" and "undone within the run".
 
 **Anchors.** The anchor set is the files of the final patch where one exists; else the files
 the run's conclusion cites (a path, or a file name that is not a generic one such as
-``__init__.py``; folders that hold other files the run touched do not count); else the world's anchor files of paper Table D13 (``adakit/worlds.yaml``);
+``__init__.py``; folders that hold other files the run touched do not count); else the world's anchor files of paper Table D13 (``adakit/apparatus/worlds.yaml``);
 else empty, and then no step is off-anchor. ``RunFacts.anchor_source`` says which applied.
 """
 
@@ -234,7 +234,7 @@ def world_anchors(world: str) -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def _manifest() -> dict[str, Any]:
-    from adakit.world import ManifestError, load_manifest
+    from adakit.apparatus.world import ManifestError, load_manifest
 
     try:
         return load_manifest()

@@ -308,7 +308,7 @@ def resolve_world(spec: str | None, fetch: bool = True) -> tuple[Any, WorldInfo 
     """The world of ``--world``: a folder (a local checkout) or a manifest world's name."""
     if not spec:
         return None, None
-    from adakit.world import World, load_manifest, open_world
+    from adakit.apparatus.world import World, load_manifest, open_world
 
     folder = Path(spec).expanduser()
     if folder.is_dir():

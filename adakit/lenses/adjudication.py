@@ -1,8 +1,8 @@
 """Lens 3, automatic adjudication (mechanism layer): the judges' verdicts as views over runs.
 
-Inputs are the judgments table (one row per verdict, see :mod:`adakit.agreement`) and the runs
+Inputs are the judgments table (one row per verdict, see :mod:`adakit.judging.agreement`) and the runs
 table of :func:`adakit.record.load_corpus`. Verdicts become one panel score per item
-(:func:`adakit.agreement.aggregate_votes`: majority label, else the median; unclear and failed
+(:func:`adakit.judging.agreement.aggregate_votes`: majority label, else the median; unclear and failed
 verdicts excluded), then one value per run. Every view reads five dimensions, all normalised
 to [0, 1] with higher meaning better:
 
@@ -40,8 +40,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from adakit import agreement as ag
 from adakit import figures, uncertainty
+from adakit.judging import agreement as ag
 from adakit.record import COG, NAV
 
 #: Normalised lens 3 dimensions: column -> (family, display title).
@@ -78,7 +78,7 @@ def normalise(family: str, score: pd.Series | np.ndarray | float) -> pd.Series |
 
 def lens3_scores(judgments: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run: the runs table (with ``conclusion_words``, ``valid_turns``), each
-    family's raw score and item count (:func:`adakit.agreement.run_scores`), and the five
+    family's raw score and item count (:func:`adakit.judging.agreement.run_scores`), and the five
     normalised dimensions of :data:`DIMENSIONS` (NaN where a run has no scored item)."""
     table = ag.run_scores(judgments, runs)
     for col, (fam, _) in DIMENSIONS.items():
@@ -289,7 +289,7 @@ def item_labels(
     by: Sequence[str] = ("model", "condition"),
 ) -> pd.DataFrame:
     """One row per judged item of ``family``: its panel verdict
-    (:func:`adakit.agreement.aggregate_votes`) with ``label`` as :func:`label_shares` names it
+    (:func:`adakit.judging.agreement.aggregate_votes`) with ``label`` as :func:`label_shares` names it
     and the ``by`` columns of its run."""
     agg = ag.aggregate_votes(judgments)
     agg = agg[agg["family"] == family].copy()
@@ -307,7 +307,7 @@ def label_shares(
 ) -> pd.DataFrame:
     """Label composition of one family's panel verdicts per group (the reading Appendix C.4
     recommends over small mean differences). Labels come from the panel score
-    (:func:`adakit.agreement.display_label`, e.g. ``'3 defensible'``); items whose counted
+    (:func:`adakit.judging.agreement.display_label`, e.g. ``'3 defensible'``); items whose counted
     verdicts tie without a middle label are ``split``; items with no counted verdict are
     ``unclear``.
 
@@ -542,7 +542,7 @@ def plot_length_robustness(
 ) -> Figure:
     """Fig. D9: conclusion length against a family's panel score (its own scale), one point
     per run coloured by ``hue``, the pooled least-squares line, and the annotation of
-    :func:`adakit.agreement.length_robustness` (raw r, added R^2 after the design controls).
+    :func:`adakit.judging.agreement.length_robustness` (raw r, added R^2 after the design controls).
     ``scores`` is :func:`lens3_scores` output."""
     table = ag.add_length_columns(scores)
     if exclude_conditions and "condition" in table:

@@ -65,7 +65,7 @@ def _scripts(text: str) -> set[str]:
 def run_material(rf: RunFile, world: object = None) -> str:
     """Everything a judge of this run can have read, normalised: the rendered judge prompts of
     every family and step, and the run's thinking, calls, observations and conclusion."""
-    from adakit import judges
+    from adakit.judging import judges
 
     parts = [item.prompt_text for item in judges.build_items(rf, world=world)]
     for t in rf.turns:
@@ -162,7 +162,7 @@ def corpus_materials(
 ) -> tuple[dict[str, str], dict[str, int]]:
     """The material and turn count of each run (``runs`` from a corpus: its ``path`` column),
     for the runs in ``run_ids``; a world already fetched here gives its structure summary."""
-    from adakit.judges import fetched_world
+    from adakit.judging.judges import fetched_world
 
     wanted = set(runs["run_id"] if run_ids is None else run_ids)
     opened: dict[str, object] = {}

@@ -433,7 +433,7 @@ def world_files_table(
     source_only: bool = True,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """The files of an :class:`adakit.world.World` with their physical line counts (file, loc).
+    """The files of an :class:`adakit.apparatus.world.World` with their physical line counts (file, loc).
 
     Files are those ending with one of ``extensions``; by default the world's source files
     (its manifest's source extensions when it has a manifest entry, else the known languages),
@@ -455,7 +455,7 @@ def world_files_table(
 
 def _manifest_extensions(name: str) -> tuple[str, ...]:
     try:
-        from adakit.world import load_manifest
+        from adakit.apparatus.world import load_manifest
 
         spec = load_manifest().get(name)
     except (OSError, ValueError, ImportError):  # no usable manifest: the known languages
@@ -515,7 +515,7 @@ def map_files(
     none of the files the corpus read exist in it (e.g. a synthetic corpus), the files the
     corpus read stand in with LOC taken as the highest line read.
     """
-    from adakit.world import World, WorldUnavailable, open_world
+    from adakit.apparatus.world import World, WorldUnavailable, open_world
 
     r = reads[reads["world"] == world] if "world" in reads.columns else reads
     if source == "trajectory":

@@ -53,7 +53,7 @@ Definitions (where the paper leaves them open):
   tag shares carry a bootstrap interval over its runs (a coach run is one unit in every regime
   it has transitions in), resampled within the regime as Fig. 7's are within a group.
 * **Trace grounding labels (D17).** The panel's verdict per conclusion (majority, else
-  median; :func:`adakit.agreement.aggregate_votes`) is named by its score in the paper's
+  median; :func:`adakit.judging.agreement.aggregate_votes`) is named by its score in the paper's
   words (``vocabulary="paper"``: 4 well supported, 3 partially supported, 2 thinly supported,
   1 unsupported; ``vocabulary="judges"`` keeps the judges' labels, well / mostly / weakly /
   unsupported); a half-step median is ``split``. Shares are out of the conclusions with a
@@ -75,8 +75,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from adakit import agreement as ag
 from adakit import figures, uncertainty
+from adakit.judging import agreement as ag
 from adakit.lenses import adjudication as adj
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy
@@ -506,7 +506,7 @@ PAPER_LABELS: dict[str, dict[float, str]] = {
 
 def _label_names(family: str) -> dict[float, str]:
     """Score -> display label of a conclusion family, from the judges' vocabulary."""
-    from adakit.judges import get_family
+    from adakit.judging.judges import get_family
 
     fam = get_family(family)
     return {float(s): lab.replace("-", " ") for lab, s in zip(fam.labels, fam.scores, strict=True)}
@@ -811,7 +811,7 @@ def world_files(world: str, reads: pd.DataFrame) -> pd.DataFrame:
     plus every file the corpus read there. When the world is not on disk, or none of the files
     the corpus read exist in it (e.g. a synthetic corpus), the files the corpus read stand in
     (LOC = highest line read)."""
-    from adakit.world import WorldUnavailable, open_world
+    from adakit.apparatus.world import WorldUnavailable, open_world
 
     r = reads[reads["world"] == world] if "world" in reads.columns else reads
     try:

@@ -10,7 +10,7 @@ Everything the explorer shows comes from pure functions that need no browser:
 
 - choosing a run: :func:`select_runs`, :func:`axis_options`, :func:`default_run`;
 - one turn: :func:`turn_record`, :func:`state_at` (the working state rebuilt from the recorded
-  state changes, or by replaying the MEM/CON calls through :class:`adakit.tools.Toolbox`
+  state changes, or by replaying the MEM/CON calls through :class:`adakit.apparatus.tools.Toolbox`
   without a world), :func:`reads_until`, :func:`read_ranges`, :func:`turn_text`;
 - jumping: :func:`jump_targets`, :func:`matching_turns`, :func:`step_match`;
 - anti-pattern detector firings (:mod:`adakit.diagnostics`) marked on the turn axis:
@@ -47,6 +47,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
 from adakit import figures
+from adakit.apparatus.tools import Bookmark, Conclusion, Memory, Toolbox, WorkingState
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey
 from adakit.lenses.surface import distinct_lines
@@ -59,7 +60,6 @@ from adakit.record import (
     load_corpus,
     read_run,
 )
-from adakit.tools import Bookmark, Conclusion, Memory, Toolbox, WorkingState
 
 #: Environment variable: ``static`` forces the static rendering everywhere.
 ENV_VAR = "ADAKIT_EXPLORER"

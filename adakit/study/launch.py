@@ -10,9 +10,9 @@ repeat r gets the seed ``seed + r`` (a baseline's random choices and llama.cpp's
 it) and its own response-cache scope (the run id), so repeats at temperature > 0 differ and
 replay reproducibly. A run id in two blocks is one run: its blocks must agree on its settings.
 
-Before a launch, :func:`adakit.preflight.preflight` checks what the remaining runs need and
-the CLI shows the estimated cost (:mod:`adakit.plan`), asking for confirmation above a
-threshold. Runs that a model failure ended (``adakit.retry``) are re-run by default: resumed
+Before a launch, :func:`adakit.study.preflight.preflight` checks what the remaining runs need and
+the CLI shows the estimated cost (:mod:`adakit.study.plan`), asking for confirmation above a
+threshold. Runs that a model failure ended (``adakit.study.retry``) are re-run by default: resumed
 after their last good turn when nothing about them changed, else restarted clean, the failed
 attempt kept beside them either way.
 """
@@ -36,14 +36,21 @@ import yaml
 from tqdm.auto import tqdm
 
 from adakit import config
-from adakit.agent import LaunchContext, Run, RunConfig, hint_model_from, make_header, system_prompt
-from adakit.conditions import get_condition
-from adakit.models import DEFAULT_LOCAL_MODEL
-from adakit.plan import REMAINING, make_plan, run_state, usd_text
-from adakit.preflight import Preflight, preflight
+from adakit.apparatus.agent import (
+    LaunchContext,
+    Run,
+    RunConfig,
+    hint_model_from,
+    make_header,
+    system_prompt,
+)
+from adakit.apparatus.conditions import get_condition
+from adakit.apparatus.tasks import make_task, task_families
+from adakit.llm.models import DEFAULT_LOCAL_MODEL
 from adakit.record import WorldInfo, load_corpus, read_run
-from adakit.retry import Failure, failure_of, fix_for, reopen, same_header
-from adakit.tasks import make_task, task_families
+from adakit.study.plan import REMAINING, make_plan, run_state, usd_text
+from adakit.study.preflight import Preflight, preflight
+from adakit.study.retry import Failure, failure_of, fix_for, reopen, same_header
 
 RUN_SETTINGS = (
     "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
@@ -180,8 +187,8 @@ class _Worlds:
     def get(self, name: str) -> tuple[Any, Any, WorldInfo]:
         with self._lock:
             if name not in self._cache:
-                from adakit.code_index import CodeIndex
-                from adakit.world import load_manifest, open_world
+                from adakit.apparatus.code_index import CodeIndex
+                from adakit.apparatus.world import load_manifest, open_world
 
                 world = open_world(name)
                 src = load_manifest()[name].source
@@ -202,10 +209,10 @@ class _Worlds:
 def _backend(model: str, world: Any, index: Any, seed: int, cache_mode: str, scope: str) -> Any:
     """The run's backend; model replies are cached per run (``scope``), so repeats differ."""
     if model.startswith("baseline-"):
-        from adakit.baselines import BaselinePolicy, baseline_spec
+        from adakit.apparatus.baselines import BaselinePolicy, baseline_spec
 
         return BaselinePolicy(baseline_spec(model), world, index, seed=seed)
-    from adakit.models import ResponseCache, backend_for, get_model
+    from adakit.llm.models import ResponseCache, backend_for, get_model
 
     return backend_for(
         get_model(model), cache=ResponseCache(), cache_mode=cache_mode, cache_scope=scope, seed=seed
@@ -246,7 +253,7 @@ def run_one(
     condition = get_condition(spec.condition, budget=spec.setting("budget"))
     coach = None
     if condition.coach:
-        from adakit.coach import make_coach
+        from adakit.apparatus.coach import make_coach
 
         coach = make_coach(study.coach_model or DEFAULT_LOCAL_MODEL, cache_mode=study.cache_mode)
     ctx = LaunchContext(
@@ -306,12 +313,12 @@ def launch(
     """Run every spec of a study (skipping finished runs, retrying failed ones; see
     :func:`run_one`); returns the summary table.
 
-    First, unless ``preflight_first`` is off, :func:`adakit.preflight.preflight` checks what
+    First, unless ``preflight_first`` is off, :func:`adakit.study.preflight.preflight` checks what
     the remaining runs need (``check``: also call each endpoint once) and raises
     :class:`PreflightFailed` before anything is written, or with ``skip_unavailable`` leaves
     out the runs that cannot run here. The summary's ``attrs`` hold ``failures`` (runs that
     raised: run id -> error), ``failed`` (every run of the launch that ended in a model
-    failure and was not retried, as :class:`adakit.retry.Failure`), ``left_out`` (the
+    failure and was not retried, as :class:`adakit.study.retry.Failure`), ``left_out`` (the
     preflight report of what was left out, or None) and ``outcomes``.
     """
     specs = study.specs[:max_runs] if max_runs else list(study.specs)
@@ -392,7 +399,7 @@ def _failed_runs(study: Study, specs: list[RunSpec], raised: dict[str, str]) -> 
 
 def failure_summary(failed: list[Failure], study_arg: str = "STUDY", show: int = 5) -> str:
     """The failed runs grouped by model and reason, each group with its fix."""
-    from adakit.models import load_registry
+    from adakit.llm.models import load_registry
 
     registry = load_registry()
     groups: dict[tuple[str, str, bool], list[str]] = {}

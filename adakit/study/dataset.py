@@ -38,7 +38,8 @@ from adakit.record import RunFile, content_digest, iter_run_files, read_run
 MANIFEST = "manifest.json"
 FORMAT = 1
 #: Source files whose behaviour shapes what a model sees besides the prompts.
-TOOL_SOURCES = ("tools.py", "code_index.py", "world.py", "protocol.py", "agent.py", "coach.py")
+TOOL_SOURCES = tuple(f"apparatus/{name}" for name in (
+    "tools.py", "code_index.py", "world.py", "protocol.py", "agent.py", "coach.py"))
 
 
 class DatasetError(RuntimeError):
@@ -109,11 +110,11 @@ def build(
     ``leave_unfinished``: then only finished runs are packed, and the manifest lists the
     started ones under ``unfinished`` and every run of the study it lacks under ``remaining``
     (a launch that records them and a new build make the next version). A run recorded under
-    settings the study no longer has (:func:`adakit.plan.changed_settings`) is never packed:
+    settings the study no longer has (:func:`adakit.study.plan.changed_settings`) is never packed:
     it is listed under ``outdated`` (and ``remaining``), and refused without
     ``leave_unfinished``."""
-    from adakit.judges import judgments_dir
-    from adakit.models import get_model
+    from adakit.judging.judges import judgments_dir
+    from adakit.llm.models import get_model
 
     runs_dir = config.resolve(runs_dir)
     out = config.resolve(out)
@@ -178,7 +179,7 @@ def build(
         if verdicts.exists():
             # only verdicts on the packed recordings: not on runs left out, nor on an earlier
             # recording of a run that was recorded again since
-            from adakit.judges import read_jsonl, verdict_is_current
+            from adakit.judging.judges import read_jsonl, verdict_is_current
 
             packed = {rf.header.run_id: rf for rf in parsed}
             (tmp / "judgments").mkdir()
@@ -271,8 +272,8 @@ def outdated_runs(study_path: Path, parsed: list[RunFile]) -> list[str]:
     """The ids of runs recorded under settings other than the study's (none without the file)."""
     if not study_path.exists():
         return []
-    from adakit.plan import changed_settings
-    from adakit.study import load_study
+    from adakit.study.launch import load_study
+    from adakit.study.plan import changed_settings
 
     specs = {s.run_id: s for s in load_study(study_path).specs}
     return sorted(rf.header.run_id for rf in parsed
@@ -283,7 +284,7 @@ def declared_runs(study_path: Path) -> list[str]:
     """The run ids a study file declares, in launch order (none without the file)."""
     if not study_path.exists():
         return []
-    from adakit.study import load_study
+    from adakit.study.launch import load_study
 
     try:
         return [s.run_id for s in load_study(study_path).specs]
@@ -354,7 +355,7 @@ def check(path: str | Path) -> list[str]:
 def restore_cache(path: str | Path, folder: str | Path | None = None) -> int:
     """Write the dataset's recorded replies into a response cache folder (default: the
     project's); returns how many entries were written (existing ones are kept)."""
-    from adakit.models import Completion, ResponseCache
+    from adakit.llm.models import Completion, ResponseCache
 
     ds = open_dataset(path)
     cache = ResponseCache(Path(folder) / "responses" if folder else None, "use")
@@ -378,7 +379,7 @@ def replay(
     """Launch the dataset's runs again from its recorded replies alone (cache mode ``replay``:
     a request the recording never made raises) and compare each run's content digest with the
     manifest; returns run_id -> "same" | "differs" | the error."""
-    from adakit.study import load_study, run_one
+    from adakit.study.launch import load_study, run_one
 
     ds = open_dataset(path)
     wanted = set(run_ids) if run_ids is not None else {r["run_id"] for r in ds.manifest["runs"]}

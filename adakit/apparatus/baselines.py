@@ -21,10 +21,10 @@ import re
 import time
 from typing import Any
 
-from adakit.models import Completion, ModelSpec
-from adakit.protocol import render_call
+from adakit.apparatus.protocol import render_call
+from adakit.apparatus.world import World
+from adakit.llm.models import Completion, ModelSpec
 from adakit.record import ToolCall
-from adakit.world import World
 
 BASELINES = ("skimmer", "tracer", "close_reader")
 _DATA_KINDS = {"variable", "const", "static", "constant", "field", "type"}

@@ -26,7 +26,7 @@ import yaml
 
 from adakit import config
 
-WEIGHTS_TABLE = config.PACKAGE_DIR / "weights.yaml"
+WEIGHTS_TABLE = config.PACKAGE_DIR / "llm" / "weights.yaml"
 _CHUNK = 1 << 20
 
 

@@ -1,10 +1,10 @@
 """The labelling mode of the explorer notebook: people label lens 3's items as the judges do
 (paper Appendix C.3), and notebook 13 compares their labels with the judges'.
 
-:class:`LabellingWidgets` shows one card at a time (:func:`adakit.labels.label_cards`: a run's
+:class:`LabellingWidgets` shows one card at a time (:func:`adakit.workbench.labels.label_cards`: a run's
 conclusion with its evidence, or one step), blind to model and condition by default, with one
 row of buttons per family in the judges' own vocabulary plus "unclear". A click appends one row
-to the label file (:class:`adakit.labels.LabelLog`) at once; clicking the label already chosen
+to the label file (:class:`adakit.workbench.labels.LabelLog`) at once; clicking the label already chosen
 writes nothing. Several labellers share one file: each types an id, and sees (and can change)
 only their own labels. :func:`label` opens it, or, without a live widget front end, prints the
 first card instead (papermill, nbval, ``ADAKIT_EXPLORER=static``).
@@ -20,9 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from adakit import judges
-from adakit.explorer import PRE_STYLE, WRAP, use_widgets
-from adakit.labels import (
+from adakit.judging import judges
+from adakit.record import Corpus, RunFile, read_run
+from adakit.workbench.explorer import PRE_STYLE, WRAP, use_widgets
+from adakit.workbench.labels import (
     PAPER_ITEMS_PER_FAMILY,
     QUESTIONS,
     LabelCard,
@@ -32,13 +33,12 @@ from adakit.labels import (
     label_cards,
     label_items,
 )
-from adakit.record import Corpus, RunFile, read_run
 
 _TITLE_STYLE = "margin-top:8px;font-size:11px;color:#555"
 
 
 def card_html(card: LabelCard, rf: RunFile, blind: bool = True) -> str:
-    """A card's evidence (:func:`adakit.labels.card_sections`) as an HTML fragment."""
+    """A card's evidence (:func:`adakit.workbench.labels.card_sections`) as an HTML fragment."""
     blocks = []
     for key, body in card_sections(card, rf, blind).items():
         if key == "about":
@@ -216,10 +216,10 @@ def label(corpus: Corpus, labels_file: str | Path, judgments: pd.DataFrame | Non
           labeller: str = "", families: Sequence[str] = tuple(judges.FAMILIES),
           per_family: int | None = PAPER_ITEMS_PER_FAMILY, blind: bool = True, seed: int = 0,
           interactive: bool | None = None) -> LabellingWidgets | LabelPreview:
-    """Open the labelling mode on ``corpus`` (items from :func:`adakit.labels.label_items`,
-    cards from :func:`adakit.labels.label_cards`, the same for every labeller with the same
+    """Open the labelling mode on ``corpus`` (items from :func:`adakit.workbench.labels.label_items`,
+    cards from :func:`adakit.workbench.labels.label_cards`, the same for every labeller with the same
     ``seed``), saving to ``labels_file``. Without a live widget front end (see
-    :func:`adakit.explorer.use_widgets`) it shows the first card as text instead."""
+    :func:`adakit.workbench.explorer.use_widgets`) it shows the first card as text instead."""
     items = label_items(corpus, judgments, families, per_family, seed)
     cards = label_cards(items, seed)
     log = LabelLog(labels_file)

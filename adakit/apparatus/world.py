@@ -417,7 +417,7 @@ class World:
 
 # ====================================================================== the worlds manifest
 #
-# The paper's six worlds (Table 3) are pinned in ``adakit/worlds.yaml``. PyPI worlds are sdists
+# The paper's six worlds (Table 3) are pinned in ``adakit/apparatus/worlds.yaml``. PyPI worlds are sdists
 # fetched through the simple repository API, verified by sha256 and unpacked (never built);
 # git worlds are a URL and a commit, for machines that reach the host. A fetched world lives in
 # ``worlds_dir()/NAME-VERSION`` with a marker file recording what was unpacked.
@@ -637,7 +637,7 @@ def _parse_entry(name: str, raw: Any) -> WorldSpec:
 
 
 def load_manifest(path: str | Path | None = None) -> dict[str, WorldSpec]:
-    """The worlds manifest (default ``adakit/worlds.yaml``) as specs by name, validated."""
+    """The worlds manifest (default ``adakit/apparatus/worlds.yaml``) as specs by name, validated."""
     import yaml
 
     from adakit.config import WORLDS_MANIFEST
@@ -1500,7 +1500,7 @@ def register_cli(sub: Any) -> None:
     wsub = worlds.add_subparsers(dest="worlds_command", metavar="ACTION")
 
     def common(p: Any) -> None:
-        p.add_argument("--manifest", help="a worlds manifest other than adakit/worlds.yaml")
+        p.add_argument("--manifest", help="a worlds manifest other than adakit/apparatus/worlds.yaml")
 
     p = wsub.add_parser("list", help="name, language, source and whether each world is fetched")
     common(p)

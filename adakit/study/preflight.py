@@ -2,7 +2,7 @@
 
 A model needs its registry entry; an endpoint model its key variable set (not when the
 response cache replays: then no call leaves the machine); the embedded model its weights and
-server (``adakit.models.local_model_available``). With ``check=True`` every endpoint model is
+server (``adakit.llm.models.local_model_available``). With ``check=True`` every endpoint model is
 also sent one minimal uncached request (one try, a one-token reply): a few tokens each, which
 is why it is a flag. A world needs to be fetched or fetchable: one not on disk is fetched now,
 as the launch would do first. The judges of the study's ``judge`` block are checked like
@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from adakit.retry import fix_for
+from adakit.study.retry import fix_for
 
 if TYPE_CHECKING:
-    from adakit.study import RunSpec, Study
+    from adakit.study.launch import RunSpec, Study
 
 #: The message of the minimal request sent by ``check``.
 PING = [{"role": "user", "content": "Reply with one word: ready"}]
@@ -81,7 +81,7 @@ def _first_sentence(text: str, limit: int = 240) -> str:
 
 def ping(spec: Any) -> tuple[str, str] | None:
     """Send ``spec``'s endpoint one minimal request; (problem, fix) when it does not answer."""
-    from adakit.models import ModelError, OpenAIBackend, RetryPolicy
+    from adakit.llm.models import ModelError, OpenAIBackend, RetryPolicy
 
     quick = dataclasses.replace(spec, timeout_s=min(spec.timeout_s, PING_TIMEOUT_S))
     backend = OpenAIBackend(quick, None, retry=RetryPolicy(attempts=1, rate_limit_attempts=1),
@@ -100,10 +100,10 @@ def ping(spec: Any) -> tuple[str, str] | None:
 def check_model(name: str, registry: dict[str, Any], cache_mode: str = "use",
                 call: bool = False) -> tuple[str, str] | None:
     """(problem, fix) when the model ``name`` cannot be used here, else None."""
-    from adakit.models import local_model_available
+    from adakit.llm.models import local_model_available
 
     if name.startswith("baseline-"):
-        from adakit.baselines import baseline_spec
+        from adakit.apparatus.baselines import baseline_spec
 
         try:
             baseline_spec(name)
@@ -130,7 +130,7 @@ def check_model(name: str, registry: dict[str, Any], cache_mode: str = "use",
 
 def check_world(name: str, fetch: bool = True) -> tuple[str, str] | None:
     """(problem, fix) when the world ``name`` is neither on disk nor fetchable, else None."""
-    from adakit import world as worlds
+    from adakit.apparatus import world as worlds
 
     manifest = worlds.load_manifest()
     if name not in manifest:
@@ -146,13 +146,13 @@ def check_world(name: str, fetch: bool = True) -> tuple[str, str] | None:
                 f"fetch it where its source is reachable (`adakit worlds fetch {name}`), "
                 "or leave it out with --skip-unavailable")
     except worlds.WorldFetchError as exc:
-        return _first_sentence(str(exc)), "check its entry in adakit/worlds.yaml"
+        return _first_sentence(str(exc)), "check its entry in adakit/apparatus/worlds.yaml"
     return None
 
 
 def needs(study: Study, spec: RunSpec) -> list[str]:
     """The models one run calls: its own, the hint model, the coach (coach-judge runs)."""
-    from adakit.conditions import get_condition
+    from adakit.apparatus.conditions import get_condition
 
     out = [spec.model]
     hint = study.hint_model or (None if spec.model.startswith("baseline-") else spec.model)
@@ -166,8 +166,8 @@ def needs(study: Study, spec: RunSpec) -> list[str]:
 def preflight(study: Study, specs: Iterable[RunSpec] | None = None, check: bool = False,
               fetch: bool = True, judges: bool = True) -> Preflight:
     """Check what the runs ``specs`` (default: all) of ``study`` and its judges need."""
-    from adakit.models import load_registry
-    from adakit.plan import judges_needed
+    from adakit.llm.models import load_registry
+    from adakit.study.plan import judges_needed
 
     specs = list(study.specs if specs is None else specs)
     registry = load_registry()

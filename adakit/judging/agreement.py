@@ -889,9 +889,9 @@ def print_notes(table: pd.DataFrame, key: str | None = None) -> None:
 
 def judgments_path_for(corpus: str | Path) -> Path:
     """Where the judgments of a corpus folder are: ``judgments.parquet`` in its verdicts
-    folder (``adakit.judges.judgments_dir``: ``<JUDGMENTS>/<corpus folder name>``, or a shipped
+    folder (``adakit.judging.judges.judgments_dir``: ``<JUDGMENTS>/<corpus folder name>``, or a shipped
     dataset's own ``judgments/``), else the ``judgments.jsonl`` log there when only that exists."""
-    from adakit.judges import judgments_dir
+    from adakit.judging.judges import judgments_dir
 
     folder = judgments_dir(Path(corpus))
     parquet, log = folder / "judgments.parquet", folder / "judgments.jsonl"

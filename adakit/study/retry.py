@@ -1,7 +1,7 @@
 """Failed runs: why a run failed, what fixes it, and a second attempt that loses nothing.
 
 A run that ends in ``model_error`` records what failed (``End.failure``, a
-:class:`adakit.models.ModelError` kind) and whether the model's side caused it
+:class:`adakit.llm.models.ModelError` kind) and whether the model's side caused it
 (``End.retryable``: a missing key, a refused key, retries exhausted on 429/5xx/timeouts, an
 endpoint that does not answer, an embedded model that cannot be served). ``adakit launch``
 re-runs those. A run that ended for a reason of the agent's own (:data:`AGENT_ENDINGS`) is
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adakit.models import RETRYABLE_KINDS
+from adakit.llm.models import RETRYABLE_KINDS
 from adakit.record import End, Header, RunFile
 
 #: Endings of the agent's own: the run is over, whatever the model's endpoint does later.

@@ -3,24 +3,24 @@ and the append-only file their labels go to.
 
 The paper checks its judges against one annotator who "supplied labels under the same
 information regime used for the automatic judges". Here any number of labellers can do the
-same from the explorer notebook (:mod:`adakit.labelling` is the widget):
+same from the explorer notebook (:mod:`adakit.workbench.labelling` is the widget):
 
 - :func:`label_items` picks the items: the judged items of a corpus when its judgments are at
   hand (so every label meets a verdict), else the items the judges would build
-  (:func:`adakit.judges.item_id`, the same opaque ids); at most ``per_family`` per family,
+  (:func:`adakit.judging.judges.item_id`, the same opaque ids); at most ``per_family`` per family,
   drawn with a fixed seed, so every labeller gets the same items in the same order.
 - :func:`label_cards` groups them for display: one card per run conclusion (its conclusion
   families together) and one per judged step, in a seeded shuffled order (the corpus order
   would group runs by model).
 - :func:`card_text` is the evidence shown: the task, the conclusion, the code the run read,
   its bookmarks and memories, how it ended, and for a step the step itself with the turns
-  before it; blind by default (:func:`adakit.judges.anonymiser_for`, the judges' own
+  before it; blind by default (:func:`adakit.judging.judges.anonymiser_for`, the judges' own
   anonymiser, on every text; no run id, model or condition).
 - :class:`LabelLog` appends one row per label (``labeller, item_id, family, label, time``) to
   a JSON-lines or CSV file, flushed and synced per row; a repeated identical label (a double
   click) writes nothing, a changed label appends a row and the latest one counts.
 - :func:`read_human_labels` reads such a file (or the single-labeller CSV of
-  :func:`adakit.agreement.load_human_labels`) into ``labeller, item_id, family, label, score``
+  :func:`adakit.judging.agreement.load_human_labels`) into ``labeller, item_id, family, label, score``
   for notebook 13's agreement tables.
 """
 
@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from adakit import judges
-from adakit.agreement import LABEL_SCORES, UNCLEAR
+from adakit.judging import judges
+from adakit.judging.agreement import LABEL_SCORES, UNCLEAR
 from adakit.record import Corpus, RunFile, read_run
 
 #: The columns of a label file, in order.
@@ -190,7 +190,7 @@ def card_sections(card: LabelCard, rf: RunFile, blind: bool = True,
     labelled; run, model and condition only when not ``blind``), ``task``, ``conclusion``,
     ``code read``, ``bookmarks``, ``memories``, ``how it ended``, and for a step ``before``
     and ``step``. Blind, every text passes the judges' anonymiser."""
-    from adakit.explorer import state_at
+    from adakit.workbench.explorer import state_at
 
     caps = caps or judges.ContextCaps()
     anon = judges.anonymiser_for(rf) if blind else (lambda text, redact=True: text or "")
@@ -368,12 +368,12 @@ def read_human_labels(path: str | Path, judgments: pd.DataFrame | None = None) -
     the latest label per labeller, item and family ("unclear" kept, unscored).
 
     Reads a label file written by :class:`LabelLog` (``.jsonl``, or ``.csv`` with a
-    ``labeller`` column), or a single-labeller CSV in :func:`adakit.agreement.load_human_labels`'
+    ``labeller`` column), or a single-labeller CSV in :func:`adakit.judging.agreement.load_human_labels`'
     format (its labeller is called ``human``; ``judgments`` checks its items there). Raises
     FileNotFoundError for a missing file and ValueError for labels outside a family's
     vocabulary.
     """
-    from adakit.agreement import load_human_labels
+    from adakit.judging.agreement import load_human_labels
 
     path = Path(path)
     if not path.exists():

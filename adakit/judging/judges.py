@@ -2,7 +2,7 @@
 
 Five evaluation families read a finished corpus. Three rate the final conclusion on a 1-4
 ordinal scale (task relevance, trace grounding, termination calibration) and are answered by a
-panel of judge models, one row per judge (the vote is :func:`adakit.agreement.aggregate_votes`);
+panel of judge models, one row per judge (the vote is :func:`adakit.judging.agreement.aggregate_votes`);
 two rate single steps
 (navigation prior usage for every OVW/PKR/EXP action, reasoning prior usage for every
 MEM/BKM/HNT/CON artifact) on an evidence-orientation scale 0 / 0.5 / 1 and are answered by one
@@ -452,7 +452,7 @@ def _variants(name: str) -> list[str]:
 @lru_cache(maxsize=1)
 def _registry_terms() -> tuple[str, ...]:
     try:
-        from adakit.models import load_registry
+        from adakit.llm.models import load_registry
 
         specs = load_registry()
     except Exception:  # noqa: BLE001 - a broken user registry must not stop adjudication
@@ -1171,7 +1171,7 @@ def describe_panel(judges: Sequence[str]) -> str:
     """A plain sentence on what the panel's seats are, for notebooks: independent models, one
     model sampled at several temperatures, or one model whose verdict is copied to several
     seats (``m#1``, ``m#2``). Seats are looked up in the model registry by name."""
-    from adakit.models import load_registry
+    from adakit.llm.models import load_registry
 
     seats = list(dict.fromkeys(str(j) for j in judges))
     if not seats:
@@ -1501,7 +1501,7 @@ BackendFactory = Callable[[str], Any]
 
 def default_backends(cache_mode: str = "use", cache: Any = None) -> BackendFactory:
     """A factory of registry backends sharing one response cache (``cache_mode``)."""
-    from adakit.models import backend_for
+    from adakit.llm.models import backend_for
 
     made: dict[str, Any] = {}
     lock = threading.Lock()
@@ -1517,7 +1517,7 @@ def default_backends(cache_mode: str = "use", cache: Any = None) -> BackendFacto
 
 def _model_errors() -> tuple[type[BaseException], ...]:
     try:
-        from adakit.models import ModelError
+        from adakit.llm.models import ModelError
     except ImportError:  # pragma: no cover - the models layer ships with adakit
         return ()
     return (ModelError,)
@@ -1526,7 +1526,7 @@ def _model_errors() -> tuple[type[BaseException], ...]:
 def fetched_world(name: str) -> Any:
     """The world a run explored when it is already fetched here, else None (it is never
     downloaded for judging; without it the structure summary uses the run's own results)."""
-    from adakit.world import open_world
+    from adakit.apparatus.world import open_world
 
     try:
         return open_world(name, fetch=False, progress=False)

@@ -27,7 +27,7 @@ from adakit import config
 from adakit.record import load_corpus
 
 if TYPE_CHECKING:
-    from adakit.judges import JudgeReport
+    from adakit.judging.judges import JudgeReport
 
 
 def study_file(profile: str) -> Path:
@@ -102,7 +102,7 @@ class JudgePlan:
 
     def describe(self) -> str:
         """The plan in a few readable lines."""
-        from adakit.judges import panel_note
+        from adakit.judging.judges import panel_note
 
         which = "every run" if self.whole_corpus else f"{len(self.run_files)} runs"
         lines = [
@@ -120,8 +120,8 @@ class JudgePlan:
         return "\n".join(lines)
 
     def run(self, cache_mode: str = "use", progress: bool = True) -> JudgeReport:
-        """Ask the judges (``adakit.judges.run_judgments``); returns its JudgeReport."""
-        from adakit.judges import run_judgments
+        """Ask the judges (``adakit.judging.judges.run_judgments``); returns its JudgeReport."""
+        from adakit.judging.judges import run_judgments
 
         return run_judgments(
             self.run_files,
@@ -138,7 +138,7 @@ class JudgePlan:
 
 def _is_dataset(path: Path) -> bool:
     """A shipped dataset (its folder or its ``runs/``): read-only, with verdicts of its own."""
-    from adakit.dataset import MANIFEST
+    from adakit.study.dataset import MANIFEST
 
     return (path / MANIFEST).exists() or (path.name == "runs" and (path.parent / MANIFEST).exists())
 
@@ -185,8 +185,8 @@ def judge_plan(
     ``baseline_runs``) a folder corpus is narrowed by :func:`judge_selection`; otherwise the
     corpus (folder or run file) is judged whole. Raises ValueError without a corpus.
     """
-    from adakit.judges import DEFAULT_PANEL, judgments_dir, parse_families, parse_judges
-    from adakit.study import load_study
+    from adakit.judging.judges import DEFAULT_PANEL, judgments_dir, parse_families, parse_judges
+    from adakit.study.launch import load_study
 
     spec: dict[str, Any] = {}
     corpus_path = _corpus_to_judge(corpus)
@@ -217,7 +217,7 @@ def judge_plan(
 
 def run_judge_stage(profile: str, progress: bool = True) -> dict[str, Any]:
     """Adjudicate a profile's corpus as its study file's ``judge`` block says."""
-    from adakit.study import load_study
+    from adakit.study.launch import load_study
 
     path = study_file(profile)
     study = load_study(path)
@@ -363,7 +363,7 @@ window.addEventListener("load", function () {{
 
 def summary(profile: str) -> str:
     """What ran, what was replayed, where the outputs are."""
-    from adakit.study import load_study
+    from adakit.study.launch import load_study
 
     study = load_study(study_file(profile))
     lines = [f"study {study.name}"]
@@ -398,12 +398,12 @@ def _cmd_study(args: argparse.Namespace) -> int:
     profile = args.profile
     out = output_dir(profile)
     stages = args.stages or ["worlds", "launch", "judge", "notebooks", "index"]
-    from adakit.study import gated_launch, load_study
+    from adakit.study.launch import gated_launch, load_study
 
     study = load_study(study_file(profile))
     t0 = time.time()
     if "worlds" in stages:
-        from adakit.world import WorldUnavailable, fetch_world
+        from adakit.apparatus.world import WorldUnavailable, fetch_world
 
         for name in dict.fromkeys(s.world for s in study.specs):
             try:
@@ -431,14 +431,14 @@ def _cmd_study(args: argparse.Namespace) -> int:
 
 def build_declared_dataset(profile: str) -> str:
     """Pack a profile's corpus into the dataset its study file declares (``dataset: FOLDER``),
-    with its verdicts and recorded replies (``adakit.dataset.build``); what was done, in a line."""
-    from adakit.study import load_study
+    with its verdicts and recorded replies (``adakit.study.dataset.build``); what was done, in a line."""
+    from adakit.study.launch import load_study
 
     study = load_study(study_file(profile))
     target = study.raw.get("dataset")
     if not target:
         return f"study {study.name} declares no dataset: nothing to build"
-    from adakit.dataset import build
+    from adakit.study.dataset import build
 
     manifest = build(study.output, target, study=study_file(profile))
     c = manifest["counts"]

@@ -1,6 +1,6 @@
 """The code index behind Ada's navigation tools, built with tree-sitter.
 
-:class:`CodeIndex` gives, for a :class:`~adakit.world.World`:
+:class:`CodeIndex` gives, for a :class:`~adakit.apparatus.world.World`:
 
 - per-file outlines: classes, functions, methods, Rust impl/trait/enum/struct/mod/macro,
   TypeScript interfaces/enums/type aliases/namespaces, with 1-based inclusive line ranges
@@ -40,7 +40,7 @@ from typing import Any
 import tree_sitter as ts
 
 from adakit import config
-from adakit.world import MAX_FILE_BYTES, SandboxError, World
+from adakit.apparatus.world import MAX_FILE_BYTES, SandboxError, World
 
 #: Bumped whenever the symbol extraction changes, so stale on-disk indexes are ignored.
 INDEX_FORMAT = 6

@@ -31,10 +31,10 @@ from typing import Any, Literal
 import tree_sitter as ts
 
 from adakit import config
-from adakit.code_index import VALUE_KINDS, CodeIndex, Symbol, grammar_of
-from adakit.protocol import convert_value
+from adakit.apparatus.code_index import VALUE_KINDS, CodeIndex, Symbol, grammar_of
+from adakit.apparatus.protocol import convert_value
+from adakit.apparatus.world import HARD_LINK_POLICIES, SandboxError, World
 from adakit.record import TOOL_ABBR, ModelCall, ToolMetrics
-from adakit.world import HARD_LINK_POLICIES, SandboxError, World
 
 log = logging.getLogger(__name__)
 
@@ -1213,7 +1213,7 @@ def _open_world(spec: str, hard_links: str = "inside") -> World:
     path = Path(spec)
     if path.is_dir():
         return World(path, hard_links=hard_links)
-    from adakit.world import open_world
+    from adakit.apparatus.world import open_world
 
     return open_world(spec, progress=sys.stderr.isatty())
 

@@ -205,7 +205,7 @@ class ModelSpec:
     def weights_provenance(self) -> dict[str, Any] | None:
         """Where a local model's weights come from (package, version, sha256, licence)."""
         if self.weights:
-            from adakit.weights import get_weights
+            from adakit.llm.weights import get_weights
 
             return get_weights(self.weights).provenance()
         if self.gguf:
@@ -916,7 +916,7 @@ def find_gguf(spec: ModelSpec | None = None) -> Path:
         if not path.is_file():
             raise ModelError(f"model {spec.name!r}: no GGUF file at {path}", kind="local")
         return path
-    from adakit.weights import WeightsError, get_weights, gguf_path, status
+    from adakit.llm.weights import WeightsError, get_weights, gguf_path, status
 
     try:
         weights = get_weights(str(spec.weights))
@@ -1035,7 +1035,7 @@ class LocalServer:
             )
         gguf = self.gguf or find_gguf()
         return [
-            sys.executable, "-m", "adakit.serve_local", str(os.getpid()),
+            sys.executable, "-m", "adakit.llm.serve_local", str(os.getpid()),
             "--model", str(gguf),
             "--host", self.host,
             "--port", str(self.port),
@@ -1309,7 +1309,7 @@ def _cmd_check(args: Any) -> int:
 
 
 def _cmd_install(args: Any) -> int:
-    from adakit.weights import WeightsError, install, load_weights
+    from adakit.llm.weights import WeightsError, install, load_weights
 
     table = load_weights()
     specs = load_registry()

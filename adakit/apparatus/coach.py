@@ -35,9 +35,9 @@ After each completed turn the flow is::
 ``Turn.coach``: the decision and message, the coach's own proposal and the guard's notes, the
 turn summary, every judge's report (valid or not), every model call's latency, tokens and
 cache flag, and the review's wall-clock ``started_at``/``ended_at`` (which content digests leave
-out, so a replay from the response cache reproduces a coach run exactly). A :class:`adakit.models.CacheMiss` (a replay that diverged from its recording) is
-re-raised, and so is a :class:`adakit.models.ModelError` of a retryable kind (no key, a refused
-key, an endpoint that stays down: ``adakit.models.RETRYABLE_KINDS``), which ends the run as a
+out, so a replay from the response cache reproduces a coach run exactly). A :class:`adakit.llm.models.CacheMiss` (a replay that diverged from its recording) is
+re-raised, and so is a :class:`adakit.llm.models.ModelError` of a retryable kind (no key, a refused
+key, an endpoint that stays down: ``adakit.llm.models.RETRYABLE_KINDS``), which ends the run as a
 retryable model error instead of recording a coach condition without a coach; every other
 failure (a refused request, an invalid reply) degrades to no signal or PASS.
 """
@@ -55,7 +55,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from adakit import config
-from adakit.judges import ReplyError, json_object
+from adakit.judging.judges import ReplyError, json_object
 from adakit.record import NAV, TOOL_ABBR, Turn
 
 COACH_PROMPTS = config.PROMPTS / "coach"
@@ -719,14 +719,14 @@ class _Asked:
 
 
 def _cache_miss() -> type[BaseException]:
-    from adakit.models import CacheMiss
+    from adakit.llm.models import CacheMiss
 
     return CacheMiss
 
 
 def _must_stop(exc: BaseException) -> bool:
     """A model failure that would repeat on every call (see the module docstring)."""
-    from adakit.models import RETRYABLE_KINDS, ModelError
+    from adakit.llm.models import RETRYABLE_KINDS, ModelError
 
     return isinstance(exc, ModelError) and exc.kind in RETRYABLE_KINDS
 
@@ -949,7 +949,7 @@ def make_coach(
     ``smollm2-135m`` serves, on a loopback server of its own so the agent's server keeps its
     prompt prefix warm. ``options`` go to :class:`CoachJudge`.
     """
-    from adakit.models import ResponseCache, backend_for, get_model
+    from adakit.llm.models import ResponseCache, backend_for, get_model
 
     def backend(name: str) -> Any:
         spec = get_model(name)

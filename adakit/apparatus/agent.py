@@ -20,9 +20,8 @@ from string import Template
 from typing import Any, Protocol
 
 from adakit import __version__, config
-from adakit.conditions import Condition
-from adakit.models import RETRYABLE_KINDS, CacheMiss, ModelError
-from adakit.protocol import (
+from adakit.apparatus.conditions import Condition
+from adakit.apparatus.protocol import (
     THINKING_MIN_CHARS,
     function_tools,
     parse_function_call,
@@ -30,6 +29,10 @@ from adakit.protocol import (
     render_call,
     tool_grammar,
 )
+from adakit.apparatus.tasks import Task
+from adakit.apparatus.tools import TOOL_SPECS, Toolbox
+from adakit.apparatus.world import World
+from adakit.llm.models import RETRYABLE_KINDS, CacheMiss, ModelError
 from adakit.record import (
     ConditionInfo,
     End,
@@ -50,9 +53,6 @@ from adakit.record import (
     time_totals,
     truncate_torn,
 )
-from adakit.tasks import Task
-from adakit.tools import TOOL_SPECS, Toolbox
-from adakit.world import World
 
 CHARS_PER_TOKEN = 3.2  # conservative for code-heavy prompts; only used to plan the window
 STATE_TOOLS = {"create_memory", "bookmark", "stash_conclusion"}

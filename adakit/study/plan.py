@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adakit import config
-from adakit.conditions import get_condition
+from adakit.apparatus.conditions import get_condition
 from adakit.record import Header, RunFile, iter_run_files, read_run
-from adakit.retry import Failure, failure_of
+from adakit.study.retry import Failure, failure_of
 
 if TYPE_CHECKING:
-    from adakit.study import RunSpec, Study
+    from adakit.study.launch import RunSpec, Study
 
 #: What each figure is, in the plan's words.
 FIGURES: dict[str, str] = {
@@ -105,7 +105,7 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
     A setting an older header did not record is not compared; a closing turn recorded before
     ``close_chars`` existed had the 400-character cap.
     """
-    from adakit.agent import TEXT_CHARS, RunConfig, close_text
+    from adakit.apparatus.agent import TEXT_CHARS, RunConfig, close_text
 
     cfg = RunConfig(run_id=spec.run_id, seed=spec.seed, repeat=spec.repeat, **{
         k: v for k, v in spec.settings if k in RunConfig.__dataclass_fields__})
@@ -176,7 +176,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _judgment_rows(folder: Path) -> list[dict[str, Any]]:
-    from adakit.judges import judgments_dir
+    from adakit.judging.judges import judgments_dir
 
     for candidate in (
         folder / "judgments.jsonl",
@@ -266,7 +266,7 @@ def resolve_figures(sources: list[tuple[str, Path]]) -> dict[str, Figure]:
                 figures[name] = Figure(value, f"mean of {n} {what} in {label} {folder}")
                 break
         else:
-            figures[name] = Figure(CONSTANTS[name], "constant (adakit.plan.CONSTANTS)")
+            figures[name] = Figure(CONSTANTS[name], "constant (adakit.study.plan.CONSTANTS)")
     return figures
 
 
@@ -304,7 +304,7 @@ class CostRow:
 
 def _spec_of(name: str, registry: dict[str, Any]) -> Any:
     if name.startswith("baseline-"):
-        from adakit.baselines import baseline_spec
+        from adakit.apparatus.baselines import baseline_spec
 
         try:
             return baseline_spec(name)
@@ -329,7 +329,7 @@ def _judge_block(study: Study) -> dict[str, Any] | None:
     block = study.raw.get("judge")
     if not isinstance(block, dict):
         return None
-    from adakit.judges import DEFAULT_PANEL, get_family, parse_families, parse_judges
+    from adakit.judging.judges import DEFAULT_PANEL, get_family, parse_families, parse_judges
 
     panel = parse_judges(block.get("judges")) or list(DEFAULT_PANEL)
     families = parse_families(block.get("families"))
@@ -450,7 +450,7 @@ class Plan:
         may be real money (an endpoint on loopback is one the user runs)."""
         from urllib.parse import urlparse
 
-        from adakit.models import ModelError, get_model
+        from adakit.llm.models import ModelError, get_model
 
         out = []
         for name in self.unpriced:
@@ -533,7 +533,7 @@ def make_plan(study: Study, reference: str | Path | None = None, retry: bool = T
               states: list[RunState] | None = None) -> Plan:
     """The plan of a study: its run states, the figures (from ``reference``, the study's runs,
     the constants) and the estimate."""
-    from adakit.models import load_registry
+    from adakit.llm.models import load_registry
 
     states = states if states is not None else study_states(study, retry, retry_any)
     figures = resolve_figures(figure_sources(study, reference))

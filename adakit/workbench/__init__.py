@@ -1,0 +1,1 @@
+"""The interactive workbench: the run explorer, the labelling mode, its labels and the tour's exercises."""
