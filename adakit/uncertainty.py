@@ -22,7 +22,7 @@ only within strata (e.g. the same world and task), two-sided, with p = (1 + #{|T
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
@@ -49,10 +49,27 @@ def _as_list(by: str | Sequence[str] | None) -> list[str]:
     return [by] if isinstance(by, str) else list(by)
 
 
-def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    """Raise ValueError naming the ``columns`` that ``frame`` (called ``what`` in the message,
+    e.g. "the runs table") lacks, and the columns it has."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"{what} lacks column(s) {missing}; got {list(frame.columns)}")
+
+
+def with_run_columns(frame: pd.DataFrame, runs: pd.DataFrame | None, cols: Sequence[str],
+                     what: str) -> pd.DataFrame:
+    """``frame`` with those of ``cols`` it lacks taken from ``runs`` by ``run_id`` (a run absent
+    from ``runs`` gets NaN); ``frame`` itself when it has them all. ValueError when some are
+    missing and ``runs`` is None or lacks them."""
+    missing = [c for c in cols if c not in frame.columns]
+    if not missing:
+        return frame
+    if runs is None:
+        raise ValueError(f"{what} lacks {missing}; pass the runs table to take them from")
+    require_columns(runs, ["run_id", *missing], "the runs table")
+    return frame.merge(runs[["run_id", *missing]].drop_duplicates("run_id"), on="run_id",
+                       how="left")
 
 
 def group_codes(frame: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
@@ -181,7 +198,7 @@ def bootstrap_ratios(
     by_cols = _as_list(by)
     spec = _metric_map(metrics)
     needed = {c for s in spec.values() for c in ([s] if isinstance(s, str) else s)}
-    _require(frame, [*by_cols, *sorted(needed)], "the per-run table")
+    require_columns(frame, [*by_cols, *sorted(needed)], "the per-run table")
     codes, groups = group_codes(frame, by_cols)
     G = len(groups) if by_cols else (1 if len(frame) else 0)
     num, den = _ratio_columns(frame, spec)
@@ -229,7 +246,7 @@ def bootstrap_means(
 def run_counts(runs: pd.DataFrame, by: str | Sequence[str], min_runs: int = MIN_RUNS) -> pd.DataFrame:
     """How many runs each cell holds, and whether that is enough for an interval."""
     by_cols = _as_list(by)
-    _require(runs, ["run_id", *by_cols], "the runs table")
+    require_columns(runs, ["run_id", *by_cols], "the runs table")
     n = runs.groupby(by_cols, sort=False, dropna=False)["run_id"].nunique().rename("n_runs")
     out = n.reset_index()
     out["interval"] = np.where(out["n_runs"] >= min_runs, "yes", TOO_FEW)
@@ -251,18 +268,6 @@ def _display_order(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 # --------------------------------------------------------------------------- lens 2
 
 
-def _with_run_columns(frame: pd.DataFrame, runs: pd.DataFrame | None, cols: Sequence[str],
-                      what: str) -> pd.DataFrame:
-    missing = [c for c in cols if c not in frame.columns]
-    if not missing:
-        return frame
-    if runs is None:
-        raise ValueError(f"{what} lacks {missing}; pass the runs table to take them from")
-    _require(runs, ["run_id", *missing], "the runs table")
-    return frame.merge(runs[["run_id", *missing]].drop_duplicates("run_id"), on="run_id",
-                       how="left")
-
-
 def tag_counts(tags: pd.DataFrame, runs: pd.DataFrame | None = None,
                by: str | Sequence[str] | None = None) -> pd.DataFrame:
     """One row per run (per group: a run split into regimes is one row per regime) with its
@@ -271,7 +276,7 @@ def tag_counts(tags: pd.DataFrame, runs: pd.DataFrame | None = None,
     from adakit.lenses import policy
 
     by_cols = _as_list(by)
-    _require(tags, ["run_id", "tag"], "the tags table")
+    require_columns(tags, ["run_id", "tag"], "the tags table")
     in_tags = [k for k in by_cols if k in tags.columns]  # e.g. a regime label per transition
     from_runs = [k for k in by_cols if k not in tags.columns]
     df = tags.loc[tags["tag"].notna(), ["run_id", *in_tags, "tag"]]
@@ -287,7 +292,7 @@ def tag_counts(tags: pd.DataFrame, runs: pd.DataFrame | None = None,
     counts = np.bincount(unit * T + column, minlength=U * T).reshape(U, T)
     out = pd.concat([units, pd.DataFrame(counts, columns=present)], axis=1)
     out["transitions"] = counts.sum(axis=1)
-    out = _with_run_columns(out, runs, from_runs, "the tags table")
+    out = with_run_columns(out, runs, from_runs, "the tags table")
     return out[[*by_cols, "run_id", *present, "transitions"]]
 
 
@@ -362,7 +367,7 @@ def item_mean_intervals(
     and ``note`` ("too few runs" below ``min_runs``). Items without a value are left out.
     """
     by_cols = _as_list(by)
-    _require(items, ["run_id", *by_cols, value], "the items table")
+    require_columns(items, ["run_id", *by_cols, value], "the items table")
     d = items[items[value].notna()]
     per_run = (d.groupby([*by_cols, "run_id"], sort=False, dropna=False)[value]
                .agg(total="sum", n_items="count").reset_index())
@@ -439,7 +444,7 @@ def density_intervals(
     if density.empty:
         return density.assign(density_lo=[], density_hi=[], note=[])
     r = reads[reads["file"].notna()]
-    r = _with_run_columns(r, runs, by_cols, "the reads table")
+    r = with_run_columns(r, runs, by_cols, "the reads table")
     lines = (pd.to_numeric(r["end_line"]) - pd.to_numeric(r["start_line"]) + 1).rename("lines")
     per = (r.assign(lines=lines).groupby([*by_cols, "run_id", "file"], dropna=False,
                                           sort=False)["lines"].sum().reset_index())
@@ -607,7 +612,7 @@ def difference_tests(
     spec = _metric_map(metrics)
     within_cols = _as_list(within)
     strata_cols = _as_list(strata)
-    _require(table, [factor, *within_cols, *strata_cols], "the per-run table")
+    require_columns(table, [factor, *within_cols, *strata_cols], "the per-run table")
     num, den = _ratio_columns(table, spec)
     levels = figures.order_for(factor, table[factor].dropna().unique())
     pairs = list(pairs) if pairs else list(combinations(levels, 2))
@@ -726,7 +731,7 @@ def plot_intervals(
     "too few runs". ``reference`` draws a vertical line (e.g. 0 for differences)."""
     labels = _as_list(label)
     lo, hi = lo or f"{value}_lo", hi or f"{value}_hi"
-    _require(table, [value, lo, hi, *labels] + ([hue] if hue else []), "the interval table")
+    require_columns(table, [value, lo, hi, *labels] + ([hue] if hue else []), "the interval table")
     if table.empty:
         raise ValueError("no intervals to plot")
     figures.use_style()

@@ -54,7 +54,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch
 from tqdm.auto import tqdm
 
-from adakit import figures
+from adakit import figures, uncertainty
+from adakit.uncertainty import require_columns
 
 UNVISITED_COLOR = "#D9D9D9"
 FOLDER_FACE = "#F5F5F5"
@@ -67,33 +68,14 @@ _READ_COLUMNS = ("run_id", "file", "start_line", "end_line")
 # --------------------------------------------------------------------------- helpers
 
 
-def _require(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {missing}; got {list(frame.columns)}")
-
-
 def _as_tuple(by: str | Sequence[str] | None) -> tuple[str, ...]:
     if by is None:
         return ()
     return (by,) if isinstance(by, str) else tuple(by)
 
 
-def _with_groups(
-    frame: pd.DataFrame, runs: pd.DataFrame | None, by: Sequence[str], what: str
-) -> pd.DataFrame:
-    missing = [c for c in by if c not in frame.columns]
-    if not missing:
-        return frame
-    if runs is None:
-        raise ValueError(f"{what} lacks {missing}; pass the runs table to take them from")
-    _require(runs, ["run_id", *missing], "the runs table")
-    return frame.merge(runs[["run_id", *missing]].drop_duplicates("run_id"), on="run_id",
-                       how="left")
-
-
 def _clean_reads(reads: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
-    _require(reads, _READ_COLUMNS, "the reads table")
+    require_columns(reads, _READ_COLUMNS, "the reads table")
     cols = [c for c in dict.fromkeys([*_READ_COLUMNS, *keep]) if c in reads.columns]
     reads = reads[cols]
     r = reads[reads["file"].notna()].copy()
@@ -156,7 +138,7 @@ def trace_density(
     nothing count), density (= lines_shown / n_runs), max_line (the highest line read).
     """
     keys = list(_as_tuple(by))
-    r = _with_groups(_clean_reads(reads, keys), runs, keys, "the reads table")
+    r = uncertainty.with_run_columns(_clean_reads(reads, keys), runs, keys, "the reads table")
     cols = [*keys, "file", "lines_shown", "distinct_lines", "reads", "runs_visiting", "n_runs",
             "density", "max_line"]
     if r.empty:
@@ -191,7 +173,7 @@ def concentration(
     then the group means of those five.
     """
     keys = list(_as_tuple(by))
-    r = _with_groups(_clean_reads(reads, keys), runs, keys, "the reads table")
+    r = uncertainty.with_run_columns(_clean_reads(reads, keys), runs, keys, "the reads table")
     cols = [*keys, "runs", "files_read", "lines_shown", "lines_per_file", "top_file_share", "hhi"]
     if r.empty:
         return pd.DataFrame(columns=cols)
@@ -230,7 +212,7 @@ def region_density(
     Columns: *by, file, region, region_start, region_end, lines_shown, n_runs, density.
     """
     keys = list(_as_tuple(by))
-    r = _with_groups(_clean_reads(reads, keys), runs, keys, "the reads table")
+    r = uncertainty.with_run_columns(_clean_reads(reads, keys), runs, keys, "the reads table")
     cols = [*keys, "file", "region", "region_start", "region_end", "lines_shown", "n_runs",
             "density"]
     if r.empty:
@@ -252,7 +234,7 @@ def region_density(
         labels = np.array([f"L{j * b + 1}-{(j + 1) * b}" for j in distinct], dtype=object)
         x["region"] = labels[bins]
     else:
-        _require(regions, ["file", "region", "start_line", "end_line"], "the regions table")
+        require_columns(regions, ["file", "region", "start_line", "end_line"], "the regions table")
         reg = regions.rename(columns={"start_line": "region_start", "end_line": "region_end"})
         x = r.merge(reg[["file", "region", "region_start", "region_end"]], on="file")
         x = x[(x["start_line"] <= x["region_end"]) & (x["end_line"] >= x["region_start"])]
@@ -294,7 +276,7 @@ def density_difference(
     "graphiti"}`` (a list value means "any of"). Columns: file, density_a, density_b, diff,
     n_runs_a, n_runs_b; files read by neither group are absent. Raises if a group has no runs.
     """
-    _require(runs, ["run_id"], "the runs table")
+    require_columns(runs, ["run_id"], "the runs table")
     out = []
     for name, spec in (("a", a), ("b", b)):
         ids = set(runs.loc[_select(runs, spec), "run_id"])
@@ -379,7 +361,7 @@ def compare_pairs(
     """
     hold = HOLD if hold is None else hold
     held_cols = [c for col in pairs for c in (hold.get(col) or {})]
-    _require(runs, ["run_id", *pairs, *(within or {}), *held_cols], "the runs table")
+    require_columns(runs, ["run_id", *pairs, *(within or {}), *held_cols], "the runs table")
     scope = runs[_select(runs, within or {})]
     out: dict[str, PairComparison] = {}
     for column, wanted in pairs.items():
@@ -482,7 +464,7 @@ def files_from_reads(reads: pd.DataFrame) -> pd.DataFrame:
 def complete_files(files: pd.DataFrame, reads: pd.DataFrame) -> pd.DataFrame:
     """``files`` plus the files the corpus read that it lacks (LOC = highest line read), so a
     map shows every read file (e.g. a file type outside the world's source extensions)."""
-    _require(files, ["file", "loc"], "the files table")
+    require_columns(files, ["file", "loc"], "the files table")
     seen = files_from_reads(reads)
     extra = seen[~seen["file"].isin(files["file"])]
     return pd.concat([files[["file", "loc"]], extra], ignore_index=True)
@@ -637,9 +619,9 @@ def _values_series(values: pd.Series | Mapping[str, float] | pd.DataFrame | None
     if values is None:
         return pd.Series(dtype=float)
     if isinstance(values, pd.DataFrame):
-        _require(values, ["file"], "the values table")
+        require_columns(values, ["file"], "the values table")
         col = column or ("diff" if "diff" in values.columns else "density")
-        _require(values, [col], "the values table")
+        require_columns(values, [col], "the values table")
         return values.groupby("file")[col].sum()
     return pd.Series(values, dtype=float)
 
@@ -654,7 +636,7 @@ def repo_layout(
     value). Files read in ``values`` but missing from ``files`` are added with their value's
     LOC unknown (1). When there are more than ``max_leaves`` files, unread files are merged
     per folder before packing."""
-    _require(files, ["file", "loc"], "the files table")
+    require_columns(files, ["file", "loc"], "the files table")
     vals = _values_series(values, value_column)
     extra = sorted(set(vals.index) - set(files["file"]))
     if extra:
@@ -809,7 +791,7 @@ def plot_difference_map(
 ) -> Figure:
     """A signed difference map (Fig. 10b-d, Fig. 13) from :func:`density_difference`: red where
     A reads more, blue where B reads more, centred at zero."""
-    _require(difference, ["file", "diff"], "the difference table")
+    require_columns(difference, ["file", "diff"], "the difference table")
     kwargs.setdefault("colorbar_label", f"{labels[0]} minus {labels[1]} (lines per run)")
     kwargs.setdefault("title", f"{labels[0]} − {labels[1]}")
     return plot_repo_map(files, difference, ax=ax, value_column="diff", diverging=True, **kwargs)
@@ -843,7 +825,7 @@ def plot_overview_map(
 
 def _file_turns(turns: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
     """Successful tool calls that name a file, ordered by run id and turn."""
-    _require(turns, ["run_id", "turn", "file"], "the turns table")
+    require_columns(turns, ["run_id", "turn", "file"], "the turns table")
     wanted = ["run_id", "turn", "file", "error_type", *keep]
     t = turns[[c for c in dict.fromkeys(wanted) if c in turns.columns]]
     ok = t["file"].notna()
@@ -884,7 +866,7 @@ def plot_route(
     figures.use_style()
     named = dict(routes) if isinstance(routes, Mapping) else {"run": routes}
     for name, r in named.items():
-        _require(r, ["step", "file"], f"route {name!r}")
+        require_columns(r, ["step", "file"], f"route {name!r}")
     visited = sorted({f for r in named.values() for f in r["file"]})
     if files is None:
         files = pd.DataFrame({"file": visited, "loc": 1})
@@ -953,7 +935,7 @@ def choose_route_runs(
 
     Raises ValueError for run ids not in ``runs`` or a world without runs.
     """
-    _require(runs, ["run_id", "model", "task", "condition", "world"], "the runs table")
+    require_columns(runs, ["run_id", "model", "task", "condition", "world"], "the runs table")
     if run_ids:
         chosen = runs[runs["run_id"].isin(list(run_ids))]
         unknown = sorted(set(run_ids) - set(chosen["run_id"]))
@@ -973,7 +955,7 @@ def choose_route_runs(
 def labelled_routes(turns: pd.DataFrame, chosen: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """:func:`run_route` for each chosen run, keyed by "<condition label> · <model>" (the run
     id when two runs would share a label)."""
-    _require(chosen, ["run_id", "model", "condition"], "the chosen runs")
+    require_columns(chosen, ["run_id", "model", "condition"], "the chosen runs")
     routes: dict[str, pd.DataFrame] = {}
     for r in chosen.itertuples():
         label = f"{figures.label_for('condition', r.condition)} · {r.model}"
@@ -997,7 +979,7 @@ def file_visits(
     visited nothing count), visits_per_run.
     """
     keys = list(_as_tuple(by))
-    t = _with_groups(_file_turns(turns, keys), runs, keys, "the turns table")
+    t = uncertainty.with_run_columns(_file_turns(turns, keys), runs, keys, "the turns table")
     cols = [*keys, "file", "visits", "runs_visiting", "n_runs", "visits_per_run"]
     if t.empty:
         return pd.DataFrame(columns=cols)
@@ -1091,7 +1073,7 @@ def file_corridors(
     trajectories, then names.
     """
     keys = list(_as_tuple(by))
-    t = _with_groups(_file_turns(turns, keys), runs, keys, "the turns table")
+    t = uncertainty.with_run_columns(_file_turns(turns, keys), runs, keys, "the turns table")
     cols = [*keys, "source", "target", "moves", "trajectories", "rank"]
     run = pd.factorize(t["run_id"])[0]  # integer codes: comparing strings row by row is slow
     f = pd.factorize(t["file"])[0]

@@ -81,6 +81,7 @@ from adakit.lenses import adjudication as adj
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy
 from adakit.record import TOOL_ORDER, Corpus, RunFile
+from adakit.uncertainty import require_columns
 
 BASELINE = "natural"
 TREATMENT = "coach_judge"
@@ -109,12 +110,6 @@ COMPARISON_COLUMNS: list[str] = [
 REGIME_LABELS: tuple[str, str] = ("if naturally ended", "extended lifetime")
 #: Fig. 12c's dimensions (normalised lens 3 scores, higher is better).
 ADJUDICATION_DIMENSIONS: tuple[str, ...] = ("conclusion_grounding", "relevance", "calibration")
-
-
-def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {missing}; got {list(frame.columns)}")
 
 
 # ============================================================================== sign test
@@ -183,10 +178,10 @@ def run_metrics(
         if value not in allowed:
             raise ValueError(f"{name} must be one of {list(allowed)}, not {value!r}")
     clock = TIME_COLUMNS[time]
-    _require(runs, ["run_id", "model", "world", "task", "condition", "n_turns", clock],
-             "the runs table")
-    _require(turns, ["run_id", "turn", "tool", "error_type", "finalize", "coach_decision"],
-             "the turns table")
+    require_columns(runs, ["run_id", "model", "world", "task", "condition", "n_turns", clock],
+                    "the runs table")
+    require_columns(turns, ["run_id", "turn", "tool", "error_type", "finalize", "coach_decision"],
+                    "the turns table")
     t = turns[turns["run_id"].isin(set(runs["run_id"]))]
     decision = t["coach_decision"].astype("string").str.upper()
     finalize = t["finalize"].map(lambda v: v is True or v == 1).astype(bool).to_numpy()
@@ -254,9 +249,9 @@ def paired_metrics(
     Columns: the ``on`` columns, metric, baseline, treatment, diff, n_baseline, n_treatment.
     """
     on = list(on)
-    _require(metrics, ["model", "condition", *on], "the metrics table")
+    require_columns(metrics, ["model", "condition", *on], "the metrics table")
     cols = list(columns) if columns is not None else [*SURFACE_METRICS, *TOOL_METRICS]
-    _require(metrics, cols, "the metrics table")
+    require_columns(metrics, cols, "the metrics table")
     m = _one_model(metrics, model)
     sides = {}
     for name, cond in (("baseline", baseline), ("treatment", treatment)):
@@ -300,7 +295,7 @@ def paired_comparison(
     times from ``seed`` (:func:`adakit.uncertainty.bootstrap_means`); fewer than two pairs
     give none. Columns: :data:`COMPARISON_COLUMNS`.
     """
-    _require(pairs, ["metric", "baseline", "treatment", "diff"], "the pairs table")
+    require_columns(pairs, ["metric", "baseline", "treatment", "diff"], "the pairs table")
     names = {**SURFACE_METRICS, **TOOL_METRICS, **(labels or {})}
     ci = uncertainty.bootstrap_means(pairs, "metric", ["diff"], n_resamples, seed, level)
     ci = ci.set_index("metric")
@@ -370,7 +365,7 @@ def coach_decisions(turns: pd.DataFrame, runs: pd.DataFrame | None = None,
     agent or not (D15's coach-message row counts only delivered ones by default, see
     :func:`run_metrics`). Turns without a coach record are left out. Columns: *by, decision,
     turns, runs, share (of the group's reviewed turns)."""
-    _require(turns, ["run_id", "coach_decision"], "the turns table")
+    require_columns(turns, ["run_id", "coach_decision"], "the turns table")
     by = list(by)
     t = turns[turns["coach_decision"].notna()]
     missing = [c for c in by if c not in t.columns]
@@ -465,7 +460,7 @@ def grounding_distribution(
         raise ValueError(f"vocabulary must be 'paper' or 'judges', not {vocabulary!r}")
     if unclear not in ("row", "drop"):
         raise ValueError(f"unclear must be 'row' or 'drop', not {unclear!r}")
-    _require(runs, ["run_id", "model", "condition"], "the runs table")
+    require_columns(runs, ["run_id", "model", "condition"], "the runs table")
     if family not in ag.CONCLUSION_FAMILIES:
         raise ValueError(f"{family!r} is not a conclusion-level family {ag.CONCLUSION_FAMILIES}")
     r = _one_model(runs, model)

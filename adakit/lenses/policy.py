@@ -95,6 +95,7 @@ from matplotlib.figure import Figure
 
 from adakit import figures
 from adakit.record import ACT, ACT_ORDER, COG, NAV, TOOL_ORDER
+from adakit.uncertainty import require_columns
 
 CLASSES: dict[str, frozenset[str]] = {"NAV": NAV, "COG": COG, "ACT": ACT}
 CONDITIONS = ("$", "*", "terminal", "non-terminal")
@@ -270,18 +271,12 @@ def rules_frame(table: Iterable[Sequence[Any]] = RULE_TABLE) -> pd.DataFrame:
 # --------------------------------------------------------------------------- tagging
 
 
-def _require(frame: pd.DataFrame, columns: Iterable[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {missing}; got {list(frame.columns)}")
-
-
 def tool_turns(
     turns: pd.DataFrame, drop_errors: bool = False, columns: Sequence[str] | None = None
 ) -> pd.DataFrame:
     """The turns that are tool calls, ordered by run id and turn (see the module notes);
     ``columns`` keeps only those columns (those present) besides run_id, turn and tool."""
-    _require(turns, _NEEDED_TURN_COLUMNS, "the turns table")
+    require_columns(turns, _NEEDED_TURN_COLUMNS, "the turns table")
     if columns is not None:
         wanted = [*_NEEDED_TURN_COLUMNS, "error_type", *columns]
         turns = turns[[c for c in dict.fromkeys(wanted) if c in turns.columns]]
@@ -477,7 +472,7 @@ def _key_codes(
             code, uniq = pd.factorize(frame[k], use_na_sentinel=False)
             codes[k], values[k] = code, np.asarray(uniq)
     if missing:
-        _require(runs, ["run_id", *missing], "the runs table")
+        require_columns(runs, ["run_id", *missing], "the runs table")
         run_code, run_ids = pd.factorize(frame["run_id"])
         info = runs.drop_duplicates("run_id").set_index("run_id").reindex(run_ids)
         for k in missing:
@@ -523,7 +518,7 @@ def tag_shares(
     """
     if weight not in ("transition", "run"):
         raise ValueError(f"weight must be 'transition' or 'run', got {weight!r}")
-    _require(tags, ["run_id", "tag"], "the tags table")
+    require_columns(tags, ["run_id", "tag"], "the tags table")
     keys = _as_tuple(by)
     cols = [*keys, "tag", "count", "share", "transitions", "runs"]
     df = tags[tags["tag"].notna()]
@@ -562,7 +557,7 @@ def tag_shares(
 def reading_transitions(tags: pd.DataFrame) -> pd.DataFrame:
     """The transitions tagged with one of Table 5's codes (those into edit / execute / submit
     steps left out), so the tag shares of an imported agent and of Ada are over the same tags."""
-    _require(tags, ["tag"], "the tags table")
+    require_columns(tags, ["tag"], "the tags table")
     return tags[tags["tag"].isin(TAGS)].reset_index(drop=True)
 
 
@@ -585,7 +580,7 @@ def _sort_groups(
 
 
 def _share_keys(shares: pd.DataFrame) -> list[str]:
-    _require(shares, ["tag", "share"], "the shares table")
+    require_columns(shares, ["tag", "share"], "the shares table")
     skip = {"tag", "count", "share", "transitions", "runs", "share_lo", "share_hi", "note"}
     return [c for c in shares.columns if c not in skip]
 
@@ -624,7 +619,7 @@ def split_regimes(
     mapping/Series run_id -> turn index (a run absent from it lies wholly in the first regime).
     """
     col = "turn_to" if "turn_to" in frame.columns else "turn"
-    _require(frame, ["run_id", col], "the table to split")
+    require_columns(frame, ["run_id", col], "the table to split")
     if len(labels) != 2 or labels[0] == labels[1]:
         raise ValueError(f"labels must be two distinct names, got {labels!r}")
     if isinstance(at_turn, (int, np.integer)):
@@ -797,7 +792,7 @@ def _share_whiskers(
     tag: str, ypos: Sequence[float], left: np.ndarray, vals: np.ndarray, annotate_min: float,
 ) -> None:
     """Issue 12: one tag's bootstrap interval as whiskers at its segments' right edges."""
-    _require(interval, ["tag", "share_lo", "share_hi"], "the interval table")
+    require_columns(interval, ["tag", "share_lo", "share_hi"], "the interval table")
     sub = interval[interval["tag"] == tag]
     if list(keys) == ["runs"]:  # ungrouped shares: one bar, labelled ("all",)
         bounds = {("all",): (sub["share_lo"].iloc[0], sub["share_hi"].iloc[0])} if len(sub) else {}
@@ -860,7 +855,7 @@ def plot_top_ngrams(
     """Horizontal bars of the ``top`` most frequent n-grams (share of all n-grams), pooled
     over the groups of the table."""
     figures.use_style()
-    _require(ngrams, ["ngram", "count"], "the n-gram table")
+    require_columns(ngrams, ["ngram", "count"], "the n-gram table")
     if ngrams.empty:
         raise ValueError("no n-grams to plot")
     pooled = ngrams.groupby("ngram")["count"].sum().sort_values(ascending=False)

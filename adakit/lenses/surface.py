@@ -34,6 +34,7 @@ from matplotlib.figure import Figure
 
 from adakit import figures
 from adakit.record import ACT_ORDER, TOOL_ORDER, Corpus
+from adakit.uncertainty import require_columns
 
 #: Per-run signals and their axis labels, in the paper's wording.
 METRIC_LABELS: dict[str, str] = {
@@ -60,12 +61,6 @@ def time_column(time: str) -> str:
     if time not in TIME_COLUMNS:
         raise ValueError(f"time must be one of {list(TIME_COLUMNS)}, not {time!r}")
     return TIME_COLUMNS[time]
-
-
-def _require(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise KeyError(f"{what} lacks column(s) {missing}; has {list(df.columns)}")
 
 
 def run_positions(run_ids: pd.Series, other_run_ids: pd.Series) -> np.ndarray:
@@ -103,7 +98,7 @@ def distinct_lines(reads: pd.DataFrame, by: Sequence[str] = ("run_id",)) -> pd.S
     """Distinct lines covered by the read ranges, per group of ``by``: the union of the
     inclusive ``[start_line, end_line]`` ranges per file, summed over files."""
     by = list(by)
-    _require(reads, [*by, "file", "start_line", "end_line"], "reads table")
+    require_columns(reads, [*by, "file", "start_line", "end_line"], "reads table")
     if reads.empty:
         return pd.Series(dtype="int64", name="loc_viewed")
     group = reads.groupby(by, sort=False).ngroup().to_numpy()
@@ -123,10 +118,11 @@ def run_surface(corpus: Corpus, time: str = "active") -> pd.DataFrame:
     clock of ``elapsed_s``: ``"active"`` (default) or ``"wall"``."""
     runs, turns, reads = corpus.runs, corpus.turns, corpus.reads
     clock = time_column(time)
-    _require(runs, ["run_id", "model", "world", "task", "condition", "n_turns", clock],
-             "runs table")
-    _require(turns, ["run_id", "tool", "file", "error_type", "thinking_chars"], "turns table")
-    _require(reads, ["run_id", "file", "start_line", "end_line", "n_lines"], "reads table")
+    require_columns(runs, ["run_id", "model", "world", "task", "condition", "n_turns", clock],
+                    "runs table")
+    require_columns(turns, ["run_id", "tool", "file", "error_type", "thinking_chars"],
+                    "turns table")
+    require_columns(reads, ["run_id", "file", "start_line", "end_line", "n_lines"], "reads table")
     keep = [c for c in (*RUN_AXES, "finished", "reason") if c in runs.columns]
     out = runs[keep].reset_index(drop=True)
     R = len(runs)
@@ -208,7 +204,7 @@ def aggregate(
     if metrics is None:
         metrics = [m for m in (*METRIC_LABELS, *TOOL_ORDER, *ACT_ORDER) if m in df.columns]
     metrics = list(metrics)
-    _require(df, [*by_cols, *metrics], "surface table")
+    require_columns(df, [*by_cols, *metrics], "surface table")
     if df.empty:
         cols = [*by_cols, "n_runs"] + [x for m in metrics for x in (m, f"{m}_sem")]
         return pd.DataFrame(columns=cols)
@@ -240,7 +236,7 @@ def tool_concentration(
     """
     turns = data.turns if isinstance(data, Corpus) else data
     by_cols = _as_list(by)
-    _require(turns, [*by_cols, "tool"], "turns table")
+    require_columns(turns, [*by_cols, "tool"], "turns table")
     calls = turns.loc[turns["tool"].notna(), [*by_cols, "tool"]]  # only the needed columns
     counts = calls.groupby([*by_cols, "tool"], sort=False).size().rename("calls").reset_index()
     if counts.empty:
@@ -273,7 +269,7 @@ def task_composition(surface: pd.DataFrame, by: str | Sequence[str] = "task") ->
     """
     by_cols = _as_list(by)
     tools = [t for t in (*TOOL_ORDER, *ACT_ORDER) if t in surface.columns]
-    _require(surface, [*by_cols, *tools], "surface table")
+    require_columns(surface, [*by_cols, *tools], "surface table")
     if not by_cols:
         raise ValueError("task_composition needs at least one grouping column")
     comp = surface.groupby(by_cols, sort=False)[tools].mean().reset_index()
@@ -344,7 +340,7 @@ def plot_metric_panels(
     metrics = list(metrics)
     if not metrics:
         raise ValueError("no metrics to plot")
-    _require(agg, [x, *metrics] + ([hue] if hue else []), "aggregate table")
+    require_columns(agg, [x, *metrics] + ([hue] if hue else []), "aggregate table")
     figures.use_style()
     if axes is None:
         fig, ax_arr = plt.subplots(1, len(metrics), figsize=(2.6 * len(metrics) + 0.6, 3.2),
@@ -398,7 +394,7 @@ def plot_effort(
 def plot_tool_concentration(conc: pd.DataFrame, ax: Axes | None = None, top: int = 2) -> Figure:
     """Fig. D5a: tool-call counts (bars, most used first) with the cumulative share (line) on
     a second axis, annotated with the share of the ``top`` most used tools."""
-    _require(conc, ["tool", "calls", "cum_share"], "concentration table")
+    require_columns(conc, ["tool", "calls", "cum_share"], "concentration table")
     if "rank" in conc.columns and conc["rank"].duplicated().any():
         raise ValueError("plot one group at a time: the table holds several rankings")
     figures.use_style()
@@ -451,7 +447,7 @@ def plot_task_composition(
     bounds = None
     if interval is not None:
         keys = [str(k) for k in comp.index.names]
-        _require(interval, keys, "interval table")
+        require_columns(interval, keys, "interval table")
         bounds = interval.drop_duplicates(keys).set_index(keys if len(keys) > 1 else keys[0])
     for j, tool in enumerate(tools):
         vals = comp[tool].to_numpy(dtype=float)
@@ -484,8 +480,8 @@ def interval_errors(
     """Asymmetric error bars (2 x len(xs): below, above) from an interval table's
     ``<metric>_lo`` / ``<metric>_hi`` for the bars of one hue; a group without an interval
     (too few runs) gets none."""
-    _require(interval, [x, f"{metric}_lo", f"{metric}_hi"] + ([hue] if hue else []),
-             "interval table")
+    require_columns(interval, [x, f"{metric}_lo", f"{metric}_hi"] + ([hue] if hue else []),
+                    "interval table")
     sub = interval if hue is None else interval[interval[hue] == h]
     sub = sub.drop_duplicates(x).set_index(x)
     lo = sub[f"{metric}_lo"].reindex(xs).to_numpy(dtype=float)
