@@ -17,6 +17,12 @@ Differences (model A vs model B on a tag share, a condition shift of a metric) a
 permuting the group labels between the two groups' runs (:func:`permutation_test`), optionally
 only within strata (e.g. the same world and task), two-sided, with p = (1 + #{|T*| >= |T|}) /
 (1 + n_permutations). :func:`holm` adjusts a family of p-values (Holm 1979, step-down).
+
+This module is the engine and knows no lens: each lens puts intervals on its own quantity
+(:func:`adakit.lenses.policy.tag_share_intervals` and
+:func:`~adakit.lenses.policy.tag_share_tests`,
+:func:`adakit.lenses.adjudication.label_share_intervals`,
+:func:`adakit.lenses.footprint.density_intervals`).
 """
 
 from __future__ import annotations
@@ -265,89 +271,7 @@ def _display_order(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
             .reset_index(drop=True))
 
 
-# --------------------------------------------------------------------------- lens 2
-
-
-def tag_counts(tags: pd.DataFrame, runs: pd.DataFrame | None = None,
-               by: str | Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per run (per group: a run split into regimes is one row per regime) with its
-    transitions per tag (one column per tag, Fig. 7 order) and ``transitions`` (all of them).
-    Runs without a tagged transition are absent, as in :func:`adakit.lenses.policy.tag_shares`."""
-    from adakit.lenses import policy
-
-    by_cols = _as_list(by)
-    require_columns(tags, ["run_id", "tag"], "the tags table")
-    in_tags = [k for k in by_cols if k in tags.columns]  # e.g. a regime label per transition
-    from_runs = [k for k in by_cols if k not in tags.columns]
-    df = tags.loc[tags["tag"].notna(), ["run_id", *in_tags, "tag"]]
-    raw_code, raw_names = pd.factorize(df["tag"])
-    names = [str(t) for t in raw_names]
-    present = [t for t in policy.TAG_PLOT_ORDER if t in names]
-    present += sorted(t for t in names if t not in present)
-    if df.empty:
-        return pd.DataFrame(columns=[*by_cols, "run_id", *present, "transitions"])
-    unit, units = group_codes(df, ["run_id", *in_tags])
-    column = np.array([present.index(t) for t in names], dtype=np.int64)[raw_code]
-    T, U = len(present), len(units)
-    counts = np.bincount(unit * T + column, minlength=U * T).reshape(U, T)
-    out = pd.concat([units, pd.DataFrame(counts, columns=present)], axis=1)
-    out["transitions"] = counts.sum(axis=1)
-    out = with_run_columns(out, runs, from_runs, "the tags table")
-    return out[[*by_cols, "run_id", *present, "transitions"]]
-
-
-def tag_share_intervals(
-    tags: pd.DataFrame,
-    runs: pd.DataFrame | None = None,
-    by: str | Sequence[str] | None = ("model", "condition"),
-    weight: str = "transition",
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    level: float = DEFAULT_LEVEL,
-    min_runs: int = MIN_RUNS,
-) -> pd.DataFrame:
-    """:func:`adakit.lenses.policy.tag_shares` (Fig. 7) with a bootstrap interval per share:
-    the same rows and values plus ``share_lo``, ``share_hi`` (percent) and ``note``.
-
-    Runs are resampled within each group; ``weight="transition"`` recomputes the pooled share
-    (tag transitions / all transitions of the drawn runs), ``"run"`` the mean of per-run shares.
-    """
-    from adakit.lenses import policy
-
-    if weight not in ("transition", "run"):
-        raise ValueError(f"weight must be 'transition' or 'run', got {weight!r}")
-    by_cols = _as_list(by)
-    shares = policy.tag_shares(tags, runs, by=by_cols or None, weight=weight)
-    if shares.empty:
-        return shares.assign(share_lo=[], share_hi=[], note=[])
-    counts = tag_counts(tags, runs, by_cols)
-    tag_cols = [c for c in counts.columns if c not in (*by_cols, "run_id", "transitions")]
-    if weight == "transition":
-        spec: dict[str, str | Ratio] = {t: (t, "transitions") for t in tag_cols}
-        table = counts
-    else:
-        per_run = counts[tag_cols].div(counts["transitions"], axis=0)
-        table = pd.concat([counts[[*by_cols, "run_id"]], per_run], axis=1)
-        spec = {t: t for t in tag_cols}
-    ci = bootstrap_ratios(table, by_cols or None, spec, n_resamples, seed, level, min_runs,
-                          scale=100.0)
-    long = []
-    for t in tag_cols:
-        part = ci[[*by_cols, f"{t}_lo", f"{t}_hi", "note"]].rename(
-            columns={f"{t}_lo": "share_lo", f"{t}_hi": "share_hi"})
-        long.append(part.assign(tag=t))
-    intervals = pd.concat(long, ignore_index=True)
-    if not by_cols:
-        return shares.assign(share_lo=intervals["share_lo"].to_numpy(),
-                             share_hi=intervals["share_hi"].to_numpy(),
-                             note=intervals["note"].to_numpy())
-    keys = [*by_cols, "tag"]
-    merged = shares.merge(intervals, on=keys, how="left")
-    merged["note"] = merged["note"].fillna("")
-    return merged
-
-
-# --------------------------------------------------------------------------- lens 3
+# --------------------------------------------------------------------------- items
 
 
 def item_mean_intervals(
@@ -380,101 +304,6 @@ def item_mean_intervals(
                            minlength=len(ci))[:len(ci)]
     ci.insert(len(by_cols) + 1, "n_items", sums.astype(int))
     return _display_order(ci.drop(columns="mean_n"), by_cols)
-
-
-def label_share_intervals(
-    judgments: pd.DataFrame,
-    runs: pd.DataFrame,
-    family: str,
-    by: str | Sequence[str] = ("model", "condition"),
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    level: float = DEFAULT_LEVEL,
-    min_runs: int = MIN_RUNS,
-) -> pd.DataFrame:
-    """:func:`adakit.lenses.adjudication.label_shares` with a bootstrap interval per share:
-    the same rows plus ``share_lo``, ``share_hi`` (fractions, as ``share``) and ``note``.
-
-    A run's judged items of the family stay together: runs are resampled within each group
-    and every label's share is recomputed over the drawn runs' items.
-    """
-    from adakit.lenses import adjudication as l3
-
-    by_cols = _as_list(by)
-    shares = l3.label_shares(judgments, runs, family, by=by_cols)
-    if shares.empty:
-        return shares.assign(share_lo=[], share_hi=[], note=[])
-    items = l3.item_labels(judgments, runs, family, by=by_cols)
-    per_run = (items.groupby([*by_cols, "run_id", "label"], sort=False).size()
-               .unstack("label", fill_value=0).reset_index())
-    labels = [c for c in per_run.columns if c not in (*by_cols, "run_id")]
-    per_run["items"] = per_run[labels].sum(axis=1)
-    ci = bootstrap_ratios(per_run, by_cols, {lab: (lab, "items") for lab in labels},
-                          n_resamples, seed, level, min_runs)
-    long = pd.concat([ci[[*by_cols, f"{lab}_lo", f"{lab}_hi", "note"]].rename(
-        columns={f"{lab}_lo": "share_lo", f"{lab}_hi": "share_hi"}).assign(label=lab)
-        for lab in labels], ignore_index=True)
-    out = shares.merge(long, on=[*by_cols, "label"], how="left")
-    out["note"] = out["note"].fillna("")
-    return out
-
-
-# --------------------------------------------------------------------------- lens 4
-
-
-def density_intervals(
-    reads: pd.DataFrame,
-    runs: pd.DataFrame | None = None,
-    by: str | Sequence[str] | None = None,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    level: float = DEFAULT_LEVEL,
-    min_runs: int = MIN_RUNS,
-) -> pd.DataFrame:
-    """:func:`adakit.lenses.footprint.trace_density` with a bootstrap interval per file's
-    density (lines shown per run): ``density_lo``, ``density_hi`` and ``note``.
-
-    Each group's runs (from ``runs`` when given, so a run that read nothing counts as zeros)
-    are resampled; a drawn run adds its lines shown in every file the group read.
-    """
-    from adakit.lenses import footprint as fp
-
-    by_cols = _as_list(by)
-    density = fp.trace_density(reads, runs, by=by_cols or None)
-    if density.empty:
-        return density.assign(density_lo=[], density_hi=[], note=[])
-    r = reads[reads["file"].notna()]
-    r = with_run_columns(r, runs, by_cols, "the reads table")
-    lines = (pd.to_numeric(r["end_line"]) - pd.to_numeric(r["start_line"]) + 1).rename("lines")
-    per = (r.assign(lines=lines).groupby([*by_cols, "run_id", "file"], dropna=False,
-                                          sort=False)["lines"].sum().reset_index())
-    source = runs if runs is not None and all(c in runs.columns for c in by_cols) else r
-    members = source[[*by_cols, "run_id"]].drop_duplicates().reset_index(drop=True)
-    codes, groups = group_codes(members, by_cols)
-    members = members.assign(_g=codes, _pos=members.groupby(codes).cumcount().to_numpy())
-    per = per.merge(members, on=[*by_cols, "run_id"], how="inner")
-    sizes = np.bincount(codes, minlength=len(groups))
-    seeds = np.random.default_rng(seed).integers(0, 2**32, size=len(groups))
-    rows = []
-    for g, mine in per.groupby("_g", sort=True):
-        n = int(sizes[g])
-        fcode, files = pd.factorize(mine["file"])
-        matrix = np.zeros((n, len(files)))
-        np.add.at(matrix, (mine["_pos"].to_numpy(), fcode), mine["lines"].to_numpy(float))
-        boot = bootstrap_sums(matrix, np.zeros(n, dtype=np.int64), n_resamples,
-                              int(seeds[g]), 1)[:, 0, :]
-        lo, hi = percentile_interval(boot / n, level)
-        few = n < min_runs
-        key = groups.iloc[g].to_dict() if by_cols else {}
-        rows.append(pd.DataFrame({**{k: [v] * len(files) for k, v in key.items()},
-                                  "file": list(files),
-                                  "density_lo": np.nan if few else lo,
-                                  "density_hi": np.nan if few else hi,
-                                  "note": TOO_FEW if few else ""}))
-    ci = pd.concat(rows, ignore_index=True)
-    out = density.merge(ci, on=[*by_cols, "file"], how="left")
-    out["note"] = out["note"].fillna("")
-    return out
 
 
 # --------------------------------------------------------------------------- tests
@@ -679,35 +508,6 @@ def adjust(tests: pd.DataFrame | Sequence[pd.DataFrame], alpha: float = 0.05) ->
                                   strict=True)
     ]
     return out
-
-
-def tag_share_tests(
-    tags: pd.DataFrame,
-    runs: pd.DataFrame,
-    factor: str = "model",
-    within: str | Sequence[str] | None = "condition",
-    tags_to_test: Sequence[str] | None = None,
-    weight: str = "transition",
-    **kwargs: Any,
-) -> pd.DataFrame:
-    """:func:`difference_tests` of Fig. 7's tag shares (percent) between values of ``factor``
-    (e.g. model A vs model B under each condition, or ``factor="condition"`` within each model
-    for a condition shift). ``tags_to_test`` limits the family (default: every tag present);
-    keyword arguments go to :func:`difference_tests`."""
-    by = [factor, *_as_list(within), *_as_list(kwargs.get("strata"))]
-    counts = tag_counts(tags, runs, list(dict.fromkeys(by)))
-    present = [c for c in counts.columns if c not in (*by, "run_id", "transitions")]
-    chosen = [t for t in (tags_to_test or present) if t in present]
-    if weight == "transition":
-        spec: dict[str, str | Ratio] = {t: (t, "transitions") for t in chosen}
-        table = counts
-    elif weight == "run":
-        table = counts.copy()
-        table[chosen] = counts[chosen].div(counts["transitions"], axis=0)
-        spec = {t: t for t in chosen}
-    else:
-        raise ValueError(f"weight must be 'transition' or 'run', got {weight!r}")
-    return difference_tests(table, factor, spec, within=within, scale=100.0, **kwargs)
 
 
 # --------------------------------------------------------------------------- plots

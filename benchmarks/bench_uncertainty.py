@@ -5,8 +5,8 @@ Measures, on ``adakit.synthetic.synthetic_tables(10_000, seed=0)`` (drawing the 
 tagging its transitions are not timed):
 
 1. 1,000 bootstrap resamples of Fig. 7's tag shares by model x condition
-   (:func:`adakit.uncertainty.tag_share_intervals`: per-run tag counts, resamples within the 16
-   groups, percentile intervals); target <= 10 s;
+   (:func:`adakit.lenses.policy.tag_share_intervals`: per-run tag counts, resamples within the
+   16 groups, percentile intervals); target <= 10 s;
 2. all-pairs normalised LCS (match 1, mismatch 0, gap 0, divided by the longer length) of the
    canonical tool sequences within 100 cells of 5 runs each (1,000 pairs,
    :func:`adakit.variance.sequences.pairwise_scores` after :func:`adakit.variance.sequences.run_sequences`);
@@ -26,7 +26,6 @@ from itertools import combinations
 import numpy as np
 from timing import timed
 
-from adakit import uncertainty
 from adakit.lenses import policy
 from adakit.synthetic import synthetic_tables
 from adakit.variance import sequences
@@ -71,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
 
     def bootstrap():
-        return uncertainty.tag_share_intervals(tags, runs, by=["model", "condition"],
-                                               n_resamples=args.resamples, seed=args.seed)
+        return policy.tag_share_intervals(tags, runs, by=["model", "condition"],
+                                          n_resamples=args.resamples, seed=args.seed)
 
     boot_wall, boot_cpu, ci = timed(bootstrap, args.repeats)
     widths = (ci["share_hi"] - ci["share_lo"])[ci["share"] > 0]

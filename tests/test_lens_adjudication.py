@@ -166,22 +166,20 @@ def test_label_shares(judgments, runs):
 def test_label_share_intervals(judgments, runs):
     from matplotlib.collections import LineCollection
 
-    from adakit import uncertainty as u
-
-    ci = u.label_share_intervals(judgments, runs, "termination_calibration", by=["model"],
-                                 n_resamples=500, seed=4)
+    ci = l3.label_share_intervals(judgments, runs, "termination_calibration", by=["model"],
+                                  n_resamples=500, seed=4)
     got = {(r.model, r.label): (r.share, r.share_lo, r.share_hi) for r in ci.itertuples()}
     # a: r1 3 defensible, r4 2 borderline, one item each: two draws give 0, 1/2 or 1 of either
     assert got[("a", "3 defensible")] == (0.5, 0.0, 1.0)
     assert got[("a", "2 borderline")] == (0.5, 0.0, 1.0)
     assert got[("b", "split")] == (0.5, 0.0, 1.0)
     # one run per model: no interval
-    one = u.label_share_intervals(judgments, runs, "termination_calibration",
-                                  by=["model", "condition"], n_resamples=100)
+    one = l3.label_share_intervals(judgments, runs, "termination_calibration",
+                                   by=["model", "condition"], n_resamples=100)
     assert one["share_lo"].isna().all() and set(one["note"]) == {"too few runs"}
     # task relevance of model b: r2 and r3 both score 2, so every resample is all "2": zero width
-    rel = u.label_share_intervals(judgments, runs, "task_relevance", by=["model"],
-                                  n_resamples=200)
+    rel = l3.label_share_intervals(judgments, runs, "task_relevance", by=["model"],
+                                   n_resamples=200)
     b = rel[rel["model"] == "b"]
     assert len(b) == 1 and b[["share", "share_lo", "share_hi"]].values.tolist() == [[1, 1, 1]]
     ax = l3.plot_label_shares(ci, "termination_calibration", by=["model"], interval=ci).axes[0]

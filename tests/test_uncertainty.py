@@ -1,5 +1,6 @@
-"""Bootstrap intervals, permutation tests and Holm's correction (adakit.uncertainty), on
-hand-built data whose answer is known."""
+"""Bootstrap intervals, permutation tests and Holm's correction (adakit.uncertainty), and the
+lenses' intervals built on them (tag shares, trace densities), on hand-built data whose answer
+is known."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pandas as pd
 import pytest
 
 from adakit import uncertainty as u
-from adakit.lenses import policy
+from adakit.lenses import footprint, policy
 
 
 def _runs(values: dict[str, list[float]]) -> pd.DataFrame:
@@ -71,7 +72,7 @@ def test_tag_share_intervals_keep_fig7_values_and_follow_the_runs():
          "b1": ["skim", "skim", "skim", "skim"], "b2": ["trace"]},
         {"a1": "A", "a2": "A", "a3": "A", "b1": "B", "b2": "B"},
     )
-    ci = u.tag_share_intervals(tags, runs, by="model", n_resamples=500, seed=0)
+    ci = policy.tag_share_intervals(tags, runs, by="model", n_resamples=500, seed=0)
     plain = policy.tag_shares(tags, runs, by="model")
     pd.testing.assert_frame_equal(ci[plain.columns], plain)
     a = ci[ci["model"] == "A"].set_index("tag")
@@ -80,7 +81,7 @@ def test_tag_share_intervals_keep_fig7_values_and_follow_the_runs():
     # B pooled: 4 skims of 5 transitions = 80%; a resample is b1+b1 (100%), b1+b2 (80%) or
     # b2+b2 (0%) with chances 1/4, 1/2, 1/4
     assert b.loc["skim", ["share", "share_lo", "share_hi"]].tolist() == [80.0, 0.0, 100.0]
-    by_run = u.tag_share_intervals(tags, runs, by="model", weight="run", n_resamples=500)
+    by_run = policy.tag_share_intervals(tags, runs, by="model", weight="run", n_resamples=500)
     b = by_run[by_run["model"] == "B"].set_index("tag")
     assert b.loc["skim", ["share", "share_lo", "share_hi"]].tolist() == [50.0, 0.0, 100.0]
 
@@ -89,11 +90,13 @@ def test_density_intervals_count_runs_that_read_nothing():
     reads = pd.DataFrame({"run_id": ["r1", "r2"], "file": ["f.py", "f.py"],
                           "start_line": [1, 1], "end_line": [10, 10]})
     runs = pd.DataFrame({"run_id": ["r1", "r2", "r3", "r4"], "model": ["A", "B", "B", "A"]})
-    d = u.density_intervals(reads, runs, by="model", n_resamples=400, seed=0).set_index("model")
+    d = footprint.density_intervals(reads, runs, by="model", n_resamples=400, seed=0)
+    d = d.set_index("model")
     # A: r1 read 10 lines, r4 nothing -> 5 per run; a resample's density is 0, 5 or 10
     assert d.loc["A", ["density", "density_lo", "density_hi"]].tolist() == [5.0, 0.0, 10.0]
     assert d.loc["B", "density"] == 5.0
-    same = u.density_intervals(reads[reads["run_id"] == "r1"], runs[runs["run_id"] == "r1"])
+    same = footprint.density_intervals(reads[reads["run_id"] == "r1"],
+                                       runs[runs["run_id"] == "r1"])
     assert same.loc[0, "note"] == u.TOO_FEW and np.isnan(same.loc[0, "density_lo"])
 
 
@@ -194,7 +197,7 @@ def test_figd5b_bars_draw_the_bootstrap_interval():
 
 def test_fig7_whiskers_span_the_share_interval():
     tags, runs = _tags({"b1": ["skim"] * 4, "b2": ["trace"]}, {"b1": "B", "b2": "B"})
-    ci = u.tag_share_intervals(tags, runs, by="model", n_resamples=300)
+    ci = policy.tag_share_intervals(tags, runs, by="model", n_resamples=300)
     fig = policy.plot_tag_shares(ci, interval=ci)
     # the interval columns are not grouping columns: one bar, labelled by its model
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["B"]

@@ -322,6 +322,41 @@ def label_shares(
     return out.drop(columns="_o")
 
 
+def label_share_intervals(
+    judgments: pd.DataFrame,
+    runs: pd.DataFrame,
+    family: str,
+    by: str | Sequence[str] = ("model", "condition"),
+    n_resamples: int = uncertainty.DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = uncertainty.DEFAULT_LEVEL,
+    min_runs: int = uncertainty.MIN_RUNS,
+) -> pd.DataFrame:
+    """:func:`label_shares` with a bootstrap interval per share: the same rows plus
+    ``share_lo``, ``share_hi`` (fractions, as ``share``) and ``note``.
+
+    A run's judged items of the family stay together: runs are resampled within each group
+    and every label's share is recomputed over the drawn runs' items.
+    """
+    by_cols = [by] if isinstance(by, str) else list(by)
+    shares = label_shares(judgments, runs, family, by=by_cols)
+    if shares.empty:
+        return shares.assign(share_lo=[], share_hi=[], note=[])
+    items = item_labels(judgments, runs, family, by=by_cols)
+    per_run = (items.groupby([*by_cols, "run_id", "label"], sort=False).size()
+               .unstack("label", fill_value=0).reset_index())
+    labels = [c for c in per_run.columns if c not in (*by_cols, "run_id")]
+    per_run["items"] = per_run[labels].sum(axis=1)
+    ci = uncertainty.bootstrap_ratios(per_run, by_cols, {lab: (lab, "items") for lab in labels},
+                                      n_resamples, seed, level, min_runs)
+    long = pd.concat([ci[[*by_cols, f"{lab}_lo", f"{lab}_hi", "note"]].rename(
+        columns={f"{lab}_lo": "share_lo", f"{lab}_hi": "share_hi"}).assign(label=lab)
+        for lab in labels], ignore_index=True)
+    out = shares.merge(long, on=[*by_cols, "label"], how="left")
+    out["note"] = out["note"].fillna("")
+    return out
+
+
 def plot_label_shares(
     shares: pd.DataFrame,
     family: str,
@@ -331,10 +366,9 @@ def plot_label_shares(
     annotate_min: float = 0.1,
 ) -> Figure:
     """Stacked horizontal bars of :func:`label_shares`, one bar per group, favourable labels
-    first (dark) and split / unclear last (grey). ``interval``
-    (:func:`adakit.uncertainty.label_share_intervals` of the same groups) adds to every
-    segment of at least ``annotate_min`` a whisker at its right edge spanning the label's
-    bootstrap interval, as Fig. 7 does."""
+    first (dark) and split / unclear last (grey). ``interval`` (:func:`label_share_intervals`
+    of the same groups) adds to every segment of at least ``annotate_min`` a whisker at its
+    right edge spanning the label's bootstrap interval, as Fig. 7 does."""
     by = list(by)
     groups = shares[by].drop_duplicates().apply(tuple, axis=1).tolist()
     fig, ax = _axes(ax, figsize=(6.5, 0.28 * len(groups) + 1.2))

@@ -160,6 +160,59 @@ def trace_density(
     return out[cols].reset_index(drop=True)
 
 
+def density_intervals(
+    reads: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+    n_resamples: int = uncertainty.DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = uncertainty.DEFAULT_LEVEL,
+    min_runs: int = uncertainty.MIN_RUNS,
+) -> pd.DataFrame:
+    """:func:`trace_density` with a bootstrap interval per file's density (lines shown per
+    run): ``density_lo``, ``density_hi`` and ``note``.
+
+    Each group's runs (from ``runs`` when given, so a run that read nothing counts as zeros)
+    are resampled; a drawn run adds its lines shown in every file the group read.
+    """
+    by_cols = list(_as_tuple(by))
+    density = trace_density(reads, runs, by=by_cols or None)
+    if density.empty:
+        return density.assign(density_lo=[], density_hi=[], note=[])
+    r = reads[reads["file"].notna()]
+    r = uncertainty.with_run_columns(r, runs, by_cols, "the reads table")
+    lines = (pd.to_numeric(r["end_line"]) - pd.to_numeric(r["start_line"]) + 1).rename("lines")
+    per = (r.assign(lines=lines).groupby([*by_cols, "run_id", "file"], dropna=False,
+                                          sort=False)["lines"].sum().reset_index())
+    source = runs if runs is not None and all(c in runs.columns for c in by_cols) else r
+    members = source[[*by_cols, "run_id"]].drop_duplicates().reset_index(drop=True)
+    codes, groups = uncertainty.group_codes(members, by_cols)
+    members = members.assign(_g=codes, _pos=members.groupby(codes).cumcount().to_numpy())
+    per = per.merge(members, on=[*by_cols, "run_id"], how="inner")
+    sizes = np.bincount(codes, minlength=len(groups))
+    seeds = np.random.default_rng(seed).integers(0, 2**32, size=len(groups))
+    rows = []
+    for g, mine in per.groupby("_g", sort=True):
+        n = int(sizes[g])
+        fcode, files = pd.factorize(mine["file"])
+        matrix = np.zeros((n, len(files)))
+        np.add.at(matrix, (mine["_pos"].to_numpy(), fcode), mine["lines"].to_numpy(float))
+        boot = uncertainty.bootstrap_sums(matrix, np.zeros(n, dtype=np.int64), n_resamples,
+                                          int(seeds[g]), 1)[:, 0, :]
+        lo, hi = uncertainty.percentile_interval(boot / n, level)
+        few = n < min_runs
+        key = groups.iloc[g].to_dict() if by_cols else {}
+        rows.append(pd.DataFrame({**{k: [v] * len(files) for k, v in key.items()},
+                                  "file": list(files),
+                                  "density_lo": np.nan if few else lo,
+                                  "density_hi": np.nan if few else hi,
+                                  "note": uncertainty.TOO_FEW if few else ""}))
+    ci = pd.concat(rows, ignore_index=True)
+    out = density.merge(ci, on=[*by_cols, "file"], how="left")
+    out["note"] = out["note"].fillna("")
+    return out
+
+
 def concentration(
     reads: pd.DataFrame,
     runs: pd.DataFrame | None = None,

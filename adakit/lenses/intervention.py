@@ -642,7 +642,7 @@ def regime_tag_shares(
     """Fig. 12b data: policy tag shares (lens 2) of the paired runs in four rows: the baseline
     condition, the treatment's natural lifetime, its extended lifetime, and the treatment
     overall, each share with its bootstrap interval
-    (:func:`adakit.uncertainty.tag_share_intervals`): the runs of a regime (a treatment run's
+    (:func:`adakit.lenses.policy.tag_share_intervals`): the runs of a regime (a treatment run's
     part in it) are resampled within that regime, ``n_resamples`` times from ``seed``.
     Columns: regime, tag, count, share, transitions, runs, share_lo, share_hi, note."""
     r = _pairs_of_runs(runs, model, baseline, treatment, on)
@@ -663,7 +663,7 @@ def regime_tag_shares(
         tags[tags["condition"] == treatment].assign(regime=f"{treat_label} overall"),
     ]
     frame = pd.concat(parts, ignore_index=True)
-    shares = uncertainty.tag_share_intervals(frame, by="regime", weight=weight,
+    shares = policy.tag_share_intervals(frame, by="regime", weight=weight,
                                              n_resamples=n_resamples, seed=seed, level=level)
     order = {v: i for i, v in enumerate([base_label, *names, f"{treat_label} overall"])}
     shares = shares.assign(_o=shares["regime"].map(order)).sort_values("_o", kind="stable")

@@ -93,7 +93,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
-from adakit import figures
+from adakit import figures, uncertainty
 from adakit.record import ACT, ACT_ORDER, COG, NAV, TOOL_ORDER
 from adakit.uncertainty import require_columns
 
@@ -694,6 +694,114 @@ def tool_ngrams(
     return out[cols].reset_index(drop=True)
 
 
+# --------------------------------------------------------------------------- intervals
+
+
+def tag_counts(tags: pd.DataFrame, runs: pd.DataFrame | None = None,
+               by: str | Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per run (per group: a run split into regimes is one row per regime) with its
+    transitions per tag (one column per tag, Fig. 7 order) and ``transitions`` (all of them).
+    Runs without a tagged transition are absent, as in :func:`tag_shares`."""
+    by_cols = list(_as_tuple(by))
+    require_columns(tags, ["run_id", "tag"], "the tags table")
+    in_tags = [k for k in by_cols if k in tags.columns]  # e.g. a regime label per transition
+    from_runs = [k for k in by_cols if k not in tags.columns]
+    df = tags.loc[tags["tag"].notna(), ["run_id", *in_tags, "tag"]]
+    raw_code, raw_names = pd.factorize(df["tag"])
+    names = [str(t) for t in raw_names]
+    present = [t for t in TAG_PLOT_ORDER if t in names]
+    present += sorted(t for t in names if t not in present)
+    if df.empty:
+        return pd.DataFrame(columns=[*by_cols, "run_id", *present, "transitions"])
+    unit, units = uncertainty.group_codes(df, ["run_id", *in_tags])
+    column = np.array([present.index(t) for t in names], dtype=np.int64)[raw_code]
+    T, U = len(present), len(units)
+    counts = np.bincount(unit * T + column, minlength=U * T).reshape(U, T)
+    out = pd.concat([units, pd.DataFrame(counts, columns=present)], axis=1)
+    out["transitions"] = counts.sum(axis=1)
+    out = uncertainty.with_run_columns(out, runs, from_runs, "the tags table")
+    return out[[*by_cols, "run_id", *present, "transitions"]]
+
+
+def tag_share_intervals(
+    tags: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    by: str | Sequence[str] | None = ("model", "condition"),
+    weight: str = "transition",
+    n_resamples: int = uncertainty.DEFAULT_RESAMPLES,
+    seed: int = 0,
+    level: float = uncertainty.DEFAULT_LEVEL,
+    min_runs: int = uncertainty.MIN_RUNS,
+) -> pd.DataFrame:
+    """:func:`tag_shares` (Fig. 7) with a bootstrap interval per share: the same rows and
+    values plus ``share_lo``, ``share_hi`` (percent) and ``note``.
+
+    Runs are resampled within each group; ``weight="transition"`` recomputes the pooled share
+    (tag transitions / all transitions of the drawn runs), ``"run"`` the mean of per-run shares.
+    """
+    if weight not in ("transition", "run"):
+        raise ValueError(f"weight must be 'transition' or 'run', got {weight!r}")
+    by_cols = list(_as_tuple(by))
+    shares = tag_shares(tags, runs, by=by_cols or None, weight=weight)
+    if shares.empty:
+        return shares.assign(share_lo=[], share_hi=[], note=[])
+    counts = tag_counts(tags, runs, by_cols)
+    tag_cols = [c for c in counts.columns if c not in (*by_cols, "run_id", "transitions")]
+    if weight == "transition":
+        spec: dict[str, str | uncertainty.Ratio] = {t: (t, "transitions") for t in tag_cols}
+        table = counts
+    else:
+        per_run = counts[tag_cols].div(counts["transitions"], axis=0)
+        table = pd.concat([counts[[*by_cols, "run_id"]], per_run], axis=1)
+        spec = {t: t for t in tag_cols}
+    ci = uncertainty.bootstrap_ratios(table, by_cols or None, spec, n_resamples, seed, level,
+                                      min_runs, scale=100.0)
+    long = []
+    for t in tag_cols:
+        part = ci[[*by_cols, f"{t}_lo", f"{t}_hi", "note"]].rename(
+            columns={f"{t}_lo": "share_lo", f"{t}_hi": "share_hi"})
+        long.append(part.assign(tag=t))
+    intervals = pd.concat(long, ignore_index=True)
+    if not by_cols:
+        return shares.assign(share_lo=intervals["share_lo"].to_numpy(),
+                             share_hi=intervals["share_hi"].to_numpy(),
+                             note=intervals["note"].to_numpy())
+    keys = [*by_cols, "tag"]
+    merged = shares.merge(intervals, on=keys, how="left")
+    merged["note"] = merged["note"].fillna("")
+    return merged
+
+
+def tag_share_tests(
+    tags: pd.DataFrame,
+    runs: pd.DataFrame,
+    factor: str = "model",
+    within: str | Sequence[str] | None = "condition",
+    tags_to_test: Sequence[str] | None = None,
+    weight: str = "transition",
+    **kwargs: Any,
+) -> pd.DataFrame:
+    """:func:`adakit.uncertainty.difference_tests` of Fig. 7's tag shares (percent) between
+    values of ``factor`` (e.g. model A vs model B under each condition, or
+    ``factor="condition"`` within each model for a condition shift). ``tags_to_test`` limits
+    the family (default: every tag present); keyword arguments go to
+    :func:`~adakit.uncertainty.difference_tests`."""
+    by = [factor, *_as_tuple(within), *_as_tuple(kwargs.get("strata"))]
+    counts = tag_counts(tags, runs, list(dict.fromkeys(by)))
+    present = [c for c in counts.columns if c not in (*by, "run_id", "transitions")]
+    chosen = [t for t in (tags_to_test or present) if t in present]
+    if weight == "transition":
+        spec: dict[str, str | uncertainty.Ratio] = {t: (t, "transitions") for t in chosen}
+        table = counts
+    elif weight == "run":
+        table = counts.copy()
+        table[chosen] = counts[chosen].div(counts["transitions"], axis=0)
+        spec = {t: t for t in chosen}
+    else:
+        raise ValueError(f"weight must be 'transition' or 'run', got {weight!r}")
+    return uncertainty.difference_tests(table, factor, spec, within=within, scale=100.0, **kwargs)
+
+
 # --------------------------------------------------------------------------- plots
 
 
@@ -713,7 +821,7 @@ def plot_tag_shares(
 
     With two or more grouping columns the first one forms blocks (e.g. one per model) with the
     remaining columns as bars inside a block. Segments of at least ``annotate_min`` % carry
-    their rounded value. ``interval`` (:func:`adakit.uncertainty.tag_share_intervals` of the
+    their rounded value. ``interval`` (:func:`tag_share_intervals` of the
     same groups) adds to each such segment a whisker at its right edge spanning the tag's
     bootstrap interval (where the edge would fall with the share at its low and high end).
     ``order`` lists values of the first grouping column in the order to draw them (e.g. Fig.

@@ -57,7 +57,7 @@ def run_metrics(
     out = surf[[*keep, *surface_metrics]].copy()
     if tag_shares:
         tags = policy.tag_transitions(corpus.turns, drop_errors=drop_errors)
-        counts = uncertainty.tag_counts(tags)
+        counts = policy.tag_counts(tags)
         tag_cols = [c for c in counts.columns if c not in ("run_id", "transitions")]
         shares = counts[tag_cols].div(counts["transitions"], axis=0) * 100.0
         shares.columns = [f"{t}{SHARE_SUFFIX}" for t in tag_cols]
