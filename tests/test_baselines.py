@@ -62,3 +62,21 @@ def test_different_seeds_vary_the_plan(flask_world, index, tmp_path):
 def test_unknown_baseline_is_a_clear_error():
     with pytest.raises(KeyError, match="baseline-tracer"):
         baseline_spec("wanderer")
+
+
+@pytest.mark.parametrize("policy", BASELINES)
+def test_a_resumed_baseline_continues_its_plan(flask_world, index, tmp_path, policy):
+    """A run cut after five turns (end record and later turns lost, as in a crash) and
+    launched again comes out turn for turn like the uninterrupted run."""
+    whole = run(flask_world, index, policy, tmp_path, name="run")
+    assert len(whole.turns) > 6
+    path = tmp_path / "run.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:1 + 5]))  # the header and the first five turns
+    resumed = run(flask_world, index, policy, tmp_path, name="run")
+    assert not list(tmp_path.glob("*.bak")), "the cut run was set aside instead of resumed"
+    assert [t.turn for t in resumed.turns] == [t.turn for t in whole.turns]
+    assert [(t.call.tool, t.call.params) for t in resumed.turns] == \
+        [(t.call.tool, t.call.params) for t in whole.turns]
+    assert [t.observation for t in resumed.turns] == [t.observation for t in whole.turns]
+    assert resumed.end.conclusion == whole.end.conclusion

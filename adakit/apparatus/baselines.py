@@ -193,6 +193,17 @@ class BaselinePolicy:
             parts.append(f"{rel}: " + (", ".join(names) if names else "no symbols found"))
         return " ".join(parts)
 
+    def _next_step(self) -> tuple[ToolCall, str]:
+        """Take the plan's next call (and why), noting which file it looks at."""
+        assert self.queue
+        tool, params, why = self.queue.pop(0)
+        params = dict(params)
+        if tool == "create_memory":
+            params["memory_content"] = self._summary()
+        if "file_path" in params or "current_file_path" in params:
+            self.seen.append((params.get("file_path") or params["current_file_path"], tool))
+        return ToolCall(tool=tool, params=params), why
+
     def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
         """The next scripted call, rendered in the XML protocol."""
         t0 = time.perf_counter()
@@ -203,14 +214,14 @@ class BaselinePolicy:
                 self.steps = min(self.steps, max(4, int(budget.group(1)) - 1))
             self.rng.seed(f"{self.policy}:{self.world.name}:{self.seed}:{task_text}")
             self.queue = self._plan(task_text)
+            # a resumed run hands over the replies it already recorded: continue the plan
+            # after them, so the policy's calls depend on the history alone
+            for _ in range(sum(1 for m in messages if m["role"] == "assistant")):
+                if not self.queue:
+                    break
+                self._next_step()
         if self.queue:
-            tool, params, why = self.queue.pop(0)
-            params = dict(params)
-            if tool == "create_memory":
-                params["memory_content"] = self._summary()
-            if "file_path" in params or "current_file_path" in params:
-                self.seen.append((params.get("file_path") or params["current_file_path"], tool))
-            call = ToolCall(tool=tool, params=params)
+            call, why = self._next_step()
             thinking = f"[{self.policy} baseline] {why}"
         else:
             call = ToolCall(
