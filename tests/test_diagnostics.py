@@ -418,13 +418,13 @@ def test_cli_on_the_ci_study(ci_corpus, capsys):
 
 
 def test_cli_on_imported_fixtures(tmp_path, capsys):
-    from adakit import importers
     from adakit.cli import main
+    from adakit.importers import batch
 
     out = tmp_path / "imported"
     for fmt, folder in (("swe-agent", "swe_agent"), ("mini-swe-agent", "mini_swe_agent"),
                         ("openhands", "openhands"), ("generic", "generic")):
-        importers.import_paths(fmt, [FIXTURES / folder], out, progress=False)
+        batch.import_paths(fmt, [FIXTURES / folder], out, progress=False)
     assert main(["diagnose", str(out), "--by", "agent", "--resamples", "50"]) == 0
     text = capsys.readouterr().out
     assert "firings per 100 steps by detector and agent" in text and "swe-agent" in text
@@ -457,12 +457,12 @@ def test_cli_on_imported_fixtures(tmp_path, capsys):
 def test_cli_reads_several_folders_as_one_corpus(ci_corpus, tmp_path, capsys):
     """Ada's runs beside imported ones (as the quick profile reads its runs beside the
     reference corpus): one diagnosis, and the output folder must be named."""
-    from adakit import importers
     from adakit.cli import main
+    from adakit.importers import batch
     from adakit.record import load_corpus
 
     imported = tmp_path / "imported"
-    importers.import_paths("mini-swe-agent", [FIXTURES / "mini_swe_agent"], imported, progress=False)
+    batch.import_paths("mini-swe-agent", [FIXTURES / "mini_swe_agent"], imported, progress=False)
     n_imported = len(load_corpus(imported, cache=False).runs)
     assert main(["diagnose", str(ci_corpus), str(imported), "--resamples", "20"]) == 2
     assert "--out" in capsys.readouterr().out

@@ -1,7 +1,7 @@
 """OpenHands event streams: a JSON list of events, or an object whose ``history`` holds them
 (one record of an evaluation's ``output.jsonl``, with ``instance_id``, ``instruction``,
 ``metadata`` and ``test_result.git_patch``). An ``output.jsonl`` itself holds one such record
-per line; :func:`adakit.importers.import_file` imports every line as its own run.
+per line; :func:`adakit.importers.batch.import_file` imports every line as its own run.
 
 Every event has an ``id``, a ``timestamp`` and a ``source`` (``agent``, ``user``,
 ``environment``); an *action* event names its kind in ``action`` with its fields in ``args``
