@@ -21,7 +21,7 @@ COMMAND_MODULES = [
     "adakit.study.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
     "adakit.study.dataset",  # adakit dataset build|check|restore-cache
     "adakit.importers.batch",  # adakit import FORMAT PATH... --out DIR
-    "adakit.diagnostics",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
+    "adakit.diagnostics.diagnosis",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
 ]
 
 

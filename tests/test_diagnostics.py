@@ -542,12 +542,12 @@ def test_explorer_marks_firings_on_the_turn_axis(tmp_path):
 
 
 def test_written_tables_keep_turns_as_integers():
-    from adakit import diagnostics
+    from adakit.diagnostics import diagnosis
 
     frame = pd.DataFrame({"turn_a": [1, None, 3], "diverge_file_b": [None, None, 4],
                           "score_file": [1, 0.5, None]})
-    assert list(diagnostics._one_type(frame["turn_a"])) == [1, pd.NA, 3]
-    assert str(diagnostics._one_type(frame["diverge_file_b"]).dtype) == "Int64"
-    assert diagnostics._one_type(frame["score_file"]).equals(frame["score_file"])
+    assert list(diagnosis._one_type(frame["turn_a"])) == [1, pd.NA, 3]
+    assert str(diagnosis._one_type(frame["diverge_file_b"]).dtype) == "Int64"
+    assert diagnosis._one_type(frame["score_file"]).equals(frame["score_file"])
     tr = trace([S(1, "EDT", action="patch")], patch=PATCH)
     assert tr.labels == ["survived"]  # an edit naming no file cannot be checked: kept
