@@ -1,4 +1,4 @@
-"""The shape every importer produces (:class:`Trajectory` of :class:`Step`) and its
+"""The shape every importer produces (:class:`Trajectory` of :class:`SourceStep`) and its
 conversion into adakit's record schema (header, one turn per step, end).
 
 A format module only reads its files into a :class:`Trajectory`; paths, the canonical
@@ -48,7 +48,7 @@ class BadInput(ValueError):
 
 
 @dataclass
-class Step:
+class SourceStep:
     """One agent step of a foreign trajectory, before mapping.
 
     ``tool`` is the source's tool or command name and ``args`` its arguments as recorded (a
@@ -82,7 +82,7 @@ class Step:
 class Trajectory:
     """One foreign run, read from one file."""
 
-    steps: list[Step]
+    steps: list[SourceStep]
     agent: str
     agent_version: str = ""
     instance: str | None = None
@@ -289,7 +289,7 @@ def _times(traj: Trajectory) -> list[tuple[float, float]]:
     return out
 
 
-def _mapped_turn(step: Step, ctx: Context) -> Mapped:
+def _mapped_turn(step: SourceStep, ctx: Context) -> Mapped:
     tool, args = step.mapped_as or (step.tool, step.args)
     return map_tool(tool, args, step.observation, ctx)
 
