@@ -11,7 +11,7 @@ Everything the explorer shows comes from pure functions that need no browser:
 - choosing a run: :func:`select_runs`, :func:`axis_options`, :func:`default_run`;
 - one turn: :func:`turn_record`, :func:`state_at` (the working state rebuilt from the recorded
   state changes, or by replaying the MEM/CON calls through :class:`adakit.apparatus.tools.Toolbox`
-  without a world), :func:`reads_until`, :func:`read_ranges`, :func:`turn_text`;
+  without a world), :func:`reads_until`, :func:`read_ranges`, :func:`turn_sections_text`;
 - jumping: :func:`jump_targets`, :func:`matching_turns`, :func:`step_match`;
 - anti-pattern detector firings (:mod:`adakit.diagnostics`) marked on the turn axis:
   :func:`run_firings`, :func:`firing_marks`, :func:`firing_jumps` (``detector:<name>`` jump
@@ -627,8 +627,8 @@ SECTION_TITLES = {
 }
 
 
-def turn_text(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
-              max_obs: int = 2500) -> str:
+def turn_sections_text(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
+                       max_obs: int = 2500) -> str:
     """:func:`turn_sections` as plain text."""
     parts = []
     for key, body in turn_sections(rf, turn, reads, max_obs).items():
@@ -953,11 +953,11 @@ class RunView:
                          f"{m['evidence']}" for m in firings_at(self.firings, turn))
 
     def text(self, turn: int) -> str:
-        """The turn as plain text, with the code read so far (:func:`turn_text`) and the
-        detector firings it lies in."""
+        """The turn as plain text, with the code read so far (:func:`turn_sections_text`) and
+        the detector firings it lies in."""
         note = self.firing_note(turn)
-        return turn_text(self.rf, turn, self.reads) + (f"\nDETECTOR FIRINGS\n{note}" if note
-                                                       else "")
+        firings = f"\nDETECTOR FIRINGS\n{note}" if note else ""
+        return turn_sections_text(self.rf, turn, self.reads) + firings
 
     def html(self, turn: int) -> str:
         """The turn as HTML (:func:`turn_html`), with the detector firings it lies in."""
@@ -1408,5 +1408,5 @@ __all__ = [
     "jump_targets", "landmark_turns", "map_values", "matching_turns", "plot_arc",
     "plot_turn_map", "read_ranges", "reads_until", "render_static", "run_label", "select_runs",
     "state_at", "step_match", "turn_changes", "turn_html", "turn_record", "turn_sections",
-    "turn_text", "use_widgets", "widgets_available",
+    "turn_sections_text", "use_widgets", "widgets_available",
 ]
