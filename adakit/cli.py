@@ -20,8 +20,8 @@ COMMAND_MODULES = [
     "adakit.llm.models",  # adakit models list
     "adakit.study.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
     "adakit.study.dataset",  # adakit dataset build|check|restore-cache
-    "adakit.importers",  # adakit import FORMAT PATH... --out DIR
-    "adakit.diagnostics",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
+    "adakit.importers.batch",  # adakit import FORMAT PATH... --out DIR
+    "adakit.diagnostics.diagnosis",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
 ]
 
 

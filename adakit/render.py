@@ -5,11 +5,10 @@ from __future__ import annotations
 import html
 
 from adakit.record import RunFile, Turn
+from adakit.text import clip
 
-
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} more chars]"
+#: What follows a clipped text in a rendering (``{n}``: the characters cut).
+_INLINE_CUT = " [... {n} more chars]"
 
 
 def turn_text(t: Turn, max_obs: int = 600) -> str:
@@ -20,17 +19,20 @@ def turn_text(t: Turn, max_obs: int = 600) -> str:
     head += ")"
     lines = [head]
     if t.thinking:
-        lines.append("thinking: " + _clip(t.thinking, 400))
+        lines.append("thinking: " + clip(t.thinking, 400, marker=_INLINE_CUT, within=False))
     if t.call is not None:
         args = ", ".join(f"{k}={v!r}" for k, v in t.call.params.items())
-        lines.append(f"call: {t.metrics.tool or '?'} {t.call.tool}({_clip(args, 300)})")
+        args = clip(args, 300, marker=_INLINE_CUT, within=False)
+        lines.append(f"call: {t.metrics.tool or '?'} {t.call.tool}({args})")
     elif t.parse_error is not None:
-        lines.append(f"parse error ({t.parse_error.kind}): {_clip(t.parse_error.message, 200)}")
-    lines.append("observation:\n" + _clip(t.observation, max_obs))
+        message = clip(t.parse_error.message, 200, marker=_INLINE_CUT, within=False)
+        lines.append(f"parse error ({t.parse_error.kind}): {message}")
+    lines.append("observation:\n" + clip(t.observation, max_obs, marker=_INLINE_CUT, within=False))
     for inj in t.injected:
-        lines.append(f"[{inj.source}] {_clip(inj.text, 300)}")
+        lines.append(f"[{inj.source}] {clip(inj.text, 300, marker=_INLINE_CUT, within=False)}")
     if t.coach:
-        lines.append(f"coach: {t.coach.get('decision')} {_clip(str(t.coach.get('message') or ''), 200)}")
+        message = clip(str(t.coach.get("message") or ""), 200, marker=_INLINE_CUT, within=False)
+        lines.append(f"coach: {t.coach.get('decision')} {message}")
     return "\n".join(lines)
 
 
@@ -40,7 +42,7 @@ def trajectory_text(rf: RunFile, max_obs: int = 600, max_turns: int | None = Non
     lines = [
         f"run {h.run_id}: model={h.model.name} ({h.model.kind}) world={h.world.name} "
         f"task={h.task.family} condition={h.condition.name} N={h.turn_bound}",
-        f"task: {_clip(h.task.prompt, 300)}",
+        f"task: {clip(h.task.prompt, 300, marker=_INLINE_CUT, within=False)}",
     ]
     turns = rf.turns if max_turns is None else rf.turns[:max_turns]
     lines += [turn_text(t, max_obs) for t in turns]
@@ -49,7 +51,8 @@ def trajectory_text(rf: RunFile, max_obs: int = 600, max_turns: int | None = Non
     if rf.end:
         lines.append(f"=== end: {rf.end.reason} after {len(rf.turns)} turns")
         if rf.end.conclusion:
-            lines.append("conclusion: " + _clip(rf.end.conclusion, 1200))
+            conclusion = clip(rf.end.conclusion, 1200, marker=_INLINE_CUT, within=False)
+            lines.append("conclusion: " + conclusion)
     else:
         lines.append("=== (unfinished: no end record yet)")
     return "\n".join(lines)

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from adakit import config
-from adakit.importers import import_paths
+from adakit.importers.batch import import_paths
 from adakit.record import load_corpus
 from adakit.synthetic import world_files
 

@@ -418,13 +418,13 @@ def test_cli_on_the_ci_study(ci_corpus, capsys):
 
 
 def test_cli_on_imported_fixtures(tmp_path, capsys):
-    from adakit import importers
     from adakit.cli import main
+    from adakit.importers import batch
 
     out = tmp_path / "imported"
     for fmt, folder in (("swe-agent", "swe_agent"), ("mini-swe-agent", "mini_swe_agent"),
                         ("openhands", "openhands"), ("generic", "generic")):
-        importers.import_paths(fmt, [FIXTURES / folder], out, progress=False)
+        batch.import_paths(fmt, [FIXTURES / folder], out, progress=False)
     assert main(["diagnose", str(out), "--by", "agent", "--resamples", "50"]) == 0
     text = capsys.readouterr().out
     assert "firings per 100 steps by detector and agent" in text and "swe-agent" in text
@@ -457,12 +457,12 @@ def test_cli_on_imported_fixtures(tmp_path, capsys):
 def test_cli_reads_several_folders_as_one_corpus(ci_corpus, tmp_path, capsys):
     """Ada's runs beside imported ones (as the quick profile reads its runs beside the
     reference corpus): one diagnosis, and the output folder must be named."""
-    from adakit import importers
     from adakit.cli import main
+    from adakit.importers import batch
     from adakit.record import load_corpus
 
     imported = tmp_path / "imported"
-    importers.import_paths("mini-swe-agent", [FIXTURES / "mini_swe_agent"], imported, progress=False)
+    batch.import_paths("mini-swe-agent", [FIXTURES / "mini_swe_agent"], imported, progress=False)
     n_imported = len(load_corpus(imported, cache=False).runs)
     assert main(["diagnose", str(ci_corpus), str(imported), "--resamples", "20"]) == 2
     assert "--out" in capsys.readouterr().out
@@ -542,12 +542,12 @@ def test_explorer_marks_firings_on_the_turn_axis(tmp_path):
 
 
 def test_written_tables_keep_turns_as_integers():
-    from adakit import diagnostics
+    from adakit.diagnostics import diagnosis
 
     frame = pd.DataFrame({"turn_a": [1, None, 3], "diverge_file_b": [None, None, 4],
                           "score_file": [1, 0.5, None]})
-    assert list(diagnostics._one_type(frame["turn_a"])) == [1, pd.NA, 3]
-    assert str(diagnostics._one_type(frame["diverge_file_b"]).dtype) == "Int64"
-    assert diagnostics._one_type(frame["score_file"]).equals(frame["score_file"])
+    assert list(diagnosis._one_type(frame["turn_a"])) == [1, pd.NA, 3]
+    assert str(diagnosis._one_type(frame["diverge_file_b"]).dtype) == "Int64"
+    assert diagnosis._one_type(frame["score_file"]).equals(frame["score_file"])
     tr = trace([S(1, "EDT", action="patch")], patch=PATCH)
     assert tr.labels == ["survived"]  # an edit naming no file cannot be checked: kept

@@ -251,10 +251,10 @@ def test_default_run_opens_on_an_instructive_run():
 # --------------------------------------------------------------------------- text and pictures
 
 
-def test_turn_text_sections():
+def test_turn_sections_text():
     rf = recorded_run()
     c = corpus_from_runs([rf])
-    text = explorer.turn_text(rf, 4, c.reads)
+    text = explorer.turn_sections_text(rf, 4, c.reads)
     assert "turn 4 of 6" in text and "BKM  bookmark(" in text
     assert "[reminder] half the budget is used" in text
     assert "*   [1] pkg/a.py:7 odd" in text  # the bookmark made by this turn is starred
@@ -267,7 +267,7 @@ def test_turn_text_sections():
     with pytest.raises(ValueError, match="turns 1-6, not 9"):
         explorer.turn_record(rf, 9)
     syn = scripted_run()
-    broken = explorer.turn_text(syn, 9)
+    broken = explorer.turn_sections_text(syn, 9)
     assert "no tool call: parse error" in broken
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from adakit import config
-from adakit.importers import import_paths
+from adakit.importers.batch import import_paths
 from adakit.judging import judges as J
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy, surface

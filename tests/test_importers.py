@@ -13,7 +13,8 @@ import pytest
 from test_schema import validate_corpus
 
 from adakit.cli import main as cli
-from adakit.importers import ALREADY, import_paths, imported_hashes, source_table
+from adakit.importers.batch import ALREADY, import_paths, imported_hashes
+from adakit.importers.corpora import source_table
 from adakit.record import RunFile, content_digest, load_corpus, read_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "trajectories"
@@ -469,7 +470,7 @@ def test_observations_are_clipped_and_their_full_length_kept(tmp_path):
 
 def test_open_corpora_takes_a_list_of_folders_as_one_argument(tmp_path):
     """Notebook 40 passes its `corpus` parameter as given: a folder or a list of them."""
-    from adakit.importers import open_corpora
+    from adakit.importers.corpora import open_corpora
 
     for name, path in (("a", SWE_CMD), ("b", MINI), ("c", OH)):
         import_paths("auto", [path], tmp_path / name, progress=False)

@@ -57,6 +57,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from adakit import config
 from adakit.judging.judges import ReplyError, json_object
 from adakit.record import NAV, TOOL_ABBR, Turn
+from adakit.text import clip
 
 COACH_PROMPTS = config.PROMPTS / "coach"
 DECISIONS: tuple[str, ...] = ("PASS", "HINT", "REJECT")
@@ -187,17 +188,6 @@ REJECT_ON: tuple[str, ...] = (
 MIN_CONCERNS_FOR_HINT = 2
 
 
-def _clip(text: str, cap: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= cap else text[: cap - 1].rstrip() + "…"
-
-
-def _clip_block(text: str, cap: int) -> str:
-    """Like :func:`_clip` but keeps line breaks (code, trees)."""
-    text = str(text).strip()
-    return text if len(text) <= cap else text[: cap - 1].rstrip() + "…"
-
-
 def _norm_category(value: Any) -> Any:
     if isinstance(value, str):
         return re.sub(r"[\s\-]+", "_", value.strip().strip("\"'").lower())
@@ -208,7 +198,7 @@ def _text_cap(cap: int) -> BeforeValidator:
     def cut(value: Any) -> Any:
         if value is None:
             return ""
-        return _clip(value, cap) if isinstance(value, str) else value
+        return clip(value, cap, space="squash") if isinstance(value, str) else value
 
     return BeforeValidator(cut)
 
@@ -220,7 +210,8 @@ def _list_cap(items: int, cap: int) -> BeforeValidator:
         if isinstance(value, str):
             value = [] if value.strip().lower() in ("", "none", "n/a") else [value]
         if isinstance(value, list):
-            texts = [_clip(v, cap) for v in value if isinstance(v, str) and v.strip()]
+            texts = [clip(v, cap, space="squash") for v in value
+                     if isinstance(v, str) and v.strip()]
             return texts[:items]
         return value
 
@@ -404,7 +395,8 @@ def _action(turn: Turn) -> str:
         kind = turn.parse_error.kind if turn.parse_error else "no tool call"
         return f"(no usable tool call: {kind})"
     abbr = turn.metrics.tool or TOOL_ABBR.get(turn.call.tool, turn.call.tool)
-    params = ", ".join(f"{k}={_clip(v, 60)}" for k, v in turn.call.params.items())
+    params = ", ".join(f"{k}={clip(str(v), 60, space='squash')}"
+                       for k, v in turn.call.params.items())
     return f"{abbr} {params}".strip()
 
 
@@ -460,9 +452,10 @@ def summarize_turn(turn: Turn) -> TurnSummary:
         turn=turn.turn,
         kind=turn_kind(turn),
         tool=tool or "ERR",
-        intent=_clip(_first_sentence(turn.thinking), INTENT_MAX) if turn.thinking.strip() else "",
-        action=_clip(_action(turn), ACTION_MAX),
-        result=_clip(_result(turn), RESULT_MAX),
+        intent=(clip(_first_sentence(turn.thinking), INTENT_MAX, space="squash")
+                if turn.thinking.strip() else ""),
+        action=clip(_action(turn), ACTION_MAX, space="squash"),
+        result=clip(_result(turn), RESULT_MAX, space="squash"),
     )
 
 
@@ -483,7 +476,7 @@ def _visited_text(turns: Sequence[Turn], cap: int) -> str:
     for f, ranges in seen.items():
         spans = ",".join(f"{a}-{b}" for a, b in sorted(set(ranges))[:6])
         lines.append(f"{f} {spans}".rstrip())
-    return _clip_block("\n".join(lines), cap)
+    return clip("\n".join(lines), cap)
 
 
 # ============================================================================== prompts
@@ -499,13 +492,13 @@ def _goal(context: dict[str, Any]) -> str:
         return "(no task given)"
     title = getattr(task, "title", "") or getattr(task, "family", "")
     prompt = getattr(task, "prompt", "") or str(task)
-    return _clip_block(f"{title}: {prompt}" if title else prompt, 1200)
+    return clip(f"{title}: {prompt}" if title else prompt, 1200)
 
 
 def _step_block(turn: Turn, summary: TurnSummary) -> str:
     lines = []
     if turn.thinking.strip():
-        lines.append("Ada's reasoning: " + _clip(turn.thinking, THINKING_MAX))
+        lines.append("Ada's reasoning: " + clip(turn.thinking, THINKING_MAX, space="squash"))
     lines.append("action: " + summary.action)
     lines.append("result: " + summary.result)
     return "\n".join(lines)
@@ -514,7 +507,8 @@ def _step_block(turn: Turn, summary: TurnSummary) -> str:
 def _artifact(turn: Turn) -> str:
     if turn.call is None:
         return ""
-    return "\n".join(f"{k}: {_clip(v, ARTIFACT_MAX)}" for k, v in turn.call.params.items())
+    return "\n".join(f"{k}: {clip(str(v), ARTIFACT_MAX, space='squash')}"
+                     for k, v in turn.call.params.items())
 
 
 def _extra(role: str, turn: Turn, history: Sequence[Turn], context: dict[str, Any]) -> str:
@@ -526,10 +520,10 @@ def _extra(role: str, turn: Turn, history: Sequence[Turn], context: dict[str, An
             [*history, turn], VISITED_MAX
         ) + "\n"
     if role == "navigation":
-        obs = _clip_block(turn.observation, OBSERVATION_MAX) or "(empty)"
+        obs = clip(turn.observation, OBSERVATION_MAX) or "(empty)"
         return f"\n## What the tool returned\n{obs}\n"
     if role == "cognitive":
-        before = _clip_block(history[-1].observation, OBSERVATION_MAX) if history else "(none)"
+        before = clip(history[-1].observation, OBSERVATION_MAX) if history else "(none)"
         return (
             f"\n## The latest observation before this step\n{before}\n"
             f"\n## What Ada wrote down\n{_artifact(turn)}\n"
@@ -538,18 +532,18 @@ def _extra(role: str, turn: Turn, history: Sequence[Turn], context: dict[str, An
         world = context.get("world")
         tree = "(not available)"
         if world is not None and hasattr(world, "tree"):
-            tree = _clip_block(world.tree(max_files=TREE_FILES), TREE_MAX)
+            tree = clip(world.tree(max_files=TREE_FILES), TREE_MAX)
         content = turn.call.params.get("content", "") if turn.call else ""
         title = turn.call.params.get("title", "") if turn.call else ""
         return (
             f"\n## Repository structure\n{tree}\n"
             f"\n## Files Ada visited\n{_visited_text([*history, turn], VISITED_MAX)}\n"
-            f"\n## The submitted conclusion: {_clip(title, 120)}\n"
-            f"{_clip_block(content, SUBMISSION_MAX)}\n"
+            f"\n## The submitted conclusion: {clip(str(title), 120, space='squash')}\n"
+            f"{clip(str(content), SUBMISSION_MAX)}\n"
         )
     if role == "error":
-        raw = _clip_block(turn.raw_text, 400) or "(empty reply)"
-        err = turn.parse_error.message if turn.parse_error else _clip_block(turn.observation, 400)
+        raw = clip(turn.raw_text, 400) or "(empty reply)"
+        err = turn.parse_error.message if turn.parse_error else clip(turn.observation, 400)
         return f"\n## The failed action (Ada's raw reply)\n{raw}\n\n## The error\n{err}\n"
     raise KeyError(role)
 
@@ -705,7 +699,7 @@ def fallback_message(
     suggestion = by_role.get("overall", {}).get("ratings", {}).get("suggestion")
     if suggestion:
         parts.append(suggestion)
-    return _clip(" ".join(parts), MESSAGE_MAX)
+    return clip(" ".join(parts), MESSAGE_MAX, space="squash")
 
 
 # ============================================================================== the sidecar
@@ -907,7 +901,7 @@ class CoachJudge:
             except Exception as exc:  # a refused request or a broken reply: no signal
                 if _must_stop(exc):
                     raise
-                record["error"] = f"{type(exc).__name__}: {_clip(str(exc), 300)}"
+                record["error"] = f"{type(exc).__name__}: {clip(str(exc), 300, space='squash')}"
                 out.error = record["error"]
                 return out
             record.update(
@@ -924,7 +918,7 @@ class CoachJudge:
             except ReplyError as exc:
                 record["error"] = f"invalid reply: {exc}"
                 out.error = record["error"]
-                record["reply"] = _clip(text, 300)
+                record["reply"] = clip(text, 300, space="squash")
                 correction = _template("correction.txt").substitute(problem=str(exc))
                 convo = [*messages, {"role": "assistant", "content": text},
                          {"role": "user", "content": correction.strip()}]

@@ -35,6 +35,7 @@ from adakit.apparatus.code_index import VALUE_KINDS, CodeIndex, Symbol, grammar_
 from adakit.apparatus.protocol import convert_value
 from adakit.apparatus.world import HARD_LINK_POLICIES, SandboxError, World
 from adakit.record import TOOL_ABBR, ModelCall, ToolMetrics
+from adakit.text import clip
 
 log = logging.getLogger(__name__)
 
@@ -210,11 +211,6 @@ class Conclusion:
     finalize: bool = False
 
 
-def _clip(text: str, cap: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= cap else text[: cap - 1].rstrip() + "…"
-
-
 @dataclass
 class WorkingState:
     """Memories, bookmarks and conclusions: the three state channels of the prompt."""
@@ -232,10 +228,12 @@ class WorkingState:
             out.append(f"MEMORY ({len(self.memories)}):")
             older, recent = self.memories[:-memories], self.memories[-memories:]
             if older:
-                out.append("  earlier: " + "; ".join(f"[{m.id}] {_clip(m.title, 40)}" for m in older[-12:]))
+                out.append("  earlier: " + "; ".join(
+                    f"[{m.id}] {clip(m.title, 40, space='squash')}" for m in older[-12:]))
             for m in recent:
                 conf = f" ({m.confidence})" if m.confidence else ""
-                out.append(f"  [{m.id}] {_clip(m.title, 60)}{conf}: {_clip(m.content, 240)}")
+                title = clip(m.title, 60, space="squash")
+                out.append(f"  [{m.id}] {title}{conf}: {clip(m.content, 240, space='squash')}")
         if not self.bookmarks:
             out.append("BOOKMARK: No bookmarks have been created yet.")
         else:
@@ -243,17 +241,19 @@ class WorkingState:
             if len(self.bookmarks) > bookmarks:
                 out.append(f"  ({len(self.bookmarks) - bookmarks} earlier bookmarks not shown)")
             for b in self.bookmarks[-bookmarks:]:
-                out.append(f"  [{b.id}] {b.file}:{b.line} {_clip(b.note, 120)}")
+                out.append(f"  [{b.id}] {b.file}:{b.line} {clip(b.note, 120, space='squash')}")
         if not self.conclusions:
             out.append("CONCLUSION: No conclusion has been reached yet.")
         else:
             out.append(f"CONCLUSION ({len(self.conclusions)}):")
             older_c, recent_c = self.conclusions[:-conclusions], self.conclusions[-conclusions:]
             if older_c:
-                out.append("  earlier: " + "; ".join(f"[{c.id}] {_clip(c.title, 40)}" for c in older_c[-12:]))
+                out.append("  earlier: " + "; ".join(
+                    f"[{c.id}] {clip(c.title, 40, space='squash')}" for c in older_c[-12:]))
             for c in recent_c:
-                scope = f" [{_clip(c.scope, 60)}]" if c.scope else ""
-                out.append(f"  [{c.id}] {_clip(c.title, 60)}{scope}: {_clip(c.content, 400)}")
+                scope = f" [{clip(c.scope, 60, space='squash')}]" if c.scope else ""
+                title = clip(c.title, 60, space="squash")
+                out.append(f"  [{c.id}] {title}{scope}: {clip(c.content, 400, space='squash')}")
         return "\n".join(out)
 
     def to_dict(self) -> dict[str, Any]:
@@ -475,7 +475,7 @@ class Toolbox:
         head = [self._header(rel, n)]
         imports = self._imports(rel)
         if imports:
-            head.append("Imports: " + _clip(", ".join(imports), 300))
+            head.append("Imports: " + clip(", ".join(imports), 300, space="squash"))
         values = [s for s in outline.symbols if s.kind in VALUE_KINDS and s.depth == 0]
         if values:
             shown = ", ".join(f"{s.name} (L{s.start_line})" for s in values[:12])
@@ -618,7 +618,7 @@ class Toolbox:
         if node is not None and code_like:
             calls = _calls_in(node, language or "")
             if calls:
-                out.append("Calls (by name): " + _clip(", ".join(calls), 400))
+                out.append("Calls (by name): " + clip(", ".join(calls), 400, space="squash"))
         end = min(sym.end_line, sym.start_line + PEEK_MAX_LINES - 1)
         out.append(f"Read it with {call_text('peek_code_region', file_path=rel, start_line=sym.start_line, end_line=end)}.")
         return "\n".join(out)
@@ -678,7 +678,7 @@ class Toolbox:
         if not text:
             return None
         first_lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-        return _clip(first_lines[0], 200) if first_lines else None
+        return clip(first_lines[0], 200, space="squash") if first_lines else None
 
     def _imports(self, rel: str) -> list[str]:
         tree = self.index.tree(rel)
@@ -704,7 +704,8 @@ class Toolbox:
             elif family == "rust" and t == "use_declaration":
                 arg = node.child_by_field_name("argument")
                 if arg is not None:
-                    out.append(_clip((arg.text or b"").decode("utf-8", "replace"), 60))
+                    text = (arg.text or b"").decode("utf-8", "replace")
+                    out.append(clip(text, 60, space="squash"))
             elif family == "rust" and t == "mod_item" and node.child_by_field_name("body") is None:
                 name = node.child_by_field_name("name")
                 if name is not None:

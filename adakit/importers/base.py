@@ -1,4 +1,4 @@
-"""The shape every importer produces (:class:`Trajectory` of :class:`Step`) and its
+"""The shape every importer produces (:class:`Trajectory` of :class:`SourceStep`) and its
 conversion into adakit's record schema (header, one turn per step, end).
 
 A format module only reads its files into a :class:`Trajectory`; paths, the canonical
@@ -30,12 +30,15 @@ from adakit.record import (
     Turn,
     WorldInfo,
 )
+from adakit.text import clip
 
 #: The task family of imported runs unless ``--task`` names another: the named formats come
 #: from issue-resolution benchmarks (SWE-bench and the like).
 DEFAULT_TASK = "issue_resolution"
 #: The condition of imported runs: the source agent ran without any of Ada's manipulations.
 IMPORTED_CONDITION = "natural"
+#: What follows an observation clipped to ``--max-observation-chars`` (``{n}``: characters cut).
+_OBSERVATION_CUT = "\n[... {n} more characters not kept]"
 
 
 class BadInput(ValueError):
@@ -48,7 +51,7 @@ class BadInput(ValueError):
 
 
 @dataclass
-class Step:
+class SourceStep:
     """One agent step of a foreign trajectory, before mapping.
 
     ``tool`` is the source's tool or command name and ``args`` its arguments as recorded (a
@@ -82,7 +85,7 @@ class Step:
 class Trajectory:
     """One foreign run, read from one file."""
 
-    steps: list[Step]
+    steps: list[SourceStep]
     agent: str
     agent_version: str = ""
     instance: str | None = None
@@ -201,13 +204,6 @@ def slug(text: str, limit: int = 80) -> str:
     return out[:limit] or "run"
 
 
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying how many were cut (0: no limit)."""
-    if limit <= 0 or len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[... {len(text) - limit} more characters not kept]"
-
-
 def termination(exit_status: str | None, submitted: bool, patch: bool = False) -> str:
     """The end record's reason for a source scaffold's exit status (kept verbatim beside).
 
@@ -289,7 +285,7 @@ def _times(traj: Trajectory) -> list[tuple[float, float]]:
     return out
 
 
-def _mapped_turn(step: Step, ctx: Context) -> Mapped:
+def _mapped_turn(step: SourceStep, ctx: Context) -> Mapped:
     tool, args = step.mapped_as or (step.tool, step.args)
     return map_tool(tool, args, step.observation, ctx)
 
@@ -310,7 +306,8 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             "turn": i, "started_at": t0, "ended_at": t1, "latency_s": step.latency_s,
             "tokens_in": step.tokens_in, "tokens_out": step.tokens_out,
             "cost_usd": step.cost_usd, "raw_text": step.response, "thinking": step.thought,
-            "observation": clip(obs, target.max_observation_chars),
+            "observation": clip(obs, target.max_observation_chars, marker=_OBSERVATION_CUT,
+                                within=False, space="keep"),
             "observation_chars": len(obs),
         }
         if step.parse_error is not None:

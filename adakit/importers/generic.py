@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adakit.importers.base import BadInput, Step, Trajectory, text_of
+from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
 
 FORMAT = "generic"
 AGENT = "generic"
@@ -67,8 +67,8 @@ def parse(records: list[Any], name: str = "") -> Trajectory:
     meta: dict[str, Any] = {}
     outcome: dict[str, Any] = {}
     system = task = ""
-    steps: list[Step] = []
-    pending: list[tuple[Any, Step]] = []  # tool calls not answered yet, in order
+    steps: list[SourceStep] = []
+    pending: list[tuple[Any, SourceStep]] = []  # tool calls not answered yet, in order
     final: str | None = None
     last_time: float | None = None
     for r in records:
@@ -92,13 +92,13 @@ def parse(records: list[Any], name: str = "") -> Trajectory:
                 final = text or final
                 continue
             for k, (call_id, tool, args) in enumerate(calls):
-                step = Step(tool=tool, args=args, thought=text if k == 0 else "",
-                            response=text if k == 0 else "", started_at=last_time,
-                            ended_at=stamp, latency_s=_num(r.get("latency_s")) or 0.0 if k == 0 else 0.0,
-                            tokens_in=int(r.get("tokens_in") or 0) if k == 0 else 0,
-                            tokens_out=int(r.get("tokens_out") or 0) if k == 0 else 0,
-                            cost_usd=_num(r.get("cost")) if k == 0 else None,
-                            cwd=meta.get("root"))
+                step = SourceStep(tool=tool, args=args, thought=text if k == 0 else "",
+                                  response=text if k == 0 else "", started_at=last_time,
+                                  ended_at=stamp, latency_s=_num(r.get("latency_s")) or 0.0 if k == 0 else 0.0,
+                                  tokens_in=int(r.get("tokens_in") or 0) if k == 0 else 0,
+                                  tokens_out=int(r.get("tokens_out") or 0) if k == 0 else 0,
+                                  cost_usd=_num(r.get("cost")) if k == 0 else None,
+                                  cwd=meta.get("root"))
                 steps.append(step)
                 pending.append((call_id, step))
             final = None  # a later answer-only message is the final one

@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from adakit.importers.base import BadInput, Step, Trajectory, text_of
+from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
 
 FORMAT = "mini-swe-agent"
 AGENT = "mini-swe-agent"
@@ -138,7 +138,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
     if not cwd and any("/testbed" in text_of(m.get("content")) for m in messages[:3]):
         cwd = "/testbed"
     system = task = ""
-    steps: list[Step] = []
+    steps: list[SourceStep] = []
     exit_status = info.get("exit_status") or None
     submission = info.get("submission") or None
     last_time: float | None = None
@@ -167,10 +167,10 @@ def parse(data: Any, name: str = "") -> Trajectory:
             rejected = len(actions) != 1 and not msg.get("tool_calls") and not extra.get("actions")
             if not actions or rejected or (follow and _is_format_error(follow[0]) and len(actions) != 1):
                 err = text_of(follow[0].get("content"))[:300] if follow else "no action"
-                steps.append(Step(response=text_of(msg.get("content")), thought=_thought(msg),
-                                  parse_error=f"{len(actions)} actions: {err}",
-                                  started_at=last_time, ended_at=said,
-                                  cost_usd=extra.get("cost")))
+                steps.append(SourceStep(response=text_of(msg.get("content")), thought=_thought(msg),
+                                        parse_error=f"{len(actions)} actions: {err}",
+                                        started_at=last_time, ended_at=said,
+                                        cost_usd=extra.get("cost")))
                 last_time = said or last_time
                 i = j
                 continue
@@ -180,7 +180,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
                 out, code, complete = _observation(obs_msg) if obs_msg else ("", None, True)
                 ended = _extra(obs_msg).get("timestamp") if obs_msg else None
                 ended = ended if isinstance(ended, (int, float)) else said
-                steps.append(Step(
+                steps.append(SourceStep(
                     tool="bash", args={"command": command},
                     thought=_thought(msg) if k == 0 else "",
                     response=text_of(msg.get("content")) if k == 0 else "",

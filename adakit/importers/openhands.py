@@ -1,7 +1,7 @@
 """OpenHands event streams: a JSON list of events, or an object whose ``history`` holds them
 (one record of an evaluation's ``output.jsonl``, with ``instance_id``, ``instruction``,
 ``metadata`` and ``test_result.git_patch``). An ``output.jsonl`` itself holds one such record
-per line; :func:`adakit.importers.import_file` imports every line as its own run.
+per line; :func:`adakit.importers.batch.import_file` imports every line as its own run.
 
 Every event has an ``id``, a ``timestamp`` and a ``source`` (``agent``, ``user``,
 ``environment``); an *action* event names its kind in ``action`` with its fields in ``args``
@@ -31,7 +31,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from adakit.importers.base import BadInput, Step, Trajectory, text_of
+from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
 
 FORMAT = "openhands"
 AGENT = "openhands"
@@ -225,7 +225,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
     if root is None and any("/workspace" in str(e.get("args") or "") for e in events if "action" in e):
         root = "/workspace"
     system = task = ""
-    steps: list[Step] = []
+    steps: list[SourceStep] = []
     last_time = _time(events[0].get("timestamp"))
     start = last_time
     cost_so_far = 0.0
@@ -276,7 +276,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
         elif kind == "message":
             final_message = args.get("content") or final_message
             thought = thought or str(args.get("content", ""))
-        steps.append(Step(
+        steps.append(SourceStep(
             tool=tool, args=args, thought=thought, response=thought,
             observation=content, exit_code=code, cwd=cwd,
             started_at=last_time, ended_at=ended or stamp,

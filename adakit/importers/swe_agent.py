@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from adakit.importers.base import BadInput, Step, Trajectory, text_of
+from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
 from adakit.importers.shell import split_words
 
 FORMAT = "swe-agent"
@@ -171,7 +171,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
             if m:
                 root = m.group(1).strip()
                 break
-    steps: list[Step] = []
+    steps: list[SourceStep] = []
     timed = False
     for i, raw in enumerate(raw_steps):
         action = str(raw.get("action") or "").strip()
@@ -188,7 +188,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
         t = raw.get("execution_time")
         timed = timed or isinstance(t, (int, float))
         open_file = before.get("open_file")
-        steps.append(Step(
+        steps.append(SourceStep(
             tool=tool, args=args, thought=str(raw.get("thought") or ""),
             response=str(raw.get("response") or ""), observation=str(raw.get("observation") or ""),
             cwd=before.get("working_dir") or root,

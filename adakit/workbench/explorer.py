@@ -11,7 +11,7 @@ Everything the explorer shows comes from pure functions that need no browser:
 - choosing a run: :func:`select_runs`, :func:`axis_options`, :func:`default_run`;
 - one turn: :func:`turn_record`, :func:`state_at` (the working state rebuilt from the recorded
   state changes, or by replaying the MEM/CON calls through :class:`adakit.apparatus.tools.Toolbox`
-  without a world), :func:`reads_until`, :func:`read_ranges`, :func:`turn_text`;
+  without a world), :func:`reads_until`, :func:`read_ranges`, :func:`turn_sections_text`;
 - jumping: :func:`jump_targets`, :func:`matching_turns`, :func:`step_match`;
 - anti-pattern detector firings (:mod:`adakit.diagnostics`) marked on the turn axis:
   :func:`run_firings`, :func:`firing_marks`, :func:`firing_jumps` (``detector:<name>`` jump
@@ -60,6 +60,7 @@ from adakit.record import (
     load_corpus,
     read_run,
 )
+from adakit.text import clip
 
 #: Environment variable: ``static`` forces the static rendering everywhere.
 ENV_VAR = "ADAKIT_EXPLORER"
@@ -516,17 +517,16 @@ def firing_strip_html(marks: Sequence[Mapping[str, Any]], turn_numbers: Sequence
 
 # --------------------------------------------------------------------------- turn text
 
-
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more chars]"
+#: What follows a clipped text in a turn's sections, on a line of its own (``{n}``: chars cut).
+_LINE_CUT = "\n[... {n} more chars]"
 
 
 def _call_line(t: Turn) -> str:
     if t.call is None:
         return ""
     args = ", ".join(f"{k}={v!r}" for k, v in t.call.params.items())
-    line = f"{t.metrics.tool or '?'}  {t.call.tool}({_clip(args, 600)})"
+    args = clip(args, 600, marker=_LINE_CUT, within=False)
+    line = f"{t.metrics.tool or '?'}  {t.call.tool}({args})"
     m = t.metrics
     if m.mapped_by:  # an imported step: which mapping rule made it canonical, and where it read
         where = f" {m.file}" if m.file else ""
@@ -579,14 +579,15 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
         timing += f" · {t.dropped_messages} old messages left out of the prompt"
     out = {"header": f"{head}\n{timing}"}
     if t.thinking.strip():
-        out["thinking"] = _clip(t.thinking, 2000)
+        out["thinking"] = clip(t.thinking, 2000, marker=_LINE_CUT, within=False)
     if t.call is not None:
         out["call"] = _call_line(t)
     elif t.parse_error is not None:
+        raw = clip(t.raw_text, 800, marker=_LINE_CUT, within=False)
         out["call"] = (f"no tool call: parse error ({t.parse_error.kind}) "
-                       f"{t.parse_error.message}\nraw reply: {_clip(t.raw_text, 800)}")
+                       f"{t.parse_error.message}\nraw reply: {raw}")
     obs_head = f"[{t.metrics.error_type}] " if t.metrics.error_type else ""
-    out["observation"] = obs_head + _clip(t.observation, max_obs)
+    out["observation"] = obs_head + clip(t.observation, max_obs, marker=_LINE_CUT, within=False)
     if t.observation_chars is not None and t.observation_chars > len(t.observation):
         out["observation"] += f"\n(the source's observation had {t.observation_chars} characters)"
     if t.model_calls:
@@ -594,11 +595,14 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
             f"(model call: {c.purpose} by {c.model}, {c.latency_s:.2f}s"
             + (f", error {c.error}" if c.error else "") + ")" for c in t.model_calls)
     if t.injected:
-        out["injected"] = "\n".join(f"[{i.source}] {_clip(i.text, 800)}" for i in t.injected)
+        out["injected"] = "\n".join(
+            f"[{i.source}] {clip(i.text, 800, marker=_LINE_CUT, within=False)}"
+            for i in t.injected)
     if t.coach:
         decision = t.coach.get("decision")
         message = t.coach.get("message") or ""
-        out["coach"] = f"{decision}: {_clip(str(message), 800)}" if message else str(decision)
+        shown = clip(str(message), 800, marker=_LINE_CUT, within=False)
+        out["coach"] = f"{decision}: {shown}" if message else str(decision)
     before = state_at(rf, turn - 1)
     changes = turn_changes(t, before)
     after = state_at(rf, turn)
@@ -627,8 +631,8 @@ SECTION_TITLES = {
 }
 
 
-def turn_text(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
-              max_obs: int = 2500) -> str:
+def turn_sections_text(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
+                       max_obs: int = 2500) -> str:
     """:func:`turn_sections` as plain text."""
     parts = []
     for key, body in turn_sections(rf, turn, reads, max_obs).items():
@@ -934,13 +938,14 @@ class RunView:
         h, end = self.rf.header, self.rf.end
         ending = f"ended by {end.reason}" if end else "unfinished (no end record)"
         if end and end.error:
-            ending += f" ({_clip(end.error, 200)})"
+            ending += f" ({clip(end.error, 200, marker=_LINE_CUT, within=False)})"
         world = f"{h.world.name} {h.world.version}".strip()
         first = f"{self.run_id}: {h.model.name} ({h.model.kind}) on {world}, " \
                 f"task {h.task.family}, condition {h.condition.name}"
         second = f"{self.n_turns} turns (bound {h.turn_bound}), {ending}"
         if end and end.conclusion:
-            second += f"; conclusion: {_clip(end.conclusion, 300)}"
+            conclusion = clip(end.conclusion, 300, marker=_LINE_CUT, within=False)
+            second += f"; conclusion: {conclusion}"
         return f"{first}\n{second}"
 
     def state(self, turn: int) -> WorkingState:
@@ -953,11 +958,11 @@ class RunView:
                          f"{m['evidence']}" for m in firings_at(self.firings, turn))
 
     def text(self, turn: int) -> str:
-        """The turn as plain text, with the code read so far (:func:`turn_text`) and the
-        detector firings it lies in."""
+        """The turn as plain text, with the code read so far (:func:`turn_sections_text`) and
+        the detector firings it lies in."""
         note = self.firing_note(turn)
-        return turn_text(self.rf, turn, self.reads) + (f"\nDETECTOR FIRINGS\n{note}" if note
-                                                       else "")
+        firings = f"\nDETECTOR FIRINGS\n{note}" if note else ""
+        return turn_sections_text(self.rf, turn, self.reads) + firings
 
     def html(self, turn: int) -> str:
         """The turn as HTML (:func:`turn_html`), with the detector firings it lies in."""
@@ -1408,5 +1413,5 @@ __all__ = [
     "jump_targets", "landmark_turns", "map_values", "matching_turns", "plot_arc",
     "plot_turn_map", "read_ranges", "reads_until", "render_static", "run_label", "select_runs",
     "state_at", "step_match", "turn_changes", "turn_html", "turn_record", "turn_sections",
-    "turn_text", "use_widgets", "widgets_available",
+    "turn_sections_text", "use_widgets", "widgets_available",
 ]

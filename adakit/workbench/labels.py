@@ -41,6 +41,7 @@ import pandas as pd
 from adakit.judging import judges
 from adakit.judging.agreement import LABEL_SCORES, UNCLEAR
 from adakit.record import Corpus, RunFile, read_run
+from adakit.text import clip
 
 #: The columns of a label file, in order.
 LABEL_COLUMNS: list[str] = ["labeller", "item_id", "family", "label", "time"]
@@ -54,6 +55,8 @@ QUESTIONS: dict[str, str] = {
 }
 #: Items per family in the paper's human-alignment check (50 per family, 250 in all).
 PAPER_ITEMS_PER_FAMILY = 50
+#: What stands where a card's text was cut, within the cap (as the judges' context marks it).
+_CARD_CUT = " [... {n} more characters]"
 
 
 # --------------------------------------------------------------------------- items
@@ -180,10 +183,6 @@ def label_cards(items: Sequence[LabelItem], seed: int = 0,
 # --------------------------------------------------------------------------- evidence
 
 
-def _clip(text: str, cap: int) -> str:
-    return judges.clip(text.strip(), cap)
-
-
 def card_sections(card: LabelCard, rf: RunFile, blind: bool = True,
                   caps: judges.ContextCaps | None = None) -> dict[str, str]:
     """The evidence of a card as named text sections (empty ones left out): ``about`` (what is
@@ -202,11 +201,12 @@ def card_sections(card: LabelCard, rf: RunFile, blind: bool = True,
         about += f" · run {h.run_id} · model {h.model.name} ({h.model.kind}) · condition " \
                  f"{h.condition.name}"
     out["about"] = about
-    out["task"] = _clip(anon(h.task.prompt), caps.task)
+    out["task"] = clip(anon(h.task.prompt), caps.task, marker=_CARD_CUT)
     if card.turn is None:
         title = (rf.end.conclusion_title if rf.end else None) or ""
         body = (rf.end.conclusion if rf.end else None) or "(no conclusion)"
-        out["conclusion"] = _clip(anon(f"{title}\n{body}" if title else body), caps.conclusion)
+        out["conclusion"] = clip(anon(f"{title}\n{body}" if title else body), caps.conclusion,
+                                 marker=_CARD_CUT)
     last = rf.turns[-1].turn if rf.turns else 0
     upto = last if card.turn is None else card.turn
     out["code read"] = judges.snippet_summary(_upto(rf, upto), anon, caps)

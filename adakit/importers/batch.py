@@ -1,0 +1,313 @@
+"""Importing a batch of trajectory files into one output folder (``adakit import``).
+
+Each file is read (:mod:`adakit.importers.formats`), parsed by its format's reader, mapped and
+written as one run file (:mod:`adakit.importers.base`), in one process or a small worker pool;
+bad input is skipped with a reason, and a source already imported (same sha256) is skipped
+too, so importing again is idempotent. :class:`ImportReport` counts what happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adakit.importers import openhands
+from adakit.importers.base import BadInput, Target, build_records
+from adakit.importers.formats import AUTO, FORMATS, discover, read_source
+from adakit.record import SourceInfo, WorldInfo
+
+#: Importing at least this many files shows a progress bar (unless turned off).
+PROGRESS_FROM = 20
+ALREADY = "already imported"
+
+
+@dataclass
+class FileResult:
+    """What happened to one source file."""
+
+    path: str
+    sha256: str | None = None
+    run_id: str | None = None
+    written: str | None = None
+    reason: str | None = None
+    detail: str = ""
+    turns: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+# per-process state of the import workers (set by _init)
+_TARGET: Target | None = None
+_KNOWN: frozenset[str] = frozenset()
+_OUT: Path | None = None
+_FMT: str = AUTO
+
+
+def _init(fmt: str, out: str, known: frozenset[str], target: Target) -> None:
+    global _TARGET, _KNOWN, _OUT, _FMT
+    _FMT, _OUT, _KNOWN, _TARGET = fmt, Path(out), known, target
+
+
+def _write(path: Path, records: Sequence[Any]) -> None:
+    tmp = path.with_name(f".{path.name}.part")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("".join(r.model_dump_json() + "\n" for r in records))
+    os.replace(tmp, path)
+
+
+def import_file(path: str | Path) -> list[FileResult]:
+    """Import one file with the worker state set by :func:`_init` (never raises on bad input):
+    one result, or one per line of a file of records (an OpenHands ``output.jsonl``)."""
+    path = Path(path)
+    try:
+        sha, fmt, data = read_source(path, _FMT)
+    except BadInput as exc:
+        return [FileResult(str(path), reason=exc.reason, detail=exc.detail)]
+    if fmt == openhands.FORMAT and path.name.endswith(".jsonl"):
+        return [_import_one(path, label, rec_sha, fmt, rec,
+                            f"{path.name.removesuffix('.jsonl')}-{label.rsplit(':', 1)[-1]}")
+                for label, rec_sha, rec in data]
+    return [_import_one(path, str(path), sha, fmt, data, path.name)]
+
+
+def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str) -> FileResult:
+    assert _TARGET is not None and _OUT is not None
+    res = FileResult(label, sha256=sha)
+    try:
+        if isinstance(data, BadInput):
+            raise data
+        if sha in _KNOWN:
+            raise BadInput(ALREADY, f"same sha256 {sha[:12]} in {_OUT}")
+        module = FORMATS[fmt]
+        traj = module.parse(data, name)
+        source = SourceInfo(format=fmt, file=str(path.resolve()), sha256=sha, agent=traj.agent,
+                            agent_version=traj.agent_version, instance=traj.instance,
+                            timing=traj.timing)  # type: ignore[arg-type]
+        header, turns, end = build_records(traj, source, _TARGET)
+        target = _OUT / f"{header.run_id}.jsonl"
+        _write(target, [header, *turns, end])
+        res.run_id, res.written, res.turns = header.run_id, str(target), len(turns)
+    except BadInput as exc:
+        res.reason, res.detail = exc.reason, exc.detail
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        res.reason, res.detail = "unreadable trajectory", f"{type(exc).__name__}: {exc}"
+    return res
+
+
+def imported_hashes(out: str | Path) -> dict[str, str]:
+    """sha256 of every source already imported into ``out`` -> its run file."""
+    known: dict[str, str] = {}
+    folder = Path(out)
+    if not folder.is_dir():
+        return known
+    for p in folder.glob("*.jsonl"):
+        try:
+            with open(p, encoding="utf-8") as fh:
+                head = json.loads(fh.readline() or "{}")
+        except (OSError, json.JSONDecodeError):
+            continue
+        sha = (head.get("source") or {}).get("sha256") if isinstance(head, dict) else None
+        if sha:
+            known[sha] = str(p)
+    return known
+
+
+@dataclass
+class ImportReport:
+    """The outcome of one import: runs written and files skipped, with reasons."""
+
+    out: Path
+    results: list[FileResult] = field(default_factory=list)
+
+    @property
+    def imported(self) -> list[FileResult]:
+        return [r for r in self.results if r.ok]
+
+    @property
+    def skipped(self) -> list[FileResult]:
+        return [r for r in self.results if not r.ok]
+
+    def counts(self) -> Counter[str]:
+        """Skipped files by reason."""
+        return Counter(r.reason for r in self.skipped if r.reason)
+
+    @property
+    def bad(self) -> int:
+        """Files skipped for a reason other than having been imported before."""
+        return sum(n for reason, n in self.counts().items() if reason != ALREADY)
+
+    def summary(self) -> str:
+        """One line: runs imported, files skipped by reason."""
+        n = len(self.imported)
+        text = f"imported {n} run{'s' if n != 1 else ''} into {self.out}"
+        if self.skipped:
+            parts = ", ".join(f"{k} {reason}" for reason, k in sorted(
+                self.counts().items(), key=lambda kv: (-kv[1], kv[0])))
+            text += f"; skipped {len(self.skipped)}: {parts}"
+        return text
+
+
+def resolve_world(spec: str | None, fetch: bool = True) -> tuple[Any, WorldInfo | None]:
+    """The world of ``--world``: a folder (a local checkout) or a manifest world's name."""
+    if not spec:
+        return None, None
+    from adakit.apparatus.world import World, load_manifest, open_world
+
+    folder = Path(spec).expanduser()
+    if folder.is_dir():
+        world = World(folder)
+        return world, WorldInfo(name=world.name, version=git_commit(world.root),
+                                source=f"folder:{world.root}")
+    manifest = load_manifest()
+    if spec not in manifest:
+        raise ValueError(f"--world {spec!r}: not a folder, and no world of that name in the "
+                         f"manifest ({', '.join(sorted(manifest))})")
+    world = open_world(spec, fetch=fetch, progress=False)
+    src = manifest[spec].source
+    return world, WorldInfo(name=world.name, version=world.version, language=world.language,
+                            source=str(src), sha256=src.sha256 or None)
+
+
+def git_commit(folder: Path) -> str:
+    """The commit a git checkout is at (read from .git without running git), or ""."""
+    git = folder / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[5:]
+        if (git / ref).exists():
+            return (git / ref).read_text().strip()
+        for line in (git / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split()[0]
+    except OSError:
+        pass
+    return ""
+
+
+def import_paths(
+    fmt: str,
+    paths: Iterable[str | Path],
+    out: str | Path,
+    world: str | None = None,
+    study: str | None = None,
+    task: str | None = None,
+    model: str | None = None,
+    root: str | None = None,
+    max_observation_chars: int = 4000,
+    jobs: int | None = None,
+    progress: bool | None = None,
+    echo: bool = True,
+) -> ImportReport:
+    """Import every trajectory file under ``paths`` into the folder ``out``.
+
+    ``world`` (a manifest world or a local checkout) maps paths onto real files and names the
+    runs' world; without it the world is named after the repository the trajectory worked on
+    and lens 4 maps only what the trajectory read. ``study`` names the runs' study
+    (default ``imported``), ``task`` their task family, ``model`` the model when the source does
+    not record it, ``root`` the folder the agent's paths start from when the source does not
+    say. Observations are clipped to ``max_observation_chars`` (their full length is kept).
+    ``jobs`` worker processes (default: up to 2 for 50 files or more); ``progress`` shows a bar
+    (default: from :data:`PROGRESS_FROM` files). ``echo`` prints one line per skipped file.
+    """
+    if fmt != AUTO and fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; known: {', '.join([*FORMATS, AUTO])}")
+    out = Path(out).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    files, missing = discover(paths, fmt)
+    report = ImportReport(out)
+    for p in missing:
+        report.results.append(FileResult(str(p), reason="not found", detail="no such file or folder"))
+        if echo:
+            print(f"skipped {p}: not found (no such file or folder)", file=sys.stderr)
+    w, info = resolve_world(world)
+    target = Target(world=w, world_info=info, study=study or "imported", task=task, model=model,
+                    root=root, max_observation_chars=max_observation_chars)
+    known = imported_hashes(out)
+    jobs = jobs if jobs is not None else (min(2, os.cpu_count() or 1) if len(files) >= 50 else 1)
+    show = progress if progress is not None else len(files) >= PROGRESS_FROM
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(files), desc="import", unit="file", disable=not show, file=sys.stderr)
+    seen: dict[str, str] = dict(known)
+    args = (fmt, str(out), frozenset(known), target)
+
+    def record(res: FileResult) -> None:
+        if res.ok and res.sha256 in seen:  # the same content twice in one batch
+            if res.written and res.written != seen[res.sha256]:
+                Path(res.written).unlink(missing_ok=True)
+            res.reason, res.detail = ALREADY, f"same sha256 as {Path(seen[res.sha256]).name}"
+            res.run_id = res.written = None
+        elif res.ok and res.sha256:
+            seen[res.sha256] = res.written or ""
+        report.results.append(res)
+        if not res.ok and res.reason != ALREADY and echo:
+            bar.write(f"skipped {res.path}: {res.reason}" + (f" ({res.detail})" if res.detail else ""),
+                      file=sys.stderr)
+
+    if jobs <= 1 or len(files) < 2:
+        _init(*args)
+        for f in files:
+            for res in import_file(f):
+                record(res)
+            bar.update(1)
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_init, initargs=args) as pool:
+            for results in pool.map(import_file, files, chunksize=32):
+                for res in results:
+                    record(res)
+                bar.update(1)
+    bar.close()
+    return report
+
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    try:
+        report = import_paths(
+            args.format, args.paths, args.out, world=args.world, study=args.study,
+            task=args.task, model=args.model, root=args.root,
+            max_observation_chars=args.max_observation_chars, jobs=args.jobs,
+            progress=False if args.no_progress else None)
+    except ValueError as exc:
+        print(f"adakit import: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 1 if report.bad else 0
+
+
+def register_cli(sub: Any) -> None:
+    """``adakit import FORMAT PATH... --out DIR``: other agents' trajectories as runs."""
+    p = sub.add_parser(
+        "import", help="import other agents' trajectories (SWE-agent, mini-swe-agent, "
+        "OpenHands, generic JSONL) as runs the lenses read")
+    p.add_argument("format", choices=[*FORMATS, AUTO], metavar="FORMAT",
+                   help=f"the source format: {', '.join(FORMATS)}, or {AUTO} (detect per file)")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="trajectory files or folders")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder of the imported run files")
+    p.add_argument("--world", metavar="NAME_OR_FOLDER", help="a manifest world or a local checkout the runs worked in "
+                   "(maps paths onto real files; without it lens 4 maps what the runs read)")
+    p.add_argument("--study", metavar="NAME", help="the runs' study name (default: imported)")
+    p.add_argument("--task", metavar="FAMILY", help="task family of the runs (default: issue_resolution)")
+    p.add_argument("--model", metavar="NAME", help="model name when the source does not record one")
+    p.add_argument("--root", metavar="PATH", help="the folder the agent's paths start from (default: from the source)")
+    p.add_argument("--max-observation-chars", type=int, default=4000, metavar="N",
+                   help="clip observations to this many characters (0: keep all; the full "
+                   "length is always recorded)")
+    p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: up to 2 for 50+ files)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_import)
