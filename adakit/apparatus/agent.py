@@ -537,139 +537,211 @@ class Run:
             },
         )
 
+    # ------------------------------------------------------------------ one turn
+
     def _turn(self, n: int, closing: bool = False) -> tuple[Turn | None, End | None]:
+        """Turn ``n``: ask the model, read its reply as a call, act on it and record it; or
+        the End a failed request leads to."""
         started = time.time()
         fitted = fit_window(self.messages, getattr(self.spec, "context_window", None), self.reply_tokens)
         if fitted is None:
             return None, self._end("context_overflow", "the prompt does not fit the context window")
         window, dropped = fitted
+        reply = self._query(window, closing)
+        if isinstance(reply, End):
+            return None, reply
+        outcome = self._act(reply, closing)
+        turn = self._record(n, started, reply, outcome, dropped)
+        coached = self._coach_review(turn, closing)
+        if isinstance(coached, End):
+            return None, coached
+        turn.injected = coached + self._notes(turn, outcome, n, closing)
+        turn.ended_at = time.time()
+        return turn, None
+
+    def _request(self, closing: bool) -> dict[str, Any]:
+        """The request options of a turn: its token budget and its grammar or function tools
+        (a closing turn offers only the tool it asks for)."""
         kwargs: dict[str, Any] = {"max_tokens": self.close_tokens if closing else self.reply_tokens}
         if self.grammar:
             kwargs["grammar"] = self.close_grammar if closing and self.close_grammar else self.grammar
-        if self.mode == "function":  # the closing turn offers only the tool it asks for
-            kwargs["tools"] = function_tools(
-                CLOSE_TOOLS if closing else TOOL_SPECS)
+        if self.mode == "function":
+            kwargs["tools"] = function_tools(CLOSE_TOOLS if closing else TOOL_SPECS)
+        return kwargs
+
+    def _query(self, window: list[dict[str, Any]], closing: bool) -> _Reply | End:
+        """The model's reply to ``window`` read as a tool call, or the End its failure leads to."""
         try:
-            completion = self.ctx.backend.complete(window, **kwargs)
+            completion = self.ctx.backend.complete(window, **self._request(closing))
         except CacheMiss:
             raise  # a replay that leaves the recording stops loudly; the run stays resumable
         except ModelError as exc:
             if exc.kind == "context_overflow":
-                return None, self._end("context_overflow", f"{type(exc).__name__}: {exc}")
-            return None, self._end("model_error", f"{type(exc).__name__}: {exc}", exc.kind)
+                return self._end("context_overflow", f"{type(exc).__name__}: {exc}")
+            return self._end("model_error", f"{type(exc).__name__}: {exc}", exc.kind)
         except Exception as exc:  # transport or policy failures: end the run, keep the record
-            return None, self._end("model_error", f"{type(exc).__name__}: {exc}", "error")
+            return self._end("model_error", f"{type(exc).__name__}: {exc}", "error")
+        return self._parse(completion, closing)
+
+    def _parse(self, completion: Any, closing: bool) -> _Reply:
+        """A completion read as one tool call (native function calls or the XML protocol)."""
         text = completion.text or ""
         if self.mode == "function" and getattr(completion, "tool_calls", None):
             calls = completion.tool_calls
             if len(calls) > 1:
-                parsed_call: ToolCall | ParseError = ParseError(
+                parsed: ToolCall | ParseError = ParseError(
                     kind="multiple_tools",
                     message=f"Only one tool per message is allowed; this reply made {len(calls)} calls.",
                 )
             else:
-                parsed_call = parse_function_call(calls[0]["name"], calls[0]["arguments"], TOOL_SPECS)
+                parsed = parse_function_call(calls[0]["name"], calls[0]["arguments"], TOOL_SPECS)
             thinking = text.strip()
-            if isinstance(parsed_call, ToolCall):
-                text = render_call(parsed_call, thinking)
-                call, perr = parsed_call, None
-            else:
-                call, perr = None, parsed_call
-        else:
-            parsed = parse_reply(text, TOOL_SPECS)
-            thinking, call, perr = parsed.thinking, parsed.call, parsed.error
-        if closing and not self.grammar and call is not None and call.tool == "stash_conclusion":
-            # the closing instruction says a longer conclusion is cut off; without a grammar
-            # to enforce it, the cut happens here (a constrained reply cannot exceed it)
-            content = str(call.params.get("content", ""))
-            if len(content) > self.cfg.close_chars:
-                call = call.model_copy(update={"params": {
-                    **call.params, "content": content[: self.cfg.close_chars]}})
+            if isinstance(parsed, ParseError):
+                return _Reply(completion, text, thinking, None, parsed)
+            return _Reply(completion, render_call(parsed, thinking), thinking, self._capped(parsed, closing), None)
+        reply = parse_reply(text, TOOL_SPECS)
+        call = self._capped(reply.call, closing) if reply.call is not None else None
+        return _Reply(completion, text, reply.thinking, call, reply.error)
 
-        injected: list[Injection] = []
-        state_changes: list[dict[str, Any]] = []
-        model_calls: list[ModelCall] = []
+    def _capped(self, call: ToolCall, closing: bool) -> ToolCall:
+        """``call`` with a closing conclusion cut at ``close_chars``: the closing instruction
+        says a longer one is cut off, and without a grammar to enforce it the cut happens
+        here (a constrained reply cannot exceed it)."""
+        if not closing or self.grammar or call.tool != "stash_conclusion":
+            return call
+        content = str(call.params.get("content", ""))
+        if len(content) <= self.cfg.close_chars:
+            return call
+        return call.model_copy(update={"params": {**call.params, "content": content[: self.cfg.close_chars]}})
+
+    def _act(self, reply: _Reply, closing: bool) -> _Outcome:
+        """What the turn's call leads to: a malformed reply, a call a closing turn does not
+        run, a refused exact repeat, or the tool's result."""
+        call = reply.call
         repeat_of = (self._same_call(call) if call is not None and self.cfg.repeat_guard != "off"
                      and not closing else None)
-        if perr is not None:
-            count = self.mistakes + 1
-            observation = _fill(
-                "malformed.txt", message=perr.message, count=str(count), limit=str(self.cfg.malformed_limit)
-            ).strip()
-            metrics = ToolMetrics(error_type="unknown_tool" if perr.kind == "unknown_tool" else "malformed")
-        elif closing and call is not None and call.tool != "stash_conclusion":
-            observation = ("Not run: the session is over and only stash_conclusion was asked for; "
-                           "the run ends without a conclusion.")
-            metrics = ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="malformed")
-        elif repeat_of is not None and self.cfg.repeat_guard == "refuse":
-            assert call is not None
-            observation = _fill(
+        if reply.error is not None:
+            return self._malformed(reply.error)
+        assert call is not None
+        if closing and call.tool != "stash_conclusion":
+            return _Outcome(
+                "Not run: the session is over and only stash_conclusion was asked for; "
+                "the run ends without a conclusion.",
+                ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="malformed"))
+        if repeat_of is not None and self.cfg.repeat_guard == "refuse":
+            return _Outcome(_fill(
                 "repeat_refused.txt", turn=str(repeat_of), count=str(self.mistakes + 1),
                 limit=str(self.cfg.malformed_limit),
-            ).strip()
-            metrics = ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="repeated")
-        else:
-            assert call is not None
-            result = self.toolbox.execute(call.tool, dict(call.params))
-            observation = result.text
-            metrics = result.metrics
-            if len(observation) > self.cfg.max_observation_chars:
-                cut = self.cfg.max_observation_chars
-                kept = observation[:cut].rsplit("\n", 1)[0]  # whole lines only
-                observation = (
-                    kept + f"\n[... output cut at {cut} characters; ask for a smaller range or block.]"
-                )
-                metrics = trim_to_shown(metrics, kept)
-            state_changes = list(result.state_changes)
-            model_calls = list(result.model_calls)
+            ).strip(), ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="repeated"),
+                repeat_of=repeat_of)
+        outcome = self._run_tool(call)
+        outcome.repeat_of = repeat_of
+        return outcome
 
-        turn = Turn(
+    def _malformed(self, error: ParseError) -> _Outcome:
+        """The answer to a reply that is not one well-formed call: the mistake count so far."""
+        observation = _fill(
+            "malformed.txt", message=error.message, count=str(self.mistakes + 1),
+            limit=str(self.cfg.malformed_limit),
+        ).strip()
+        kind = "unknown_tool" if error.kind == "unknown_tool" else "malformed"
+        return _Outcome(observation, ToolMetrics(error_type=kind))
+
+    def _run_tool(self, call: ToolCall) -> _Outcome:
+        """Run the call; an observation over ``max_observation_chars`` is cut at a line end
+        and its metrics keep only the lines shown."""
+        result = self.toolbox.execute(call.tool, dict(call.params))
+        observation, metrics = result.text, result.metrics
+        cut = self.cfg.max_observation_chars
+        if len(observation) > cut:
+            kept = observation[:cut].rsplit("\n", 1)[0]  # whole lines only
+            observation = kept + f"\n[... output cut at {cut} characters; ask for a smaller range or block.]"
+            metrics = trim_to_shown(metrics, kept)
+        return _Outcome(observation, metrics, list(result.state_changes), list(result.model_calls))
+
+    def _record(self, n: int, started: float, reply: _Reply, outcome: _Outcome, dropped: int) -> Turn:
+        """The turn record of a reply and its outcome (injections come after the review)."""
+        c = reply.completion
+        return Turn(
             turn=n,
             started_at=started,
             ended_at=time.time(),
-            latency_s=completion.latency_s,
-            tokens_in=completion.tokens_in,
-            tokens_out=completion.tokens_out,
-            tokens_reused=getattr(completion, "tokens_reused", None),
-            cost_usd=completion.cost_usd,
-            cached=completion.cached,
-            constrained=bool(getattr(completion, "constrained", False) or self.grammar),
-            raw_text=text,
-            thinking=thinking,
-            call=call,
-            parse_error=perr,
-            observation=observation,
-            metrics=metrics,
-            state_changes=state_changes,
-            model_calls=model_calls,
+            latency_s=c.latency_s,
+            tokens_in=c.tokens_in,
+            tokens_out=c.tokens_out,
+            tokens_reused=getattr(c, "tokens_reused", None),
+            cost_usd=c.cost_usd,
+            cached=c.cached,
+            constrained=bool(getattr(c, "constrained", False) or self.grammar),
+            raw_text=reply.text,
+            thinking=reply.thinking,
+            call=reply.call,
+            parse_error=reply.error,
+            observation=outcome.observation,
+            metrics=outcome.metrics,
+            state_changes=outcome.state_changes,
+            model_calls=outcome.model_calls,
             dropped_messages=dropped,
         )
-        if self.ctx.coach is not None and not closing:
-            try:
-                decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
-            except ModelError as exc:  # the coach cannot be asked at all (no key, refused key)
-                return None, self._end("model_error", f"coach: {type(exc).__name__}: {exc}", exc.kind)
-            turn.coach = decision
-            if decision.get("decision") in ("HINT", "REJECT") and decision.get("message"):
-                if decision["decision"] == "REJECT":
-                    injected.append(Injection(source="system", text=_fill("rejected.txt").strip()))
-                injected.append(Injection(source="coach", text=str(decision["message"])))
-        if repeat_of is not None and self.cfg.repeat_guard == "note":
-            injected.append(Injection(source="system", text=_fill(
-                "repeat_notice.txt", turn=str(repeat_of)).strip()))
-        finalize = bool(turn.metrics.finalize) and not self._rejected(turn)
-        if not finalize and not closing:
-            reminder = self.ctx.condition.reminder_after(n)
-            if reminder:
-                injected.append(Injection(source="reminder", text=reminder))
-            stuck = perr is not None or metrics.error_type == "repeated"
-            if self.cfg.close_turn and (
-                    n >= self.cfg.turn_bound
-                    or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
-                injected.append(Injection(source="system", text=self.close_text))
-        turn.injected = injected
-        turn.ended_at = time.time()
-        return turn, None
+
+    def _coach_review(self, turn: Turn, closing: bool) -> list[Injection] | End:
+        """The coach's review of the turn (kept on it) and what it says to the model, or the
+        End when the coach cannot be asked at all; nothing on closing turns or without a coach."""
+        if self.ctx.coach is None or closing:
+            return []
+        try:
+            decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
+        except ModelError as exc:  # the coach cannot be asked at all (no key, refused key)
+            return self._end("model_error", f"coach: {type(exc).__name__}: {exc}", exc.kind)
+        turn.coach = decision
+        injected: list[Injection] = []
+        if decision.get("decision") in ("HINT", "REJECT") and decision.get("message"):
+            if decision["decision"] == "REJECT":
+                injected.append(Injection(source="system", text=_fill("rejected.txt").strip()))
+            injected.append(Injection(source="coach", text=str(decision["message"])))
+        return injected
+
+    def _notes(self, turn: Turn, outcome: _Outcome, n: int, closing: bool) -> list[Injection]:
+        """The loop's own notes after the turn: the repeat notice, the condition's reminder
+        and the closing instruction when the run is about to end without a conclusion."""
+        notes: list[Injection] = []
+        if outcome.repeat_of is not None and self.cfg.repeat_guard == "note":
+            notes.append(Injection(source="system", text=_fill(
+                "repeat_notice.txt", turn=str(outcome.repeat_of)).strip()))
+        if closing or (turn.metrics.finalize and not self._rejected(turn)):
+            return notes
+        reminder = self.ctx.condition.reminder_after(n)
+        if reminder:
+            notes.append(Injection(source="reminder", text=reminder))
+        stuck = turn.parse_error is not None or turn.metrics.error_type == "repeated"
+        if self.cfg.close_turn and (
+                n >= self.cfg.turn_bound or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
+            notes.append(Injection(source="system", text=self.close_text))
+        return notes
+
+
+@dataclass
+class _Reply:
+    """A model reply read as a tool call: the completion, the text the conversation keeps,
+    the thinking, and the call or the parse error."""
+
+    completion: Any
+    text: str
+    thinking: str
+    call: ToolCall | None
+    error: ParseError | None
+
+
+@dataclass
+class _Outcome:
+    """What a turn's call led to: the observation, the metrics and what the record keeps."""
+
+    observation: str
+    metrics: ToolMetrics
+    state_changes: list[dict[str, Any]] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
+    #: the earlier turn this call exactly repeats (only looked up under a repeat guard)
+    repeat_of: int | None = None
 
 
 _NUMBERED = re.compile(r"^\s*(\d+): ", re.M)
