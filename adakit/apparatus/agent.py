@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 from adakit import __version__, config
 from adakit.apparatus.conditions import Condition
+from adakit.apparatus.ledger import LEDGER_CHARS, LEDGER_MIN_CHARS, Ledger
 from adakit.apparatus.protocol import (
     THINKING_MIN_CHARS,
     function_tools,
@@ -34,6 +36,7 @@ from adakit.apparatus.tools import TOOL_SPECS, Toolbox
 from adakit.apparatus.world import World
 from adakit.llm.models import RETRYABLE_KINDS, CacheMiss, ModelError
 from adakit.record import (
+    DRAW,
     ConditionInfo,
     End,
     Header,
@@ -105,6 +108,19 @@ class RunConfig:
     #: ``content``; other free text keeps 400), with the closing reply's token budget raised
     #: to fit (:func:`close_reply_tokens`); recorded in the header as ``scaffold.close_chars``
     close_chars: int = 1200
+    #: weak-model aid (a deviation from the paper, 0 = off by default): a sampled call that
+    #: exactly repeats an earlier call of the run is drawn again, up to this many times, at a
+    #: temperature ``redraw_step`` higher per redraw and another seed, before the conversation
+    #: sees it. Every draw is recorded in the turn's ``model_calls`` (purpose "draw"); the
+    #: conversation keeps only the kept draw; when the last redraw still repeats,
+    #: ``repeat_guard`` answers it as without redraws. Not on closing turns.
+    redraw_repeats: int = 0
+    redraw_step: float = 0.2
+    #: weak-model aid (a deviation from the paper, off by default): the working state shows a
+    #: LEDGER channel of what the run has done so far (:mod:`adakit.apparatus.ledger`), within
+    #: ``ledger_chars`` characters
+    ledger: bool = False
+    ledger_chars: int = LEDGER_CHARS
     thinking_min_chars: int = THINKING_MIN_CHARS
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -114,6 +130,12 @@ class RunConfig:
         if self.repeat_guard not in REPEAT_GUARDS:
             raise ValueError(f"repeat_guard must be one of {', '.join(REPEAT_GUARDS)}, "
                              f"got {self.repeat_guard!r}")
+        if self.redraw_repeats < 0:
+            raise ValueError(f"redraw_repeats must be 0 (off) or more, got {self.redraw_repeats}")
+        if self.redraw_step < 0:
+            raise ValueError(f"redraw_step must not be negative, got {self.redraw_step}")
+        if self.ledger_chars < LEDGER_MIN_CHARS:
+            raise ValueError(f"ledger_chars must be at least {LEDGER_MIN_CHARS}, got {self.ledger_chars}")
 
 
 #: the grammar's cap on other free text (titles, memories, questions)
@@ -318,6 +340,12 @@ def make_header(
     if cfg.close_turn:  # only when on, so headers of runs without it stay as they were
         scaffold["close_turn"] = close_text(cfg.close_chars)
         scaffold["close_chars"] = cfg.close_chars
+    if cfg.redraw_repeats:  # the same: recorded only when on
+        scaffold["redraw_repeats"] = cfg.redraw_repeats
+        scaffold["redraw_step"] = cfg.redraw_step
+    if cfg.ledger:
+        scaffold["ledger"] = True
+        scaffold["ledger_chars"] = cfg.ledger_chars
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -388,6 +416,7 @@ class Run:
         self.reply_tokens = cfg.reply_max_tokens or getattr(self.spec, "max_tokens", None) or 1024
         self.close_tokens = close_reply_tokens(self.reply_tokens, cfg.close_chars)
         self.close_text = close_text(cfg.close_chars)
+        self.ledger = Ledger(cfg.ledger_chars) if cfg.ledger else None
         self.messages: list[dict[str, Any]] = []
         self.turns: list[Turn] = []
         self.mistakes = 0
@@ -420,8 +449,13 @@ class Run:
 
     def _opening(self, system: str) -> list[dict[str, Any]]:
         """The system prompt and the task message that every request starts with."""
-        task = first_message(self.ctx.task, self.ctx.condition, self.toolbox.state.render())
+        task = first_message(self.ctx.task, self.ctx.condition, self._state_text())
         return [{"role": "system", "content": system}, {"role": "user", "content": task}]
+
+    def _state_text(self) -> str:
+        """The state channels shown after every result (and the ledger, when it is on)."""
+        text = self.toolbox.state.render()
+        return text if self.ledger is None else text + "\n" + self.ledger.render()
 
     def _replay(self, old: RunFile) -> None:
         """Rebuild messages, working state and counters from the recorded turns."""
@@ -440,12 +474,14 @@ class Run:
         self.mistakes = self.mistakes + 1 if stuck else 0
         if t.call and t.call.tool == "stash_conclusion" and t.metrics.error_type is None:
             self.conclusion = (t.call.params.get("content"), t.call.params.get("title"))
+        if self.ledger is not None:
+            self.ledger.add(t)
         tool = t.call.tool if t.call else "error"
         self.messages.append({"role": "assistant", "content": t.raw_text})
         self.messages.append(
             {
                 "role": "user",
-                "content": observation_message(tool, t.observation, t.injected, self.toolbox.state.render()),
+                "content": observation_message(tool, t.observation, t.injected, self._state_text()),
             }
         )
 
@@ -548,6 +584,8 @@ class Run:
             return None, self._end("context_overflow", "the prompt does not fit the context window")
         window, dropped = fitted
         reply = self._query(window, closing)
+        if not isinstance(reply, End) and self.cfg.redraw_repeats and not closing:
+            reply = self._redrawn(window, reply, n)
         if isinstance(reply, End):
             return None, reply
         outcome = self._act(reply, closing)
@@ -569,10 +607,11 @@ class Run:
             kwargs["tools"] = function_tools(CLOSE_TOOLS if closing else TOOL_SPECS)
         return kwargs
 
-    def _query(self, window: list[dict[str, Any]], closing: bool) -> _Reply | End:
-        """The model's reply to ``window`` read as a tool call, or the End its failure leads to."""
+    def _query(self, window: list[dict[str, Any]], closing: bool, **sampling: Any) -> _Reply | End:
+        """The model's reply to ``window`` read as a tool call, or the End its failure leads to
+        (``sampling``: a redraw's temperature and seed)."""
         try:
-            completion = self.ctx.backend.complete(window, **self._request(closing))
+            completion = self.ctx.backend.complete(window, **self._request(closing), **sampling)
         except CacheMiss:
             raise  # a replay that leaves the recording stops loudly; the run stays resumable
         except ModelError as exc:
@@ -602,6 +641,43 @@ class Run:
         reply = parse_reply(text, TOOL_SPECS)
         call = self._capped(reply.call, closing) if reply.call is not None else None
         return _Reply(completion, text, reply.thinking, call, reply.error)
+
+    def _redrawn(self, window: list[dict[str, Any]], first: _Reply, n: int) -> _Reply | End:
+        """``first``, or when its call exactly repeats an earlier one, the first of up to
+        ``redraw_repeats`` new draws (temperature ``redraw_step`` higher each, another seed)
+        that does not, else the last; the kept reply carries every draw."""
+        repeat_of = self._repeat_of(first)
+        if repeat_of is None:
+            return first
+        own = getattr(self.spec, "temperature", None)
+        drawn = [(first, repeat_of, own, None)]  # the first draw: the model's own sampling
+        base = own or 0.0
+        for k in range(1, self.cfg.redraw_repeats + 1):
+            temperature = round(min(2.0, base + k * self.cfg.redraw_step), 6)
+            seed = redraw_seed(self.cfg.seed, n, k)
+            reply = self._query(window, False, temperature=temperature, seed=seed)
+            if isinstance(reply, End):
+                return reply
+            repeat_of = self._repeat_of(reply)
+            drawn.append((reply, repeat_of, temperature, seed))
+            if repeat_of is None:
+                break
+        kept = drawn[-1][0]
+        kept.earlier = [r.completion for r, *_ in drawn[:-1]]
+        kept.draws = [
+            ModelCall(
+                purpose=DRAW, model=self.spec.name, latency_s=r.completion.latency_s,
+                tokens_in=r.completion.tokens_in, tokens_out=r.completion.tokens_out,
+                cached=r.completion.cached, draw=k, repeat_of=rep, temperature=temp, seed=seed,
+                text=r.text if k < len(drawn) - 1 else None,
+            )
+            for k, (r, rep, temp, seed) in enumerate(drawn)
+        ]
+        return kept
+
+    def _repeat_of(self, reply: _Reply) -> int | None:
+        """The earlier turn whose call the reply's call exactly repeats (None: none does)."""
+        return self._same_call(reply.call) if reply.call is not None else None
 
     def _capped(self, call: ToolCall, closing: bool) -> ToolCall:
         """``call`` with a closing conclusion cut at ``close_chars``: the closing instruction
@@ -660,18 +736,22 @@ class Run:
         return _Outcome(observation, metrics, list(result.state_changes), list(result.model_calls))
 
     def _record(self, n: int, started: float, reply: _Reply, outcome: _Outcome, dropped: int) -> Turn:
-        """The turn record of a reply and its outcome (injections come after the review)."""
+        """The turn record of a reply and its outcome (injections come after the review); a
+        redrawn turn's latency, tokens and cost add up all its draws."""
         c = reply.completion
+        spent = [*reply.earlier, c]
+        reused = [r for r in (getattr(x, "tokens_reused", None) for x in spent) if r is not None]
+        costs = [x.cost_usd for x in spent if x.cost_usd is not None]
         return Turn(
             turn=n,
             started_at=started,
             ended_at=time.time(),
-            latency_s=c.latency_s,
-            tokens_in=c.tokens_in,
-            tokens_out=c.tokens_out,
-            tokens_reused=getattr(c, "tokens_reused", None),
-            cost_usd=c.cost_usd,
-            cached=c.cached,
+            latency_s=c.latency_s if not reply.earlier else sum(x.latency_s for x in spent),
+            tokens_in=sum(x.tokens_in for x in spent),
+            tokens_out=sum(x.tokens_out for x in spent),
+            tokens_reused=sum(reused) if reused else None,
+            cost_usd=c.cost_usd if not reply.earlier else (sum(costs) if costs else None),
+            cached=all(x.cached for x in spent),
             constrained=bool(getattr(c, "constrained", False) or self.grammar),
             raw_text=reply.text,
             thinking=reply.thinking,
@@ -680,7 +760,7 @@ class Run:
             observation=outcome.observation,
             metrics=outcome.metrics,
             state_changes=outcome.state_changes,
-            model_calls=outcome.model_calls,
+            model_calls=[*reply.draws, *outcome.model_calls],
             dropped_messages=dropped,
         )
 
@@ -730,6 +810,9 @@ class _Reply:
     thinking: str
     call: ToolCall | None
     error: ParseError | None
+    #: a redrawn turn's earlier completions (not kept) and the records of all its draws
+    earlier: list[Any] = field(default_factory=list)
+    draws: list[ModelCall] = field(default_factory=list)
 
 
 @dataclass
@@ -742,6 +825,12 @@ class _Outcome:
     model_calls: list[ModelCall] = field(default_factory=list)
     #: the earlier turn this call exactly repeats (only looked up under a repeat guard)
     repeat_of: int | None = None
+
+
+def redraw_seed(seed: int, turn: int, k: int) -> int:
+    """The seed of redraw ``k`` on turn ``turn`` of a run with seed ``seed``: fixed by the
+    three, and different for every redraw."""
+    return zlib.crc32(f"redraw/{seed}/{turn}/{k}".encode())
 
 
 _NUMBERED = re.compile(r"^\s*(\d+): ", re.M)
