@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 from pydantic.json_schema import models_json_schema
 
 SCHEMA_VERSION = "1.1"
@@ -191,8 +198,20 @@ class Injection(_Record):
     text: str
 
 
+#: ``ModelCall.purpose`` of the agent's own draws in a redrawn turn (``redraw_repeats``)
+DRAW = "draw"
+_DRAW_FIELDS = ("draw", "repeat_of", "temperature", "seed", "text")
+
+
 class ModelCall(_Record):
-    """A secondary model call made inside a turn (e.g. the hint model behind HNT)."""
+    """A secondary model call made inside a turn (e.g. the hint model behind HNT), or one
+    draw of the agent's reply in a turn whose first draw exactly repeated an earlier call
+    (purpose :data:`DRAW`, schema 1.1): ``draw`` numbers the draws (0 the first, k the k-th
+    redraw), ``repeat_of`` is the earlier turn a draw repeated (None for a kept draw that
+    repeats nothing), ``temperature`` and ``seed`` are what the draw was sampled with
+    (``seed`` None: the run's own), ``text`` is the raw reply of a draw that was not kept (the
+    kept one is the turn's ``raw_text``, and the last draw is always the kept one). The draw
+    fields are left out of the record when unset, so other calls are written as before."""
 
     purpose: str
     model: str
@@ -201,6 +220,19 @@ class ModelCall(_Record):
     tokens_out: int = 0
     cached: bool = False
     error: str | None = None
+    draw: int | None = None
+    repeat_of: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    text: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_draw_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in _DRAW_FIELDS:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class Turn(_Record):
@@ -437,8 +469,12 @@ def replayed_seconds(turn: Turn) -> tuple[float, float]:
     """(agent, coach) seconds the turn's replies from the response cache took when they were
     first computed (their recorded latency); 0 for live replies. A replay waits for no model,
     so without these a replayed run's turns would last milliseconds."""
-    agent = _seconds(turn.latency_s) if turn.cached else 0.0
-    agent += sum(_seconds(c.latency_s) for c in turn.model_calls if c.cached)
+    draws = [c for c in turn.model_calls if c.purpose == DRAW]
+    if draws:  # a redrawn turn's latency is the sum of its draws, each cached or not
+        agent = sum(_seconds(c.latency_s) for c in draws if c.cached)
+    else:
+        agent = _seconds(turn.latency_s) if turn.cached else 0.0
+    agent += sum(_seconds(c.latency_s) for c in turn.model_calls if c.cached and c.purpose != DRAW)
     calls = (turn.coach or {}).get("calls") or []
     coach = sum(_seconds(c.get("latency_s")) for c in calls if isinstance(c, dict) and c.get("cached"))
     return agent, coach

@@ -342,6 +342,42 @@ _ITEM_KEYS = {
 }
 
 
+@dataclass(frozen=True)
+class _Policy:
+    """What drives one synthetic run: its seeded generator, the model's profile, the
+    condition's effects, the world's files with their attention weights, the tool weights."""
+
+    rng: random.Random
+    prof: Profile
+    cond: _Cond
+    files: dict[str, int]
+    names: list[str]
+    fweights: list[float]
+    weights: dict[str, float]
+
+
+@dataclass(frozen=True)
+class _Temperament:
+    """A run's own pace and thinking volume (within-condition variance), and the
+    condition's multipliers of both."""
+
+    pace: float
+    think_scale: float
+    lat_mult: float
+    think_mult: float
+
+
+@dataclass
+class _Walk:
+    """Where a run stands between turns: the current file, the end of the last range read,
+    the last tool and the clock."""
+
+    clock: float
+    cur_file: str | None = None
+    last_end: int | None = None
+    prev: str | None = None
+
+
 def _generate(
     run_id: str,
     model: str,
@@ -358,181 +394,238 @@ def _generate(
     finished: bool,
     length_scale: float = 1.0,
 ) -> _Run:
-    rng = random.Random(f"run/{seed}/{run_id}")
-    prof = profile_for(model)
-    cond = _condition(condition)
+    """One synthetic run, drawn turn by turn from its policy (or scripted by ``tools``)."""
+    pol = _policy(run_id, model, world, task, condition, seed, files)
+    scripted = _script(run_id, tools, turn_bound)
+    n_target = len(scripted) if scripted is not None else _run_length(pol, turn_bound, length_scale)
+    mood = _temperament(pol)
+    walk = _Walk(clock=started_at + 0.05)
+    out: list[_T] = []
+    for i in range(1, n_target + 1):
+        item = scripted[i - 1] if scripted is not None else None
+        # the policy's last turn finalizes, unless the run is cut off by the turn bound
+        last = i == n_target and (scripted is not None or n_target < turn_bound)
+        kind = _turn_kind(pol, item, i, last, walk.prev)
+        t = _drawn_turn(pol, kind, item, i, last, walk)
+        _advance(walk, t)
+        _oversee(pol, t, i, item)
+        _pace(pol, t, kind, item, mood, walk)
+        out.append(t)
+    if not out:
+        raise ValueError(f"synthetic run {run_id!r} has no turns")
+    end_reason, conclusion = _ending(pol, out, reason, finished)
+    return _Run(run_id=run_id, model=model, world=world, task=task, condition=condition,
+                seed=seed, repeat=repeat, turn_bound=turn_bound, started_at=started_at,
+                turns=out, reason=end_reason, ended_at=round(walk.clock + 0.01, 3),
+                conclusion=conclusion,
+                target="synthetic feature target" if "feature" in task else None)
+
+
+def _policy(
+    run_id: str, model: str, world: str, task: str, condition: str, seed: int,
+    files: Mapping[str, int] | None,
+) -> _Policy:
+    """The policy of one run; ``files`` defaults to the synthetic world's."""
     files = dict(files) if files is not None else dict(_world_files(world))
     if not files:
         raise ValueError("a synthetic run needs at least one file")
     for rel, loc in files.items():
         if int(loc) < 1:
             raise ValueError(f"file {rel!r} needs a positive line count, got {loc}")
-    names = list(files)
-    fweights = _file_weights(tuple(names), world, task)
+    prof = profile_for(model)
+    cond = _condition(condition)
     weights = {t: prof.weights[t] * _task_mods(task).get(t, 1.0) for t in TOOL_ORDER}
     if cond.suppression:
         weights["MEM"] *= 1.3
         weights["BKM"] *= 1.2
+    names = list(files)
+    return _Policy(rng=random.Random(f"run/{seed}/{run_id}"), prof=prof, cond=cond, files=files,
+                   names=names, fweights=_file_weights(tuple(names), world, task), weights=weights)
 
-    scripted: list[dict[str, Any]] | None = None
-    if tools is not None:
-        scripted = [_normalize_item(x) for x in itertools.islice(tools, turn_bound + 1)]
-        if len(scripted) > turn_bound:
-            raise ValueError(f"scripted run {run_id!r} is longer than its turn bound {turn_bound}")
-        for k, item in enumerate(scripted, 1):
-            unknown = set(item) - _ITEM_KEYS
-            if unknown:
-                raise ValueError(f"unknown keys in scripted turn {k}: {sorted(unknown)}")
-        n_target = len(scripted)
+
+def _script(run_id: str, tools: Iterable[Any] | None, turn_bound: int) -> list[dict[str, Any]] | None:
+    """The scripted turns of a hand-built run, checked (None: the policy draws them)."""
+    if tools is None:
+        return None
+    scripted = [_normalize_item(x) for x in itertools.islice(tools, turn_bound + 1)]
+    if len(scripted) > turn_bound:
+        raise ValueError(f"scripted run {run_id!r} is longer than its turn bound {turn_bound}")
+    for k, item in enumerate(scripted, 1):
+        unknown = set(item) - _ITEM_KEYS
+        if unknown:
+            raise ValueError(f"unknown keys in scripted turn {k}: {sorted(unknown)}")
+    return scripted
+
+
+def _run_length(pol: _Policy, turn_bound: int, length_scale: float) -> int:
+    """How many turns the policy's run takes: about the budget under one, else the
+    profile's length, never more than the turn bound."""
+    rng, cond = pol.rng, pol.cond
+    if cond.budget is not None:
+        n_target = max(4, round(length_scale * rng.gauss(cond.budget + 1, 2.5)))
     else:
-        if cond.budget is not None:
-            n_target = max(4, round(length_scale * rng.gauss(cond.budget + 1, 2.5)))
-        else:
-            scale = length_scale * (0.95 if cond.suppression else 1.0)
-            n_target = max(5, round(prof.turns * scale * rng.lognormvariate(0, 0.35)))
-        n_target = min(n_target, turn_bound)
+        scale = length_scale * (0.95 if cond.suppression else 1.0)
+        n_target = max(5, round(pol.prof.turns * scale * rng.lognormvariate(0, 0.35)))
+    return min(n_target, turn_bound)
 
-    # run temperament: within-condition variance in pacing and thinking
-    pace = rng.lognormvariate(0, 0.2)
-    think_scale = rng.lognormvariate(0, 0.25)
-    lat_mult = prof.budget_latency if cond.budget is not None else 1.0
-    think_mult = prof.budget_thinking if cond.budget is not None else 1.0
 
-    cur_file: str | None = None
-    last_end: int | None = None
-    prev: str | None = None
-    clock = started_at + 0.05
-    out: list[_T] = []
-    for i in range(1, n_target + 1):
-        item = scripted[i - 1] if scripted is not None else None
-        # the policy's last turn finalizes, unless the run is cut off by the turn bound
-        last = i == n_target and (scripted is not None or n_target < turn_bound)
-        # ---- which tool (or failure) this turn
-        if item is not None:
-            kind = str(item["tool"])
-        else:
-            r = rng.random()
-            if last:
-                kind = "CON"
-            elif r < prof.error_rate * 0.35:
-                kind = "malformed"
-            elif r < prof.error_rate * 0.5:
-                kind = "unknown"
-            else:
-                w = dict(weights)
-                if prev in prof.repeat:
-                    w[prev] *= prof.repeat[prev]
-                if i == 1:
-                    w["OVW"] *= 4.0
-                    w["CON"] = 0.0
-                kind = _pick(rng, w)
-        if kind not in ABBR_TOOL and kind not in ("malformed", "unknown"):
-            raise ValueError(
-                f"unknown tool {kind!r}; use one of {TOOL_ORDER} or 'malformed' / 'unknown'"
-            )
-        t = _T(turn=i, tool=None, call_name=None, params={})
-        if kind == "malformed":
-            t.parse_error = rng.choice(_MALFORMED)
-            t.error_type = "malformed"
-        elif kind == "unknown":
-            t.call_name = rng.choice(_UNKNOWN)
-            t.params = {"query": "where is the entry point"}
-            t.parse_error = "unknown_tool"
-            t.error_type = "unknown_tool"
-        else:
-            t.tool = kind
-            t.call_name = ABBR_TOOL[kind]
-            _fill_tool(t, rng, prof, names, files, fweights, cur_file, last_end)
-            if item is None and kind in ("PKR", "OVW", "EXP") and rng.random() < prof.error_rate * 0.5:
-                t.error_type = "tool_error"
-        if kind == "CON":
-            t.finalize = bool(item.get("finalize", last)) if item is not None else last
-            t.params["proceed_to_finalize"] = str(t.finalize).lower()
-        # ---- scripted overrides
-        if item is not None:
-            _apply_item(t, item, files)
-        if t.error_type == "tool_error":
-            t.ranges, t.lines_viewed, t.result_count = [], 0, None
-        # ---- state
-        if t.error_type is None and t.file is not None:
-            cur_file = t.file
-            if t.ranges:
-                last_end = t.ranges[-1][1]
-            elif t.tool == "OVW":
-                last_end = None
-        if t.tool:
-            prev = t.tool
-        # ---- coach and reminders
-        if cond.coach and i >= 2:
-            if t.tool == "CON" and not t.finalize:
-                decision = "REJECT" if rng.random() < 0.5 else "APPROVE"
-            elif i % 4 == 0:
-                decision = "HINT" if rng.random() < 0.4 else "APPROVE"
-            else:
-                decision = None
-            if decision:
-                t.coach = {"decision": decision}
-                if decision != "APPROVE":
-                    t.injected.append(("coach", f"Coach ({decision.lower()}): revisit the "
-                                                "evidence for your last claim before moving on."))
-        if cond.budget is not None and (cond.budget - i) in (cond.budget // 2, 3, 1):
-            t.injected.append(("reminder", f"Budget: {cond.budget - i} of {cond.budget} "
-                                           "turns left."))
-        if item is not None and "coach" in item:
-            t.coach = {"decision": str(item["coach"])} if item["coach"] else None
-        # ---- effort and timing
-        thinking_chars = max(0, int(prof.thinking * think_mult * think_scale
-                                    * rng.lognormvariate(0, 0.5)))
-        latency = prof.latency * lat_mult * pace * rng.lognormvariate(0, 0.45)
-        if cond.budget is not None and rng.random() < prof.pacing_gaps:
-            latency *= rng.uniform(3.0, 6.0)  # a long pause without more visible output
-            prose = int(40 + rng.lognormvariate(3.5, 0.6))
-        else:
-            prose = int(30 + 12 * latency * rng.lognormvariate(0, 0.6))
-        tool_s = rng.uniform(0.002, 0.03) if kind != "OVW" else rng.uniform(0.02, 0.2)
-        if kind == "HNT":
-            t.hint_latency = round(rng.uniform(1.5, 4.0), 3)
-            tool_s += t.hint_latency
-        gap = rng.uniform(0.005, 0.02)
-        if item is not None:
-            if "thinking" in item:
-                thinking_chars = item["thinking"]
-            if "duration" in item:
-                latency, tool_s = float(item["duration"]), 0.0
-            gap = float(item.get("gap", gap))
-        t.thinking = thinking_chars
-        if item is not None and "output" in item:
-            t.raw_text = str(item["output"])
-        elif kind == "malformed":
-            t.raw_text = _text(prose)
-        else:
-            t.raw_text = _text(prose) + "\n" + _xml(t.call_name or "", t.params)
-        clock = round(clock + gap, 3)
-        t.started_at = clock
-        t.latency_s = round(latency, 3)
-        clock = round(clock + latency + tool_s, 3)
-        t.ended_at = clock
-        t.tokens_in = 2500 + 350 * i + 7 * t.thinking_chars // 4
-        t.tokens_out = (t.thinking_chars + len(t.raw_text)) // 4
-        out.append(t)
+def _temperament(pol: _Policy) -> _Temperament:
+    """The run's temperament, drawn once per run."""
+    pace = pol.rng.lognormvariate(0, 0.2)
+    think_scale = pol.rng.lognormvariate(0, 0.25)
+    budget = pol.cond.budget is not None
+    return _Temperament(pace=pace, think_scale=think_scale,
+                        lat_mult=pol.prof.budget_latency if budget else 1.0,
+                        think_mult=pol.prof.budget_thinking if budget else 1.0)
 
-    if not out:
-        raise ValueError(f"synthetic run {run_id!r} has no turns")
+
+def _turn_kind(pol: _Policy, item: Mapping[str, Any] | None, i: int, last: bool,
+               prev: str | None) -> str:
+    """Which tool (or failure: ``malformed``, ``unknown``) turn ``i`` makes."""
+    rng, prof = pol.rng, pol.prof
+    if item is not None:
+        kind = str(item["tool"])
+    else:
+        r = rng.random()
+        if last:
+            kind = "CON"
+        elif r < prof.error_rate * 0.35:
+            kind = "malformed"
+        elif r < prof.error_rate * 0.5:
+            kind = "unknown"
+        else:
+            w = dict(pol.weights)
+            if prev in prof.repeat:
+                w[prev] *= prof.repeat[prev]
+            if i == 1:
+                w["OVW"] *= 4.0
+                w["CON"] = 0.0
+            kind = _pick(rng, w)
+    if kind not in ABBR_TOOL and kind not in ("malformed", "unknown"):
+        raise ValueError(
+            f"unknown tool {kind!r}; use one of {TOOL_ORDER} or 'malformed' / 'unknown'"
+        )
+    return kind
+
+
+def _drawn_turn(pol: _Policy, kind: str, item: Mapping[str, Any] | None, i: int, last: bool,
+                walk: _Walk) -> _T:
+    """Turn ``i``'s call, target and result (scripted values replace drawn ones)."""
+    rng = pol.rng
+    t = _T(turn=i, tool=None, call_name=None, params={})
+    if kind == "malformed":
+        t.parse_error = rng.choice(_MALFORMED)
+        t.error_type = "malformed"
+    elif kind == "unknown":
+        t.call_name = rng.choice(_UNKNOWN)
+        t.params = {"query": "where is the entry point"}
+        t.parse_error = "unknown_tool"
+        t.error_type = "unknown_tool"
+    else:
+        t.tool = kind
+        t.call_name = ABBR_TOOL[kind]
+        _fill_tool(t, rng, pol.prof, pol.names, pol.files, pol.fweights, walk.cur_file,
+                   walk.last_end)
+        if item is None and kind in ("PKR", "OVW", "EXP") and rng.random() < pol.prof.error_rate * 0.5:
+            t.error_type = "tool_error"
+    if kind == "CON":
+        t.finalize = bool(item.get("finalize", last)) if item is not None else last
+        t.params["proceed_to_finalize"] = str(t.finalize).lower()
+    if item is not None:
+        _apply_item(t, item, pol.files)
+    if t.error_type == "tool_error":
+        t.ranges, t.lines_viewed, t.result_count = [], 0, None
+    return t
+
+
+def _advance(walk: _Walk, t: _T) -> None:
+    """Move the walk on past turn ``t``: a successful call on a file makes it the current
+    one (and its last range the place to continue from)."""
+    if t.error_type is None and t.file is not None:
+        walk.cur_file = t.file
+        if t.ranges:
+            walk.last_end = t.ranges[-1][1]
+        elif t.tool == "OVW":
+            walk.last_end = None
+    if t.tool:
+        walk.prev = t.tool
+
+
+def _oversee(pol: _Policy, t: _T, i: int, item: Mapping[str, Any] | None) -> None:
+    """The coach's decision (coach conditions) and the budget reminders of turn ``i``."""
+    rng, cond = pol.rng, pol.cond
+    if cond.coach and i >= 2:
+        if t.tool == "CON" and not t.finalize:
+            decision = "REJECT" if rng.random() < 0.5 else "APPROVE"
+        elif i % 4 == 0:
+            decision = "HINT" if rng.random() < 0.4 else "APPROVE"
+        else:
+            decision = None
+        if decision:
+            t.coach = {"decision": decision}
+            if decision != "APPROVE":
+                t.injected.append(("coach", f"Coach ({decision.lower()}): revisit the "
+                                            "evidence for your last claim before moving on."))
+    if cond.budget is not None and (cond.budget - i) in (cond.budget // 2, 3, 1):
+        t.injected.append(("reminder", f"Budget: {cond.budget - i} of {cond.budget} "
+                                       "turns left."))
+    if item is not None and "coach" in item:
+        t.coach = {"decision": str(item["coach"])} if item["coach"] else None
+
+
+def _pace(pol: _Policy, t: _T, kind: str, item: Mapping[str, Any] | None, mood: _Temperament,
+          walk: _Walk) -> None:
+    """Turn ``t``'s effort and timing (thinking, reply text, latency, tokens); moves the
+    walk's clock past it."""
+    rng, prof = pol.rng, pol.prof
+    thinking_chars = max(0, int(prof.thinking * mood.think_mult * mood.think_scale
+                                * rng.lognormvariate(0, 0.5)))
+    latency = prof.latency * mood.lat_mult * mood.pace * rng.lognormvariate(0, 0.45)
+    if pol.cond.budget is not None and rng.random() < prof.pacing_gaps:
+        latency *= rng.uniform(3.0, 6.0)  # a long pause without more visible output
+        prose = int(40 + rng.lognormvariate(3.5, 0.6))
+    else:
+        prose = int(30 + 12 * latency * rng.lognormvariate(0, 0.6))
+    tool_s = rng.uniform(0.002, 0.03) if kind != "OVW" else rng.uniform(0.02, 0.2)
+    if kind == "HNT":
+        t.hint_latency = round(rng.uniform(1.5, 4.0), 3)
+        tool_s += t.hint_latency
+    gap = rng.uniform(0.005, 0.02)
+    if item is not None:
+        if "thinking" in item:
+            thinking_chars = item["thinking"]
+        if "duration" in item:
+            latency, tool_s = float(item["duration"]), 0.0
+        gap = float(item.get("gap", gap))
+    t.thinking = thinking_chars
+    if item is not None and "output" in item:
+        t.raw_text = str(item["output"])
+    elif kind == "malformed":
+        t.raw_text = _text(prose)
+    else:
+        t.raw_text = _text(prose) + "\n" + _xml(t.call_name or "", t.params)
+    walk.clock = round(walk.clock + gap, 3)
+    t.started_at = walk.clock
+    t.latency_s = round(latency, 3)
+    walk.clock = round(walk.clock + latency + tool_s, 3)
+    t.ended_at = walk.clock
+    t.tokens_in = 2500 + 350 * t.turn + 7 * t.thinking_chars // 4
+    t.tokens_out = (t.thinking_chars + len(t.raw_text)) // 4
+
+
+def _ending(pol: _Policy, out: list[_T], reason: str | None,
+            finished: bool) -> tuple[str | None, str | None]:
+    """The run's end reason (None: unfinished) and its conclusion (only when it finalized)."""
     if not finished:
         end_reason = None
     elif reason is not None:
         end_reason = reason
     else:
         end_reason = "finalize" if out[-1].tool == "CON" and out[-1].finalize else "turn_bound"
-    ended_at = round(clock + 0.01, 3)
     conclusion = None
     if end_reason == "finalize":
-        conclusion = _text(max(40, int(prof.conclusion_chars * rng.lognormvariate(0, 0.3))))
-    target = "synthetic feature target" if "feature" in task else None
-    return _Run(run_id=run_id, model=model, world=world, task=task, condition=condition,
-                seed=seed, repeat=repeat, turn_bound=turn_bound, started_at=started_at,
-                turns=out, reason=end_reason, ended_at=ended_at, conclusion=conclusion,
-                target=target)
+        conclusion = _text(max(40, int(pol.prof.conclusion_chars * pol.rng.lognormvariate(0, 0.3))))
+    return end_reason, conclusion
 
 
 def _fill_tool(
@@ -817,7 +910,7 @@ def write_run(
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class SyntheticCell:
     """One cell of a synthetic matrix."""
 
     index: int
@@ -840,7 +933,7 @@ def corpus_specs(
     tasks: Sequence[str] = TASKS,
     conditions: Sequence[str] = CONDITIONS,
     unfinished: float = 0.0,
-) -> list[RunSpec]:
+) -> list[SyntheticCell]:
     """The run cells of a synthetic corpus: conditions vary fastest, then models, tasks, worlds,
     so any 16 consecutive runs cover every model x condition pair of the defaults."""
     if n_runs < 0:
@@ -861,13 +954,13 @@ def corpus_specs(
         w = worlds[(i // (nc * nm * nt)) % nw]
         rep = i // (nc * nm * nt * nw)
         run_id = f"syn{seed}-{i:05d}-{m}-{w}-{t}-{c}"
-        specs.append(RunSpec(index=i, run_id=run_id, model=m, world=w, task=t, condition=c,
+        specs.append(SyntheticCell(index=i, run_id=run_id, model=m, world=w, task=t, condition=c,
                              repeat=rep, seed=seed, started_at=BASE_TIME + 3600.0 * i,
                              finished=rng.random() >= unfinished))
     return specs
 
 
-def _spec_run(spec: RunSpec, length_scale: float = 1.0) -> _Run:
+def _spec_run(spec: SyntheticCell, length_scale: float = 1.0) -> _Run:
     return _generate(spec.run_id, spec.model, spec.world, spec.task, spec.condition, spec.seed,
                      None, None, DEFAULT_TURN_BOUND, spec.started_at, spec.repeat, None,
                      spec.finished, length_scale)
@@ -1011,29 +1104,159 @@ def _xml_base_len(tool: str) -> int:
     return len(_xml(ABBR_TOOL[tool], params))
 
 
-def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Corpus:
+@dataclass(frozen=True)
+class _Matrix:
+    """The per-run parameters of a vectorised corpus, one row per run: the model's profile,
+    the condition's effects and the tool weights."""
+
+    specs: Sequence[SyntheticCell]
+    profs: list[Profile]
+    m_idx: np.ndarray
+    budget: np.ndarray
+    supp: np.ndarray
+    coach: np.ndarray
+    budget_n: np.ndarray
+    weights: np.ndarray
+    repeat: np.ndarray
+    pkr_sizes: np.ndarray
+    err: np.ndarray
+    stay: np.ndarray
+    contiguous: np.ndarray
+
+    def col(self, attr: str) -> np.ndarray:
+        """A profile attribute, one value per run."""
+        return np.array([getattr(p, attr) for p in self.profs], dtype=float)[self.m_idx]
+
+    def per_turn(self, attr: str, run: np.ndarray) -> np.ndarray:
+        """A profile attribute, one value per turn (``run``: each turn's run index)."""
+        return np.array([getattr(p, attr) for p in self.profs])[self.m_idx[run]]
+
+
+@dataclass(frozen=True)
+class _Files:
+    """The files of every (world, task) cell in one padded table: each run's cell, the
+    cells' offsets into the file list, their file counts and attention CDFs."""
+
+    wt: np.ndarray
+    offset: np.ndarray
+    count: np.ndarray
+    cdf: np.ndarray
+    loc_of: np.ndarray
+    names: np.ndarray
+
+
+@dataclass
+class _FastWalk:
+    """The turn-by-turn walk of every run at once: per-turn arrays (``n`` turns of run ``r``
+    start at ``offsets[r]``) and each run's state between turns."""
+
+    n: np.ndarray
+    offsets: np.ndarray
+    tool: np.ndarray
+    file_id: np.ndarray
+    a_line: np.ndarray
+    b_line: np.ndarray
+    lines: np.ndarray
+    action: np.ndarray
+    result: np.ndarray
+    block: np.ndarray
+    tool_error: np.ndarray
+    finalize: np.ndarray
+    cur: np.ndarray
+    last_end: np.ndarray
+    prev: np.ndarray
+
+    @property
+    def run(self) -> np.ndarray:
+        """Each turn's run index."""
+        return np.repeat(np.arange(len(self.n)), self.n)
+
+    @property
+    def turn(self) -> np.ndarray:
+        """Each turn's 1-based number within its run."""
+        return np.arange(len(self.tool)) - self.offsets[self.run] + 1
+
+
+@dataclass
+class _Step:
+    """One turn index of the walk across the runs still live: the draws its targets share
+    and the targets found so far."""
+
+    live: np.ndarray
+    pos: np.ndarray
+    t: np.ndarray
+    newf: np.ndarray
+    cur: np.ndarray
+    has_cur: np.ndarray
+    le: np.ndarray
+    u1: np.ndarray
+    u2: np.ndarray
+    u3: np.ndarray
+    f: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    nl: np.ndarray
+
+    @property
+    def here(self) -> np.ndarray:
+        """The current file, or a newly drawn one where there is none yet."""
+        return np.where(self.has_cur, self.cur, self.newf)
+
+
+def _fast_tables(specs: Sequence[SyntheticCell], seed: int, length_scale: float) -> Corpus:
     """Vectorised sibling of the per-run generator: the same profiles and rules, drawn with
     numpy (one step per turn index across all live runs), so its numbers follow the same
     distributions but are not identical to :func:`write_synthetic_corpus`."""
     rng = np.random.default_rng([seed, 20260101])
-    R = len(specs)
-    if R == 0:
+    if not specs:
         return Corpus(runs=pd.DataFrame(columns=RUN_COLUMNS),
                       turns=pd.DataFrame(columns=TURN_COLUMNS),
                       reads=pd.DataFrame(columns=READ_COLUMNS))
+    mx = _matrix(specs)
+    files = _files(specs)
+    walk = _fast_walk(rng, mx, files, length_scale)
+    timing = _fast_timing(rng, mx, walk, files)
+    decision, n_injected = _fast_oversight(rng, mx, walk)
+    outcome = _fast_outcomes(rng, mx, walk, timing["ended"])
+    turns = _fast_turns(rng, mx, walk, files, timing, decision, n_injected, outcome["span"])
+    reads = _fast_reads(turns, walk)
+    runs = _fast_runs(mx, walk, timing, turns, outcome, seed)
+    return Corpus(runs=runs, turns=turns, reads=reads)
+
+
+def _matrix(specs: Sequence[SyntheticCell]) -> _Matrix:
+    """The per-run parameters of ``specs``."""
     models = sorted({s.model for s in specs})
     profs = [profile_for(m) for m in models]
     m_idx = np.array([models.index(s.model) for s in specs])
     conds = [_condition(s.condition) for s in specs]
-    budget = np.array([c.budget is not None for c in conds])
     supp = np.array([c.suppression for c in conds])
-    coach = np.array([c.coach for c in conds])
-    budget_n = np.array([c.budget or 0 for c in conds])
+    weights = np.array([[p.weights[t] for t in TOOL_ORDER] for p in profs])[m_idx]
+    weights *= np.array([[_task_mods(s.task).get(t, 1.0) for t in TOOL_ORDER] for s in specs])
+    weights[supp, _MEM] *= 1.3
+    weights[supp, _BKM] *= 1.2
+    repeat = np.ones((len(profs), len(TOOL_ORDER)))
+    for k, p in enumerate(profs):
+        for t, v in p.repeat.items():
+            repeat[k, _TOOL_IDX[t]] = v
 
-    # files: one table of (world, task) cells, padded to the largest world
+    def col(attr: str) -> np.ndarray:
+        return np.array([getattr(p, attr) for p in profs], dtype=float)[m_idx]
+
+    return _Matrix(
+        specs=specs, profs=profs, m_idx=m_idx,
+        budget=np.array([c.budget is not None for c in conds]), supp=supp,
+        coach=np.array([c.coach for c in conds]), budget_n=np.array([c.budget or 0 for c in conds]),
+        weights=weights, repeat=repeat[m_idx],
+        pkr_sizes=np.array([p.pkr_sizes for p in profs])[m_idx],
+        err=col("error_rate"), stay=col("stay"), contiguous=col("contiguous"),
+    )
+
+
+def _files(specs: Sequence[SyntheticCell]) -> _Files:
+    """One table of the (world, task) cells' files, padded to the largest world."""
     cells = sorted({(s.world, s.task) for s in specs})
     cell_idx = {c: k for k, c in enumerate(cells)}
-    wt = np.array([cell_idx[(s.world, s.task)] for s in specs])
     all_files: list[str] = []
     file_offset, file_count, cdfs = [], [], []
     world_first: dict[str, int] = {}
@@ -1051,298 +1274,333 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
     cdf = np.ones((len(cells), width))
     for k, c in enumerate(cdfs):
         cdf[k, : len(c)] = c
-    file_offset_a, file_count_a = np.array(file_offset), np.array(file_count)
     loc_of = np.zeros(len(all_files), dtype=np.int64)
     for world, first in world_first.items():
         for j, (_, loc) in enumerate(_world_files(world)):
             loc_of[first + j] = loc
-    file_names = np.array(all_files, dtype=object)
+    return _Files(wt=np.array([cell_idx[(s.world, s.task)] for s in specs]),
+                  offset=np.array(file_offset), count=np.array(file_count), cdf=cdf,
+                  loc_of=loc_of, names=np.array(all_files, dtype=object))
 
-    # per-run parameters
-    def col(attr: str) -> np.ndarray:
-        return np.array([getattr(p, attr) for p in profs], dtype=float)[m_idx]
 
-    weights = np.array([[p.weights[t] for t in TOOL_ORDER] for p in profs])[m_idx]
-    weights *= np.array([[_task_mods(s.task).get(t, 1.0) for t in TOOL_ORDER] for s in specs])
-    weights[supp, _MEM] *= 1.3
-    weights[supp, _BKM] *= 1.2
-    repeat = np.ones((len(profs), len(TOOL_ORDER)))
-    for k, p in enumerate(profs):
-        for t, v in p.repeat.items():
-            repeat[k, _TOOL_IDX[t]] = v
-    repeat = repeat[m_idx]
-    pkr_sizes = np.array([p.pkr_sizes for p in profs])[m_idx]
-    err, stay, contiguous = col("error_rate"), col("stay"), col("contiguous")
-
-    bound = DEFAULT_TURN_BOUND
+def _fast_walk(rng: np.random.Generator, mx: _Matrix, files: _Files,
+               length_scale: float) -> _FastWalk:
+    """Every run's length, then its turns' tools and targets, one turn index at a time."""
+    R = len(mx.specs)
     n_budget = np.maximum(4, np.round(length_scale * rng.normal(BUDGET + 1, 2.5, R)))
-    n_free = np.maximum(5, np.round(col("turns") * length_scale * np.where(supp, 0.95, 1.0)
+    n_free = np.maximum(5, np.round(mx.col("turns") * length_scale * np.where(mx.supp, 0.95, 1.0)
                                     * rng.lognormal(0, 0.35, R)))
-    n = np.minimum(np.where(budget, n_budget, n_free), bound).astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(n)[:-1]])
+    n = np.minimum(np.where(mx.budget, n_budget, n_free), DEFAULT_TURN_BOUND).astype(np.int64)
     T = int(n.sum())
-
-    tool = np.empty(T, dtype=np.int64)
-    file_id = np.full(T, -1, dtype=np.int64)
-    a_line = np.zeros(T, dtype=np.int64)
-    b_line = np.zeros(T, dtype=np.int64)
-    lines = np.zeros(T, dtype=np.int64)
-    action = np.full(T, -1, dtype=np.int64)
-    result = np.full(T, -1, dtype=np.int64)
-    block = np.zeros(T, dtype=bool)
-    tool_error = np.zeros(T, dtype=bool)
-    finalize = np.zeros(T, dtype=bool)
-    cur = np.full(R, -1, dtype=np.int64)
-    last_end = np.zeros(R, dtype=np.int64)
-    prev = np.full(R, -1, dtype=np.int64)
-
+    walk = _FastWalk(
+        n=n, offsets=np.concatenate([[0], np.cumsum(n)[:-1]]),
+        tool=np.empty(T, dtype=np.int64), file_id=np.full(T, -1, dtype=np.int64),
+        a_line=np.zeros(T, dtype=np.int64), b_line=np.zeros(T, dtype=np.int64),
+        lines=np.zeros(T, dtype=np.int64), action=np.full(T, -1, dtype=np.int64),
+        result=np.full(T, -1, dtype=np.int64), block=np.zeros(T, dtype=bool),
+        tool_error=np.zeros(T, dtype=bool), finalize=np.zeros(T, dtype=bool),
+        cur=np.full(R, -1, dtype=np.int64), last_end=np.zeros(R, dtype=np.int64),
+        prev=np.full(R, -1, dtype=np.int64),
+    )
     for k in range(1, int(n.max()) + 1):
-        live = np.nonzero(n >= k)[0]
-        L = len(live)
-        pos = offsets[live] + k - 1
-        last = (n[live] == k) & (n[live] < bound)
-        r = rng.random(L)
-        malformed = ~last & (r < err[live] * 0.35)
-        unknown = ~last & ~malformed & (r < err[live] * 0.5)
-        w = weights[live].copy()
-        has_prev = prev[live] >= 0
-        w[has_prev, prev[live][has_prev]] *= repeat[live][has_prev, prev[live][has_prev]]
-        if k == 1:
-            w[:, _OVW] *= 4.0
-            w[:, _CON] = 0.0
-        t = _categorical(rng, w)
-        t[last] = _CON
-        t[malformed] = _MALF
-        t[unknown] = _UNK
-        tool[pos] = t
-        finalize[pos] = last
+        step = _step_tools(rng, mx, files, walk, k)
+        _step_pkr(rng, mx, files, step)
+        _step_ovw(files, walk, step)
+        _step_exp(rng, files, walk, step)
+        _step_close(rng, mx, walk, step)
+    return walk
 
-        c_live = wt[live]
-        newf = file_offset_a[c_live] + np.minimum(
-            (cdf[c_live] < rng.random(L)[:, None]).sum(axis=1), file_count_a[c_live] - 1)
-        has_cur = cur[live] >= 0
-        le = last_end[live]
-        f = np.full(L, -1, dtype=np.int64)
-        a = np.zeros(L, dtype=np.int64)
-        b = np.zeros(L, dtype=np.int64)
-        nl = np.zeros(L, dtype=np.int64)
-        u1, u2, u3 = rng.random(L), rng.random(L), rng.random(L)
 
-        is_pkr = t == _PKR
-        same = has_cur & (u1 < stay[live])
-        fp = np.where(same, cur[live], newf)
-        size = _categorical(rng, pkr_sizes[live])
-        lo = np.array([5, 20, 51])[size]
-        hi = np.array([19, 50, 160])[size]
-        length = lo + (u2 * (hi - lo + 1)).astype(np.int64)
-        loc = loc_of[fp]
-        contig = same & (le > 0) & (le < loc) & (u3 < contiguous[live])
-        span = np.maximum(1, loc - length + 1)
-        start = np.where(contig, le + 1, 1 + (rng.random(L) * span).astype(np.int64))
-        start = np.clip(start, 1, loc)
-        f[is_pkr], a[is_pkr] = fp[is_pkr], start[is_pkr]
-        b[is_pkr] = np.minimum(loc, start + length - 1)[is_pkr]
+def _step_tools(rng: np.random.Generator, mx: _Matrix, files: _Files, walk: _FastWalk,
+                k: int) -> _Step:
+    """Turn ``k``'s tool (or failure) in every live run, and the draws its targets share."""
+    live = np.nonzero(walk.n >= k)[0]
+    L = len(live)
+    pos = walk.offsets[live] + k - 1
+    last = (walk.n[live] == k) & (walk.n[live] < DEFAULT_TURN_BOUND)
+    r = rng.random(L)
+    malformed = ~last & (r < mx.err[live] * 0.35)
+    unknown = ~last & ~malformed & (r < mx.err[live] * 0.5)
+    w = mx.weights[live].copy()
+    prev = walk.prev[live]
+    has_prev = prev >= 0
+    w[has_prev, prev[has_prev]] *= mx.repeat[live][has_prev, prev[has_prev]]
+    if k == 1:
+        w[:, _OVW] *= 4.0
+        w[:, _CON] = 0.0
+    t = _categorical(rng, w)
+    t[last] = _CON
+    t[malformed] = _MALF
+    t[unknown] = _UNK
+    walk.tool[pos] = t
+    walk.finalize[pos] = last
+    c_live = files.wt[live]
+    newf = files.offset[c_live] + np.minimum(
+        (files.cdf[c_live] < rng.random(L)[:, None]).sum(axis=1), files.count[c_live] - 1)
+    cur = walk.cur[live]
+    u1, u2, u3 = rng.random(L), rng.random(L), rng.random(L)
+    return _Step(live=live, pos=pos, t=t, newf=newf, cur=cur, has_cur=cur >= 0,
+                 le=walk.last_end[live], u1=u1, u2=u2, u3=u3, f=np.full(L, -1, dtype=np.int64),
+                 a=np.zeros(L, dtype=np.int64), b=np.zeros(L, dtype=np.int64),
+                 nl=np.zeros(L, dtype=np.int64))
 
-        is_ovw = t == _OVW
-        fo = np.where(has_cur & (u1 < 0.3), cur[live], newf)
-        f[is_ovw] = fo[is_ovw]
-        nl[is_ovw] = np.maximum(3, loc_of[fo] // 25)[is_ovw]
-        result[pos[is_ovw]] = nl[is_ovw]
-        block[pos[is_ovw]] = (u3 < 0.2)[is_ovw]
 
-        is_exp = t == _EXP
-        act = _categorical(rng, np.tile([0.45, 0.3, 0.25], (L, 1)))
-        here = np.where(has_cur, cur[live], newf)
-        defn = is_exp & (act == 0)
-        found = defn & (u1 >= 0.1)
-        f[defn] = here[defn]
-        f[found] = newf[found]
-        loc_new = loc_of[newf]
-        d_start = 1 + (u2 * loc_new).astype(np.int64)
-        d_len = 5 + (u3 * 56).astype(np.int64)
-        a[found] = d_start[found]
-        b[found] = np.minimum(loc_new, d_start + d_len - 1)[found]
-        refs = is_exp & (act == 1)
-        f[refs] = here[refs]
-        n_refs = (u2 * 21).astype(np.int64)
-        nxt = is_exp & (act == 2)
-        loc_here = loc_of[here]
-        n_start = np.where(le + 1 > loc_here, 1, le + 1)
-        f[nxt] = here[nxt]
-        a[nxt] = n_start[nxt]
-        b[nxt] = np.minimum(loc_here, n_start + 10 + (u3 * 31).astype(np.int64) - 1)[nxt]
-        action[pos[is_exp]] = act[is_exp]
-        result[pos[defn]] = np.where(found, 1, 0)[defn]
-        result[pos[refs]] = n_refs[refs]
-        result[pos[nxt]] = 1
-        nl[refs] = n_refs[refs]
+def _step_pkr(rng: np.random.Generator, mx: _Matrix, files: _Files, s: _Step) -> None:
+    """The peeks' files and ranges: staying in the current file, continuing its last range."""
+    is_pkr = s.t == _PKR
+    same = s.has_cur & (s.u1 < mx.stay[s.live])
+    fp = np.where(same, s.cur, s.newf)
+    size = _categorical(rng, mx.pkr_sizes[s.live])
+    lo = np.array([5, 20, 51])[size]
+    hi = np.array([19, 50, 160])[size]
+    length = lo + (s.u2 * (hi - lo + 1)).astype(np.int64)
+    loc = files.loc_of[fp]
+    contig = same & (s.le > 0) & (s.le < loc) & (s.u3 < mx.contiguous[s.live])
+    span = np.maximum(1, loc - length + 1)
+    start = np.where(contig, s.le + 1, 1 + (rng.random(len(s.live)) * span).astype(np.int64))
+    start = np.clip(start, 1, loc)
+    s.f[is_pkr], s.a[is_pkr] = fp[is_pkr], start[is_pkr]
+    s.b[is_pkr] = np.minimum(loc, start + length - 1)[is_pkr]
 
-        cog_file = (t == _BKM) | (t == _HNT)
-        f[cog_file] = here[cog_file]
 
-        has_range = a > 0
-        nl[has_range] = (b - a + 1)[has_range]
-        terr = np.isin(t, (_PKR, _OVW, _EXP)) & (rng.random(L) < err[live] * 0.5)
-        a[terr], b[terr], nl[terr] = 0, 0, 0
-        result[pos[terr]] = -1
-        tool_error[pos] = terr
-        file_id[pos], a_line[pos], b_line[pos], lines[pos] = f, a, b, nl
+def _step_ovw(files: _Files, walk: _FastWalk, s: _Step) -> None:
+    """The overviews' files, entry counts and named blocks."""
+    is_ovw = s.t == _OVW
+    fo = np.where(s.has_cur & (s.u1 < 0.3), s.cur, s.newf)
+    s.f[is_ovw] = fo[is_ovw]
+    s.nl[is_ovw] = np.maximum(3, files.loc_of[fo] // 25)[is_ovw]
+    walk.result[s.pos[is_ovw]] = s.nl[is_ovw]
+    walk.block[s.pos[is_ovw]] = (s.u3 < 0.2)[is_ovw]
 
-        ok = (f >= 0) & ~terr
-        cur[live[ok]] = f[ok]
-        ranged = ok & (a > 0)
-        last_end[live[ranged]] = b[ranged]
-        last_end[live[ok & ~ranged & is_ovw]] = 0
-        real = t < _MALF
-        prev[live[real]] = t[real]
 
-    # per-turn effort, timing, coach and reminders (no state involved)
-    run = np.repeat(np.arange(R), n)
-    turn = np.arange(T) - offsets[run] + 1
-    mr = m_idx[run]
-    prof_arr = {a: np.array([getattr(p, a) for p in profs])[mr]
-                for a in ("latency", "thinking", "budget_latency", "budget_thinking",
-                          "pacing_gaps")}
-    b_run = budget[run]
+def _step_exp(rng: np.random.Generator, files: _Files, walk: _FastWalk, s: _Step) -> None:
+    """The explorations: a definition found elsewhere (or not), references in the current
+    file, or the next block; bookmarks and hints point at the current file."""
+    is_exp = s.t == _EXP
+    act = _categorical(rng, np.tile([0.45, 0.3, 0.25], (len(s.live), 1)))
+    here = s.here
+    defn = is_exp & (act == 0)
+    found = defn & (s.u1 >= 0.1)
+    s.f[defn] = here[defn]
+    s.f[found] = s.newf[found]
+    loc_new = files.loc_of[s.newf]
+    d_start = 1 + (s.u2 * loc_new).astype(np.int64)
+    d_len = 5 + (s.u3 * 56).astype(np.int64)
+    s.a[found] = d_start[found]
+    s.b[found] = np.minimum(loc_new, d_start + d_len - 1)[found]
+    refs = is_exp & (act == 1)
+    s.f[refs] = here[refs]
+    n_refs = (s.u2 * 21).astype(np.int64)
+    nxt = is_exp & (act == 2)
+    loc_here = files.loc_of[here]
+    n_start = np.where(s.le + 1 > loc_here, 1, s.le + 1)
+    s.f[nxt] = here[nxt]
+    s.a[nxt] = n_start[nxt]
+    s.b[nxt] = np.minimum(loc_here, n_start + 10 + (s.u3 * 31).astype(np.int64) - 1)[nxt]
+    walk.action[s.pos[is_exp]] = act[is_exp]
+    walk.result[s.pos[defn]] = np.where(found, 1, 0)[defn]
+    walk.result[s.pos[refs]] = n_refs[refs]
+    walk.result[s.pos[nxt]] = 1
+    s.nl[refs] = n_refs[refs]
+    cog_file = (s.t == _BKM) | (s.t == _HNT)
+    s.f[cog_file] = here[cog_file]
+
+
+def _step_close(rng: np.random.Generator, mx: _Matrix, walk: _FastWalk, s: _Step) -> None:
+    """The step's tool errors, its targets written into the walk, and each run's state
+    moved on (current file, end of the last range, last tool)."""
+    has_range = s.a > 0
+    s.nl[has_range] = (s.b - s.a + 1)[has_range]
+    terr = np.isin(s.t, (_PKR, _OVW, _EXP)) & (rng.random(len(s.live)) < mx.err[s.live] * 0.5)
+    s.a[terr], s.b[terr], s.nl[terr] = 0, 0, 0
+    walk.result[s.pos[terr]] = -1
+    walk.tool_error[s.pos] = terr
+    walk.file_id[s.pos], walk.a_line[s.pos], walk.b_line[s.pos], walk.lines[s.pos] = s.f, s.a, s.b, s.nl
+    ok = (s.f >= 0) & ~terr
+    walk.cur[s.live[ok]] = s.f[ok]
+    ranged = ok & (s.a > 0)
+    walk.last_end[s.live[ranged]] = s.b[ranged]
+    walk.last_end[s.live[ok & ~ranged & (s.t == _OVW)]] = 0
+    real = s.t < _MALF
+    walk.prev[s.live[real]] = s.t[real]
+
+
+def _fast_timing(rng: np.random.Generator, mx: _Matrix, walk: _FastWalk,
+                 files: _Files) -> dict[str, np.ndarray]:
+    """Per-turn effort and timing: thinking, latency, start and end, output and tokens."""
+    R, T = len(mx.specs), len(walk.tool)
+    run, turn, tool = walk.run, walk.turn, walk.tool
+    b_run = mx.budget[run]
     pace = rng.lognormal(0, 0.2, R)[run]
     think_scale = rng.lognormal(0, 0.25, R)[run]
-    thinking = (prof_arr["thinking"] * np.where(b_run, prof_arr["budget_thinking"], 1.0)
+    thinking = (mx.per_turn("thinking", run) * np.where(b_run, mx.per_turn("budget_thinking", run), 1.0)
                 * think_scale * rng.lognormal(0, 0.5, T)).astype(np.int64)
-    latency = (prof_arr["latency"] * np.where(b_run, prof_arr["budget_latency"], 1.0) * pace
-               * rng.lognormal(0, 0.45, T))
-    gap_turn = b_run & (rng.random(T) < prof_arr["pacing_gaps"])
+    latency = (mx.per_turn("latency", run) * np.where(b_run, mx.per_turn("budget_latency", run), 1.0)
+               * pace * rng.lognormal(0, 0.45, T))
+    gap_turn = b_run & (rng.random(T) < mx.per_turn("pacing_gaps", run))
     latency = np.where(gap_turn, latency * rng.uniform(3.0, 6.0, T), latency)
     prose = np.where(gap_turn, 40 + rng.lognormal(3.5, 0.6, T),
                      30 + 12 * latency * rng.lognormal(0, 0.6, T)).astype(np.int64)
     tool_s = np.where(tool == _OVW, rng.uniform(0.02, 0.2, T), rng.uniform(0.002, 0.03, T))
-    hint = tool == _HNT
-    tool_s = tool_s + np.where(hint, rng.uniform(1.5, 4.0, T), 0.0)
+    tool_s = tool_s + np.where(tool == _HNT, rng.uniform(1.5, 4.0, T), 0.0)
     gap = rng.uniform(0.005, 0.02, T)
     latency = np.round(latency, 3)
     duration = latency + tool_s
-    starts_at = np.array([s.started_at for s in specs])
-    csum_gap = np.cumsum(gap)
-    csum_dur = np.cumsum(duration)
-    run_gap0 = np.concatenate([[0.0], csum_gap])[offsets][run]
-    run_dur0 = np.concatenate([[0.0], csum_dur])[offsets][run]
-    started = np.round(starts_at[run] + 0.05 + (csum_gap - run_gap0) + (csum_dur - duration
-                                                                         - run_dur0), 3)
-    ended = np.round(started + duration, 3)
-
+    starts_at = np.array([s.started_at for s in mx.specs])
+    csum_gap, csum_dur = np.cumsum(gap), np.cumsum(duration)
+    run_gap0 = np.concatenate([[0.0], csum_gap])[walk.offsets][run]
+    run_dur0 = np.concatenate([[0.0], csum_dur])[walk.offsets][run]
+    started = np.round(starts_at[run] + 0.05 + (csum_gap - run_gap0)
+                       + (csum_dur - duration - run_dur0), 3)
     base_len = np.array([_xml_base_len(t) for t in TOOL_ORDER] + [0, 60])
-    name_len = np.array([len(x) for x in all_files] + [0])
+    name_len = np.array([len(x) for x in files.names] + [0])
+    a_line = walk.a_line
     digits = np.where(a_line > 0, np.floor(np.log10(np.maximum(a_line, 1))) * 2 + 2, 0)
     output = (prose + np.where(tool == _MALF, 0, 1 + base_len[tool]
-                               + name_len[file_id] * np.isin(tool, (_OVW, _PKR, _EXP, _BKM, _HNT))
+                               + name_len[walk.file_id] * np.isin(tool, (_OVW, _PKR, _EXP, _BKM, _HNT))
                                + digits)).astype(np.int64)
-    tokens_in = 2500 + 350 * turn + 7 * thinking // 4
-    tokens_out = (thinking + output) // 4
+    return {"thinking": thinking, "latency": latency, "started": started,
+            "ended": np.round(started + duration, 3), "starts_at": starts_at, "output": output,
+            "tokens_in": 2500 + 350 * turn + 7 * thinking // 4,
+            "tokens_out": (thinking + output) // 4}
 
-    coach_t = coach[run] & (turn >= 2)
-    u = rng.random(T)
-    hold = (tool == _CON) & ~finalize
-    decision = np.full(T, None, dtype=object)
+
+def _fast_oversight(rng: np.random.Generator, mx: _Matrix,
+                    walk: _FastWalk) -> tuple[np.ndarray, np.ndarray]:
+    """Each turn's coach decision (coach conditions) and how many messages were injected
+    (coach hints and rejections, budget reminders)."""
+    run, turn, tool = walk.run, walk.turn, walk.tool
+    coach_t = mx.coach[run] & (turn >= 2)
+    u = rng.random(len(tool))
+    hold = (tool == _CON) & ~walk.finalize
+    decision = np.full(len(tool), None, dtype=object)
     on_con = coach_t & hold
     decision[on_con] = np.where(u < 0.5, "REJECT", "APPROVE")[on_con]
     periodic = coach_t & ~hold & (turn % 4 == 0)
     decision[periodic] = np.where(u < 0.4, "HINT", "APPROVE")[periodic]
-    remaining = budget_n[run] - turn
-    reminder = b_run & ((remaining == budget_n[run] // 2) | (remaining == 3) | (remaining == 1))
+    remaining = mx.budget_n[run] - turn
+    b_run = mx.budget[run]
+    reminder = b_run & ((remaining == mx.budget_n[run] // 2) | (remaining == 3) | (remaining == 1))
     n_injected = (np.isin(decision, ("HINT", "REJECT")).astype(np.int64)
                   + reminder.astype(np.int64))
+    return decision, n_injected
 
-    # run level
-    finished = np.array([s.finished for s in specs])
-    last_pos = offsets + n - 1
-    finalized = (tool[last_pos] == _CON) & finalize[last_pos]
+
+def _fast_outcomes(rng: np.random.Generator, mx: _Matrix, walk: _FastWalk,
+                   ended: np.ndarray) -> dict[str, np.ndarray]:
+    """Each run's end: finished or not, its reason, end time, span and conclusion."""
+    starts_at = np.array([s.started_at for s in mx.specs])
+    finished = np.array([s.finished for s in mx.specs])
+    last_pos = walk.offsets + walk.n - 1
+    finalized = (walk.tool[last_pos] == _CON) & walk.finalize[last_pos]
     reason = np.where(finished, np.where(finalized, "finalize", "turn_bound"), None)
     t_end = np.where(finished, np.round(ended[last_pos] + 0.01, 3), ended[last_pos])
-    span = np.maximum(t_end - starts_at, 1e-9)
-    conc_len = np.maximum(40, (col("conclusion_chars") * rng.lognormal(0, 0.3, R))
+    conc_len = np.maximum(40, (mx.col("conclusion_chars") * rng.lognormal(0, 0.3, len(mx.specs)))
                           .astype(np.int64))
     conclusion = np.array([_text(int(x)) if r == "finalize" else None
                            for x, r in zip(conc_len, reason, strict=True)], dtype=object)
+    return {"finished": finished, "reason": reason, "t_end": t_end,
+            "span": np.maximum(t_end - starts_at, 1e-9), "conclusion": conclusion}
 
-    # tables
+
+def _fast_turns(rng: np.random.Generator, mx: _Matrix, walk: _FastWalk, files: _Files,
+                timing: dict[str, np.ndarray], decision: np.ndarray, n_injected: np.ndarray,
+                span: np.ndarray) -> pd.DataFrame:
+    """The turns table."""
+    R, T = len(mx.specs), len(walk.tool)
+    run, tool, action = walk.run, walk.tool, walk.action
+    started, ended, starts_at = timing["started"], timing["ended"], timing["starts_at"]
     real = tool < _MALF
-    tool_abbr = np.array(TOOL_ORDER + [None, None], dtype=object)[tool]
-    call_names = np.array([ABBR_TOOL[t] for t in TOOL_ORDER] + [None, None], dtype=object)
-    tool_name = call_names[tool]
     unk = tool == _UNK
+    malf = tool == _MALF
     error_type = np.full(T, None, dtype=object)
-    error_type[tool_error] = "tool_error"
-    error_type[tool == _MALF] = "malformed"
+    error_type[walk.tool_error] = "tool_error"
+    error_type[malf] = "malformed"
     error_type[unk] = "unknown_tool"
     parse_error = np.full(T, None, dtype=object)
-    malf = tool == _MALF
     parse_error[malf] = np.array(_MALFORMED, dtype=object)[rng.integers(0, 4, malf.sum())]
     parse_error[unk] = "unknown_tool"
-    has_file = file_id >= 0
-    files_col = _obj(file_names[np.maximum(file_id, 0)], has_file)
-    rng_ok = a_line > 0
+    rng_ok = walk.a_line > 0
     symbols = np.array(_SYMBOLS, dtype=object)[rng.integers(0, len(_SYMBOLS), T)]
     is_exp_t = tool == _EXP
     conf_draw = _categorical(rng, np.tile([0.15, 0.425, 0.2975, 0.1275], (T, 1)))
     confidence = np.array([None, *_CONFIDENCE], dtype=object)[conf_draw]
     confidence[tool != _MEM] = None
     fin_col = np.full(T, None, dtype=object)
-    fin_col[tool == _CON] = finalize[tool == _CON]
-    act_col = _obj(np.array(_EXP_ACTIONS, dtype=object)[np.maximum(action, 0)],
-                   is_exp_t & (action >= 0))
-    active_cum = np.cumsum(ended - started)
-    active_total = np.bincount(run, weights=ended - started, minlength=R)
-    active_before = active_cum - (ended - started) - np.concatenate([[0.0], active_cum])[offsets][run]
-    turns_df = pd.DataFrame({
-        "run_id": np.array([s.run_id for s in specs], dtype=object)[run],
-        "model": np.array([s.model for s in specs], dtype=object)[run],
-        "world": np.array([s.world for s in specs], dtype=object)[run],
-        "task": np.array([s.task for s in specs], dtype=object)[run],
-        "condition": np.array([s.condition for s in specs], dtype=object)[run],
-        "turn": turn,
-        "tool": tool_abbr,
-        "tool_name": tool_name,
-        "action": act_col,
-        "file": files_col,
-        "start_line": np.where(rng_ok, a_line, np.nan),
-        "end_line": np.where(rng_ok, b_line, np.nan),
-        "lines_viewed": lines,
+    fin_col[tool == _CON] = walk.finalize[tool == _CON]
+    active = ended - started
+    active_cum = np.cumsum(active)
+    active_total = np.bincount(run, weights=active, minlength=R)
+    active_before = active_cum - active - np.concatenate([[0.0], active_cum])[walk.offsets][run]
+
+    def axis(attr: str) -> np.ndarray:
+        return np.array([getattr(s, attr) for s in mx.specs], dtype=object)[run]
+
+    return pd.DataFrame({
+        "run_id": axis("run_id"),
+        "model": axis("model"),
+        "world": axis("world"),
+        "task": axis("task"),
+        "condition": axis("condition"),
+        "turn": walk.turn,
+        "tool": np.array(TOOL_ORDER + [None, None], dtype=object)[tool],
+        "tool_name": np.array([ABBR_TOOL[t] for t in TOOL_ORDER] + [None, None], dtype=object)[tool],
+        "action": _obj(np.array(_EXP_ACTIONS, dtype=object)[np.maximum(action, 0)],
+                       is_exp_t & (action >= 0)),
+        "file": _obj(files.names[np.maximum(walk.file_id, 0)], walk.file_id >= 0),
+        "start_line": np.where(rng_ok, walk.a_line, np.nan),
+        "end_line": np.where(rng_ok, walk.b_line, np.nan),
+        "lines_viewed": walk.lines,
         "structural": tool == _OVW,
-        "block": _obj(symbols, block),
+        "block": _obj(symbols, walk.block),
         "symbol": _obj(symbols, is_exp_t & (action != 2) & real),
-        "result_count": np.where(result >= 0, result, np.nan),
+        "result_count": np.where(walk.result >= 0, walk.result, np.nan),
         "error_type": error_type,
         "parse_error": parse_error,
         "finalize": fin_col,
         "confidence": confidence,
-        "thinking_chars": thinking,
-        "output_chars": output,
+        "thinking_chars": timing["thinking"],
+        "output_chars": timing["output"],
         "started_at": started,
         "ended_at": ended,
         "t_rel_start": (started - starts_at[run]) / span[run],
         "t_rel_end": (ended - starts_at[run]) / span[run],
-        "duration_s": ended - started,
+        "duration_s": active,
         "coach_s": np.zeros(T),
-        "active_s": ended - started,
+        "active_s": active,
         "active_rel_start": active_before / active_total[run],
-        "active_rel_end": (active_before + ended - started) / active_total[run],
-        "latency_s": latency,
-        "tokens_in": tokens_in,
-        "tokens_out": tokens_out,
+        "active_rel_end": (active_before + active) / active_total[run],
+        "latency_s": timing["latency"],
+        "tokens_in": timing["tokens_in"],
+        "tokens_out": timing["tokens_out"],
         "cached": np.zeros(T, dtype=bool),
         "coach_decision": decision,
         "n_injected": n_injected,
         "dropped_messages": np.zeros(T, dtype=np.int64),
         "tokens_reused": np.full(T, None, dtype=object),
     }, columns=TURN_COLUMNS)
-    keep = rng_ok & has_file & (error_type == None)  # noqa: E711 (object array)
-    reads_df = turns_df.loc[keep, ["run_id", "model", "world", "task", "condition", "turn",
-                                   "tool", "file"]].reset_index(drop=True)
-    reads_df["start_line"] = a_line[keep]
-    reads_df["end_line"] = b_line[keep]
-    reads_df["n_lines"] = b_line[keep] - a_line[keep] + 1
-    errors = np.bincount(run, weights=(error_type != None).astype(float),  # noqa: E711
+
+
+def _fast_reads(turns: pd.DataFrame, walk: _FastWalk) -> pd.DataFrame:
+    """The reads table: one row per line range of a successful call on a file."""
+    keep = (walk.a_line > 0) & (walk.file_id >= 0) & turns["error_type"].isna().to_numpy()
+    reads = turns.loc[keep, ["run_id", "model", "world", "task", "condition", "turn",
+                             "tool", "file"]].reset_index(drop=True)
+    reads["start_line"] = walk.a_line[keep]
+    reads["end_line"] = walk.b_line[keep]
+    reads["n_lines"] = walk.b_line[keep] - walk.a_line[keep] + 1
+    return reads
+
+
+def _fast_runs(mx: _Matrix, walk: _FastWalk, timing: dict[str, np.ndarray], turns: pd.DataFrame,
+               outcome: dict[str, np.ndarray], seed: int) -> pd.DataFrame:
+    """The runs table."""
+    specs, R = mx.specs, len(mx.specs)
+    run = walk.run
+    starts_at, t_end, conclusion = timing["starts_at"], outcome["t_end"], outcome["conclusion"]
+    errors = np.bincount(run, weights=turns["error_type"].notna().to_numpy().astype(float),
                          minlength=R).astype(np.int64)
-    runs_df = pd.DataFrame({
+    return pd.DataFrame({
         "run_id": [s.run_id for s in specs],
         "study": "synthetic",
         "model": [s.model for s in specs],
@@ -1354,17 +1612,17 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "condition": [s.condition for s in specs],
         "repeat": np.array([s.repeat for s in specs], dtype=np.int64),
         "seed": np.full(R, seed, dtype=np.int64),
-        "turn_bound": np.full(R, bound, dtype=np.int64),
-        "reason": reason.astype(object),
-        "finished": finished,
-        "n_turns": n,
+        "turn_bound": np.full(R, DEFAULT_TURN_BOUND, dtype=np.int64),
+        "reason": outcome["reason"].astype(object),
+        "finished": outcome["finished"],
+        "n_turns": walk.n,
         "started_at": starts_at,
         "elapsed_s": t_end - starts_at,
         "wall_s": t_end - starts_at,
-        "active_s": active_total,
+        "active_s": np.bincount(run, weights=timing["ended"] - timing["started"], minlength=R),
         "coach_s": np.zeros(R),
-        "tokens_in": np.bincount(run, weights=tokens_in, minlength=R).astype(np.int64),
-        "tokens_out": np.bincount(run, weights=tokens_out, minlength=R).astype(np.int64),
+        "tokens_in": np.bincount(run, weights=timing["tokens_in"], minlength=R).astype(np.int64),
+        "tokens_out": np.bincount(run, weights=timing["tokens_out"], minlength=R).astype(np.int64),
         "cost_usd": np.full(R, None, dtype=object),
         "cache_hits": np.zeros(R, dtype=np.int64),
         "errors": errors,
@@ -1375,11 +1633,10 @@ def _fast_tables(specs: Sequence[RunSpec], seed: int, length_scale: float) -> Co
         "agent": ADA_AGENT,
         "world_source": "synthetic",
     }, columns=RUN_COLUMNS)
-    return Corpus(runs=runs_df, turns=turns_df, reads=reads_df)
 
 
 __all__ = [
-    "CONDITIONS", "MODELS", "PROFILES", "TASKS", "TOOL_ABBR", "WORLDS", "Profile", "RunSpec",
+    "CONDITIONS", "MODELS", "PROFILES", "TASKS", "TOOL_ABBR", "WORLDS", "Profile", "SyntheticCell",
     "corpus_specs", "profile_for", "synthetic_run", "synthetic_tables", "world_files",
     "write_run", "write_synthetic_corpus",
 ]

@@ -538,3 +538,66 @@ def test_an_unconstrained_closing_conclusion_is_cut_at_its_cap(world, tmp_path):
     assert rf.end.conclusion == "serve calls helper. " * 5  # 100 characters
     assert len(rf.turns[-1].call.params["content"]) == 100
     assert rf.turns[-1].raw_text == long
+
+
+def test_a_redrawn_repeat_keeps_only_the_new_draw(world, tmp_path):
+    """A reply that exactly repeats an earlier call is drawn again at a higher temperature
+    before the conversation sees it: one turn, two draws recorded, and the next request holds
+    only the kept draw."""
+    with FakeOpenAI([peek(), peek(), peek("pkg/util.py", 1, 2), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "redraw.jsonl", redraw_repeats=2,
+                    repeat_guard="refuse")
+    assert rf.header.scaffold["redraw_repeats"] == 2 and rf.header.scaffold["redraw_step"] == 0.2
+    assert [t.turn for t in rf.turns] == [1, 2, 3] and rf.end.reason == "finalize"
+    t2 = rf.turns[1]
+    assert t2.call.params["file_path"] == "pkg/util.py" and t2.metrics.error_type is None
+    first, second = t2.model_calls
+    assert (first.purpose, first.draw, first.repeat_of, first.temperature) == ("draw", 0, 1, 0.2)
+    assert first.text == peek() and first.seed is None
+    assert (second.draw, second.repeat_of, second.temperature, second.text) == (1, None, 0.4, None)
+    assert second.seed is not None
+    assert t2.tokens_out == first.tokens_out + second.tokens_out
+    # the redraw's request: same messages, higher temperature
+    assert fake.requests[2]["messages"] == fake.requests[1]["messages"]
+    assert fake.requests[1]["temperature"] == 0.2 and fake.requests[2]["temperature"] == 0.4
+    # the next turn's conversation holds the kept draw only
+    sent = [m["content"] for m in fake.requests[3]["messages"] if m["role"] == "assistant"]
+    assert sent == [peek(), peek("pkg/util.py", 1, 2)]
+    assert all(not t.model_calls for t in (rf.turns[0], rf.turns[2]))
+
+
+def test_redraws_that_keep_repeating_fall_back_to_the_repeat_guard(world, tmp_path):
+    with FakeOpenAI([peek(), peek(), peek(), peek(), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "stuck.jsonl", redraw_repeats=2, redraw_step=0.3,
+                    repeat_guard="refuse")
+    t2 = rf.turns[1]
+    assert t2.metrics.error_type == "repeated" and t2.observation.startswith("Not run again")
+    assert [(c.draw, c.repeat_of) for c in t2.model_calls] == [(0, 1), (1, 1), (2, 1)]
+    assert [c.temperature for c in t2.model_calls] == [0.2, 0.5, 0.8]
+    assert [c.text is None for c in t2.model_calls] == [False, False, True]  # the last is kept
+    assert len({c.seed for c in t2.model_calls[1:]}) == 2
+    assert [float(r["temperature"]) for r in fake.requests] == [0.2, 0.2, 0.5, 0.8, 0.2]
+
+
+def test_redraws_off_leave_the_record_as_it_was(world, tmp_path):
+    with FakeOpenAI([peek(), peek(), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "off.jsonl", repeat_guard="refuse")
+    assert "redraw_repeats" not in rf.header.scaffold and "ledger" not in rf.header.scaffold
+    assert rf.turns[1].metrics.error_type == "repeated" and rf.turns[1].model_calls == []
+    assert len(fake.requests) == 3
+    line = (tmp_path / "off.jsonl").read_text().splitlines()[1]
+    assert '"draw"' not in line and "ledger" not in fake.requests[1]["messages"][-1]["content"].lower()
+    with pytest.raises(ValueError, match="redraw_repeats"):
+        RunConfig(run_id="x", redraw_repeats=-1)
+
+
+def test_the_ledger_rides_in_the_working_state(world, tmp_path):
+    script = [peek(), MEMORY, peek(start=6, end=9), peek("pkg/util.py", 1, 2), FINAL]
+    with FakeOpenAI(script) as fake:
+        rf = launch(world, fake, tmp_path / "ledger.jsonl", ledger=True, ledger_chars=300)
+    assert rf.header.scaffold["ledger"] is True and rf.header.scaffold["ledger_chars"] == 300
+    assert "LEDGER: Nothing has been done yet." in fake.requests[0]["messages"][-1]["content"]
+    state = fake.requests[4]["messages"][-1]["content"]
+    ledger = state[state.index("LEDGER"):]
+    assert ledger.splitlines()[1:] == [
+        "  read pkg/app.py:1-9", "  memory 'app'", "  read pkg/util.py:1-2"]

@@ -139,6 +139,22 @@ def test_completion_fields_and_request(key: str) -> None:
     assert fake.headers[0]["authorization"] == f"Bearer {SECRET}"
 
 
+def test_a_redraw_overrides_temperature_and_seed_for_one_request() -> None:
+    """Without overrides the request is exactly as before (so cache keys stay); a redraw's
+    temperature replaces the spec's, and its seed the run's where the run's seed is sent."""
+    local = ModelSpec(name="l", kind="local", base_url="http://127.0.0.1:1/v1", model_id="l",
+                      gguf="l.gguf", temperature=0.2)
+    backend = OpenAIBackend(local, seed=3)
+    plain, _ = backend.build_request(MESSAGES)
+    assert (plain["temperature"], plain["seed"]) == (0.2, 3)
+    redraw, _ = backend.build_request(MESSAGES, temperature=0.6, seed=11)
+    assert (redraw["temperature"], redraw["seed"]) == (0.6, 11)
+    assert {k: v for k, v in redraw.items() if k not in ("temperature", "seed")} == {
+        k: v for k, v in plain.items() if k not in ("temperature", "seed")}
+    hosted = OpenAIBackend(ModelSpec(name="h", base_url="http://h/v1", model_id="h"), seed=3)
+    request, _ = hosted.build_request(MESSAGES, temperature=0.4, seed=11)
+    assert request["temperature"] == 0.4 and "seed" not in request
+
 def test_unpriced_model_has_no_cost(key: str) -> None:
     with FakeOpenAI(["ok"]) as fake:
         c = OpenAIBackend(spec_for(fake), retry=FAST).complete(MESSAGES)

@@ -222,3 +222,22 @@ def test_a_replayed_turn_keeps_the_time_its_reply_took_when_recorded(tmp_path):
     assert t.loc[2, "active_s"] == pytest.approx(14.51) and t.loc[2, "duration_s"] == pytest.approx(0.02)
     assert t.loc[2, "active_rel_start"] == pytest.approx(12.0 / 26.51)
     assert c.runs.iloc[0]["active_s"] == pytest.approx(26.51)
+
+
+def test_a_redrawn_turn_counts_each_draw_once(tmp_path):
+    """A redrawn turn's latency is the sum of its draws: on a replay, the draws that came from
+    the cache count their recorded latency (not the turn's total as well)."""
+    from adakit.record import DRAW, ModelCall, read_run, replayed_seconds
+
+    draws = [ModelCall(purpose=DRAW, model="m", latency_s=4.0, cached=True, draw=0, repeat_of=1,
+                       text="<a/>"),
+             ModelCall(purpose=DRAW, model="m", latency_s=6.0, cached=False, draw=1,
+                       temperature=0.4, seed=7)]
+    t = turn(2).model_copy(update={"latency_s": 10.0, "cached": False, "model_calls": [
+        *draws, ModelCall(purpose="hint", model="h", latency_s=3.0, cached=True)]})
+    assert replayed_seconds(t) == pytest.approx((4.0 + 3.0, 0.0))
+    write(tmp_path / "r.jsonl", [header(), t])
+    line = (tmp_path / "r.jsonl").read_text().splitlines()[1]
+    assert '"repeat_of":1' in line and '"seed":7' in line
+    assert line.count('"text"') == 1 and '"draw"' not in line.split('"purpose":"hint"')[1]
+    assert read_run(tmp_path / "r.jsonl").turns[0].model_calls == t.model_calls

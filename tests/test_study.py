@@ -134,6 +134,17 @@ def test_a_run_in_two_blocks_must_keep_one_set_of_settings(tmp_path):
         load_study(study)
 
 
+def test_the_scaffold_aids_are_set_per_study_or_per_block(tmp_path):
+    study = tmp_path / "s.yaml"
+    block = {"worlds": ["flask"], "tasks": ["feature_tracing"], "conditions": ["natural"]}
+    study.write_text(yaml.safe_dump({"redraw_repeats": 2, "matrix": [
+        {**block, "models": ["baseline-tracer"], "ledger": True, "ledger_chars": 400},
+        {**block, "models": ["baseline-reader"], "redraw_repeats": 0}]}))
+    tracer, reader = load_study(study).specs
+    assert dict(tracer.settings) == {"redraw_repeats": 2, "ledger": True, "ledger_chars": 400}
+    assert dict(reader.settings) == {"redraw_repeats": 0}
+
+
 def _fake_agent(request: dict) -> object:
     """A deterministic scripted agent: turn k peeks lines 10k.., turn 6 concludes."""
     k = sum(1 for m in request["messages"] if m["role"] == "assistant") + 1
@@ -270,3 +281,26 @@ def test_changed_settings_compare_what_the_header_recorded():
     assert changed_settings(header, spec) == ("close_turn", "close_chars")
     header.scaffold.update(close_turn=None, reply_max_tokens=400)
     assert changed_settings(header, spec) == ("reply_max_tokens", "close_turn")
+
+
+def test_changed_settings_see_the_redraw_and_ledger_aids():
+    """Both aids are recorded only when on; turning one on, off or changing its parameter is
+    a change of settings."""
+    from adakit.study.launch import RunSpec
+    from adakit.study.plan import changed_settings
+    from adakit.synthetic import synthetic_run
+
+    def spec(**settings):
+        return RunSpec("s", "m", "w", "feature_tracing", "natural", 0, 0,
+                       tuple(sorted({"turn_bound": 5, **settings}.items())))
+
+    header = synthetic_run("m-r", model="m", files={"a.py": 10}, tools=["OVW"]).header
+    header = header.model_copy(update={"turn_bound": 5, "scaffold": {"prompts_sha256": "x"}})
+    assert changed_settings(header, spec()) == ()
+    assert changed_settings(header, spec(redraw_repeats=2)) == ("redraw_repeats",)
+    assert changed_settings(header, spec(ledger=True)) == ("ledger",)
+    header.scaffold.update(redraw_repeats=2, redraw_step=0.2, ledger=True, ledger_chars=600)
+    assert changed_settings(header, spec(redraw_repeats=2, ledger=True)) == ()
+    assert changed_settings(header, spec(redraw_repeats=2, redraw_step=0.3, ledger=True,
+                                         ledger_chars=400)) == ("redraw_step", "ledger_chars")
+    assert changed_settings(header, spec()) == ("redraw_repeats", "ledger")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 from adakit import __version__, config
 from adakit.apparatus.conditions import Condition
+from adakit.apparatus.ledger import LEDGER_CHARS, LEDGER_MIN_CHARS, Ledger
 from adakit.apparatus.protocol import (
     THINKING_MIN_CHARS,
     function_tools,
@@ -34,6 +36,7 @@ from adakit.apparatus.tools import TOOL_SPECS, Toolbox
 from adakit.apparatus.world import World
 from adakit.llm.models import RETRYABLE_KINDS, CacheMiss, ModelError
 from adakit.record import (
+    DRAW,
     ConditionInfo,
     End,
     Header,
@@ -105,6 +108,19 @@ class RunConfig:
     #: ``content``; other free text keeps 400), with the closing reply's token budget raised
     #: to fit (:func:`close_reply_tokens`); recorded in the header as ``scaffold.close_chars``
     close_chars: int = 1200
+    #: weak-model aid (a deviation from the paper, 0 = off by default): a sampled call that
+    #: exactly repeats an earlier call of the run is drawn again, up to this many times, at a
+    #: temperature ``redraw_step`` higher per redraw and another seed, before the conversation
+    #: sees it. Every draw is recorded in the turn's ``model_calls`` (purpose "draw"); the
+    #: conversation keeps only the kept draw; when the last redraw still repeats,
+    #: ``repeat_guard`` answers it as without redraws. Not on closing turns.
+    redraw_repeats: int = 0
+    redraw_step: float = 0.2
+    #: weak-model aid (a deviation from the paper, off by default): the working state shows a
+    #: LEDGER channel of what the run has done so far (:mod:`adakit.apparatus.ledger`), within
+    #: ``ledger_chars`` characters
+    ledger: bool = False
+    ledger_chars: int = LEDGER_CHARS
     thinking_min_chars: int = THINKING_MIN_CHARS
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -114,6 +130,12 @@ class RunConfig:
         if self.repeat_guard not in REPEAT_GUARDS:
             raise ValueError(f"repeat_guard must be one of {', '.join(REPEAT_GUARDS)}, "
                              f"got {self.repeat_guard!r}")
+        if self.redraw_repeats < 0:
+            raise ValueError(f"redraw_repeats must be 0 (off) or more, got {self.redraw_repeats}")
+        if self.redraw_step < 0:
+            raise ValueError(f"redraw_step must not be negative, got {self.redraw_step}")
+        if self.ledger_chars < LEDGER_MIN_CHARS:
+            raise ValueError(f"ledger_chars must be at least {LEDGER_MIN_CHARS}, got {self.ledger_chars}")
 
 
 #: the grammar's cap on other free text (titles, memories, questions)
@@ -318,6 +340,12 @@ def make_header(
     if cfg.close_turn:  # only when on, so headers of runs without it stay as they were
         scaffold["close_turn"] = close_text(cfg.close_chars)
         scaffold["close_chars"] = cfg.close_chars
+    if cfg.redraw_repeats:  # the same: recorded only when on
+        scaffold["redraw_repeats"] = cfg.redraw_repeats
+        scaffold["redraw_step"] = cfg.redraw_step
+    if cfg.ledger:
+        scaffold["ledger"] = True
+        scaffold["ledger_chars"] = cfg.ledger_chars
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -388,6 +416,7 @@ class Run:
         self.reply_tokens = cfg.reply_max_tokens or getattr(self.spec, "max_tokens", None) or 1024
         self.close_tokens = close_reply_tokens(self.reply_tokens, cfg.close_chars)
         self.close_text = close_text(cfg.close_chars)
+        self.ledger = Ledger(cfg.ledger_chars) if cfg.ledger else None
         self.messages: list[dict[str, Any]] = []
         self.turns: list[Turn] = []
         self.mistakes = 0
@@ -420,8 +449,13 @@ class Run:
 
     def _opening(self, system: str) -> list[dict[str, Any]]:
         """The system prompt and the task message that every request starts with."""
-        task = first_message(self.ctx.task, self.ctx.condition, self.toolbox.state.render())
+        task = first_message(self.ctx.task, self.ctx.condition, self._state_text())
         return [{"role": "system", "content": system}, {"role": "user", "content": task}]
+
+    def _state_text(self) -> str:
+        """The state channels shown after every result (and the ledger, when it is on)."""
+        text = self.toolbox.state.render()
+        return text if self.ledger is None else text + "\n" + self.ledger.render()
 
     def _replay(self, old: RunFile) -> None:
         """Rebuild messages, working state and counters from the recorded turns."""
@@ -440,12 +474,14 @@ class Run:
         self.mistakes = self.mistakes + 1 if stuck else 0
         if t.call and t.call.tool == "stash_conclusion" and t.metrics.error_type is None:
             self.conclusion = (t.call.params.get("content"), t.call.params.get("title"))
+        if self.ledger is not None:
+            self.ledger.add(t)
         tool = t.call.tool if t.call else "error"
         self.messages.append({"role": "assistant", "content": t.raw_text})
         self.messages.append(
             {
                 "role": "user",
-                "content": observation_message(tool, t.observation, t.injected, self.toolbox.state.render()),
+                "content": observation_message(tool, t.observation, t.injected, self._state_text()),
             }
         )
 
@@ -537,139 +573,264 @@ class Run:
             },
         )
 
+    # ------------------------------------------------------------------ one turn
+
     def _turn(self, n: int, closing: bool = False) -> tuple[Turn | None, End | None]:
+        """Turn ``n``: ask the model, read its reply as a call, act on it and record it; or
+        the End a failed request leads to."""
         started = time.time()
         fitted = fit_window(self.messages, getattr(self.spec, "context_window", None), self.reply_tokens)
         if fitted is None:
             return None, self._end("context_overflow", "the prompt does not fit the context window")
         window, dropped = fitted
+        reply = self._query(window, closing)
+        if not isinstance(reply, End) and self.cfg.redraw_repeats and not closing:
+            reply = self._redrawn(window, reply, n)
+        if isinstance(reply, End):
+            return None, reply
+        outcome = self._act(reply, closing)
+        turn = self._record(n, started, reply, outcome, dropped)
+        coached = self._coach_review(turn, closing)
+        if isinstance(coached, End):
+            return None, coached
+        turn.injected = coached + self._notes(turn, outcome, n, closing)
+        turn.ended_at = time.time()
+        return turn, None
+
+    def _request(self, closing: bool) -> dict[str, Any]:
+        """The request options of a turn: its token budget and its grammar or function tools
+        (a closing turn offers only the tool it asks for)."""
         kwargs: dict[str, Any] = {"max_tokens": self.close_tokens if closing else self.reply_tokens}
         if self.grammar:
             kwargs["grammar"] = self.close_grammar if closing and self.close_grammar else self.grammar
-        if self.mode == "function":  # the closing turn offers only the tool it asks for
-            kwargs["tools"] = function_tools(
-                CLOSE_TOOLS if closing else TOOL_SPECS)
+        if self.mode == "function":
+            kwargs["tools"] = function_tools(CLOSE_TOOLS if closing else TOOL_SPECS)
+        return kwargs
+
+    def _query(self, window: list[dict[str, Any]], closing: bool, **sampling: Any) -> _Reply | End:
+        """The model's reply to ``window`` read as a tool call, or the End its failure leads to
+        (``sampling``: a redraw's temperature and seed)."""
         try:
-            completion = self.ctx.backend.complete(window, **kwargs)
+            completion = self.ctx.backend.complete(window, **self._request(closing), **sampling)
         except CacheMiss:
             raise  # a replay that leaves the recording stops loudly; the run stays resumable
         except ModelError as exc:
             if exc.kind == "context_overflow":
-                return None, self._end("context_overflow", f"{type(exc).__name__}: {exc}")
-            return None, self._end("model_error", f"{type(exc).__name__}: {exc}", exc.kind)
+                return self._end("context_overflow", f"{type(exc).__name__}: {exc}")
+            return self._end("model_error", f"{type(exc).__name__}: {exc}", exc.kind)
         except Exception as exc:  # transport or policy failures: end the run, keep the record
-            return None, self._end("model_error", f"{type(exc).__name__}: {exc}", "error")
+            return self._end("model_error", f"{type(exc).__name__}: {exc}", "error")
+        return self._parse(completion, closing)
+
+    def _parse(self, completion: Any, closing: bool) -> _Reply:
+        """A completion read as one tool call (native function calls or the XML protocol)."""
         text = completion.text or ""
         if self.mode == "function" and getattr(completion, "tool_calls", None):
             calls = completion.tool_calls
             if len(calls) > 1:
-                parsed_call: ToolCall | ParseError = ParseError(
+                parsed: ToolCall | ParseError = ParseError(
                     kind="multiple_tools",
                     message=f"Only one tool per message is allowed; this reply made {len(calls)} calls.",
                 )
             else:
-                parsed_call = parse_function_call(calls[0]["name"], calls[0]["arguments"], TOOL_SPECS)
+                parsed = parse_function_call(calls[0]["name"], calls[0]["arguments"], TOOL_SPECS)
             thinking = text.strip()
-            if isinstance(parsed_call, ToolCall):
-                text = render_call(parsed_call, thinking)
-                call, perr = parsed_call, None
-            else:
-                call, perr = None, parsed_call
-        else:
-            parsed = parse_reply(text, TOOL_SPECS)
-            thinking, call, perr = parsed.thinking, parsed.call, parsed.error
-        if closing and not self.grammar and call is not None and call.tool == "stash_conclusion":
-            # the closing instruction says a longer conclusion is cut off; without a grammar
-            # to enforce it, the cut happens here (a constrained reply cannot exceed it)
-            content = str(call.params.get("content", ""))
-            if len(content) > self.cfg.close_chars:
-                call = call.model_copy(update={"params": {
-                    **call.params, "content": content[: self.cfg.close_chars]}})
+            if isinstance(parsed, ParseError):
+                return _Reply(completion, text, thinking, None, parsed)
+            return _Reply(completion, render_call(parsed, thinking), thinking, self._capped(parsed, closing), None)
+        reply = parse_reply(text, TOOL_SPECS)
+        call = self._capped(reply.call, closing) if reply.call is not None else None
+        return _Reply(completion, text, reply.thinking, call, reply.error)
 
-        injected: list[Injection] = []
-        state_changes: list[dict[str, Any]] = []
-        model_calls: list[ModelCall] = []
+    def _redrawn(self, window: list[dict[str, Any]], first: _Reply, n: int) -> _Reply | End:
+        """``first``, or when its call exactly repeats an earlier one, the first of up to
+        ``redraw_repeats`` new draws (temperature ``redraw_step`` higher each, another seed)
+        that does not, else the last; the kept reply carries every draw."""
+        repeat_of = self._repeat_of(first)
+        if repeat_of is None:
+            return first
+        own = getattr(self.spec, "temperature", None)
+        drawn = [(first, repeat_of, own, None)]  # the first draw: the model's own sampling
+        base = own or 0.0
+        for k in range(1, self.cfg.redraw_repeats + 1):
+            temperature = round(min(2.0, base + k * self.cfg.redraw_step), 6)
+            seed = redraw_seed(self.cfg.seed, n, k)
+            reply = self._query(window, False, temperature=temperature, seed=seed)
+            if isinstance(reply, End):
+                return reply
+            repeat_of = self._repeat_of(reply)
+            drawn.append((reply, repeat_of, temperature, seed))
+            if repeat_of is None:
+                break
+        kept = drawn[-1][0]
+        kept.earlier = [r.completion for r, *_ in drawn[:-1]]
+        kept.draws = [
+            ModelCall(
+                purpose=DRAW, model=self.spec.name, latency_s=r.completion.latency_s,
+                tokens_in=r.completion.tokens_in, tokens_out=r.completion.tokens_out,
+                cached=r.completion.cached, draw=k, repeat_of=rep, temperature=temp, seed=seed,
+                text=r.text if k < len(drawn) - 1 else None,
+            )
+            for k, (r, rep, temp, seed) in enumerate(drawn)
+        ]
+        return kept
+
+    def _repeat_of(self, reply: _Reply) -> int | None:
+        """The earlier turn whose call the reply's call exactly repeats (None: none does)."""
+        return self._same_call(reply.call) if reply.call is not None else None
+
+    def _capped(self, call: ToolCall, closing: bool) -> ToolCall:
+        """``call`` with a closing conclusion cut at ``close_chars``: the closing instruction
+        says a longer one is cut off, and without a grammar to enforce it the cut happens
+        here (a constrained reply cannot exceed it)."""
+        if not closing or self.grammar or call.tool != "stash_conclusion":
+            return call
+        content = str(call.params.get("content", ""))
+        if len(content) <= self.cfg.close_chars:
+            return call
+        return call.model_copy(update={"params": {**call.params, "content": content[: self.cfg.close_chars]}})
+
+    def _act(self, reply: _Reply, closing: bool) -> _Outcome:
+        """What the turn's call leads to: a malformed reply, a call a closing turn does not
+        run, a refused exact repeat, or the tool's result."""
+        call = reply.call
         repeat_of = (self._same_call(call) if call is not None and self.cfg.repeat_guard != "off"
                      and not closing else None)
-        if perr is not None:
-            count = self.mistakes + 1
-            observation = _fill(
-                "malformed.txt", message=perr.message, count=str(count), limit=str(self.cfg.malformed_limit)
-            ).strip()
-            metrics = ToolMetrics(error_type="unknown_tool" if perr.kind == "unknown_tool" else "malformed")
-        elif closing and call is not None and call.tool != "stash_conclusion":
-            observation = ("Not run: the session is over and only stash_conclusion was asked for; "
-                           "the run ends without a conclusion.")
-            metrics = ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="malformed")
-        elif repeat_of is not None and self.cfg.repeat_guard == "refuse":
-            assert call is not None
-            observation = _fill(
+        if reply.error is not None:
+            return self._malformed(reply.error)
+        assert call is not None
+        if closing and call.tool != "stash_conclusion":
+            return _Outcome(
+                "Not run: the session is over and only stash_conclusion was asked for; "
+                "the run ends without a conclusion.",
+                ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="malformed"))
+        if repeat_of is not None and self.cfg.repeat_guard == "refuse":
+            return _Outcome(_fill(
                 "repeat_refused.txt", turn=str(repeat_of), count=str(self.mistakes + 1),
                 limit=str(self.cfg.malformed_limit),
-            ).strip()
-            metrics = ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="repeated")
-        else:
-            assert call is not None
-            result = self.toolbox.execute(call.tool, dict(call.params))
-            observation = result.text
-            metrics = result.metrics
-            if len(observation) > self.cfg.max_observation_chars:
-                cut = self.cfg.max_observation_chars
-                kept = observation[:cut].rsplit("\n", 1)[0]  # whole lines only
-                observation = (
-                    kept + f"\n[... output cut at {cut} characters; ask for a smaller range or block.]"
-                )
-                metrics = trim_to_shown(metrics, kept)
-            state_changes = list(result.state_changes)
-            model_calls = list(result.model_calls)
+            ).strip(), ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="repeated"),
+                repeat_of=repeat_of)
+        outcome = self._run_tool(call)
+        outcome.repeat_of = repeat_of
+        return outcome
 
-        turn = Turn(
+    def _malformed(self, error: ParseError) -> _Outcome:
+        """The answer to a reply that is not one well-formed call: the mistake count so far."""
+        observation = _fill(
+            "malformed.txt", message=error.message, count=str(self.mistakes + 1),
+            limit=str(self.cfg.malformed_limit),
+        ).strip()
+        kind = "unknown_tool" if error.kind == "unknown_tool" else "malformed"
+        return _Outcome(observation, ToolMetrics(error_type=kind))
+
+    def _run_tool(self, call: ToolCall) -> _Outcome:
+        """Run the call; an observation over ``max_observation_chars`` is cut at a line end
+        and its metrics keep only the lines shown."""
+        result = self.toolbox.execute(call.tool, dict(call.params))
+        observation, metrics = result.text, result.metrics
+        cut = self.cfg.max_observation_chars
+        if len(observation) > cut:
+            kept = observation[:cut].rsplit("\n", 1)[0]  # whole lines only
+            observation = kept + f"\n[... output cut at {cut} characters; ask for a smaller range or block.]"
+            metrics = trim_to_shown(metrics, kept)
+        return _Outcome(observation, metrics, list(result.state_changes), list(result.model_calls))
+
+    def _record(self, n: int, started: float, reply: _Reply, outcome: _Outcome, dropped: int) -> Turn:
+        """The turn record of a reply and its outcome (injections come after the review); a
+        redrawn turn's latency, tokens and cost add up all its draws."""
+        c = reply.completion
+        spent = [*reply.earlier, c]
+        reused = [r for r in (getattr(x, "tokens_reused", None) for x in spent) if r is not None]
+        costs = [x.cost_usd for x in spent if x.cost_usd is not None]
+        return Turn(
             turn=n,
             started_at=started,
             ended_at=time.time(),
-            latency_s=completion.latency_s,
-            tokens_in=completion.tokens_in,
-            tokens_out=completion.tokens_out,
-            tokens_reused=getattr(completion, "tokens_reused", None),
-            cost_usd=completion.cost_usd,
-            cached=completion.cached,
-            constrained=bool(getattr(completion, "constrained", False) or self.grammar),
-            raw_text=text,
-            thinking=thinking,
-            call=call,
-            parse_error=perr,
-            observation=observation,
-            metrics=metrics,
-            state_changes=state_changes,
-            model_calls=model_calls,
+            latency_s=c.latency_s if not reply.earlier else sum(x.latency_s for x in spent),
+            tokens_in=sum(x.tokens_in for x in spent),
+            tokens_out=sum(x.tokens_out for x in spent),
+            tokens_reused=sum(reused) if reused else None,
+            cost_usd=c.cost_usd if not reply.earlier else (sum(costs) if costs else None),
+            cached=all(x.cached for x in spent),
+            constrained=bool(getattr(c, "constrained", False) or self.grammar),
+            raw_text=reply.text,
+            thinking=reply.thinking,
+            call=reply.call,
+            parse_error=reply.error,
+            observation=outcome.observation,
+            metrics=outcome.metrics,
+            state_changes=outcome.state_changes,
+            model_calls=[*reply.draws, *outcome.model_calls],
             dropped_messages=dropped,
         )
-        if self.ctx.coach is not None and not closing:
-            try:
-                decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
-            except ModelError as exc:  # the coach cannot be asked at all (no key, refused key)
-                return None, self._end("model_error", f"coach: {type(exc).__name__}: {exc}", exc.kind)
-            turn.coach = decision
-            if decision.get("decision") in ("HINT", "REJECT") and decision.get("message"):
-                if decision["decision"] == "REJECT":
-                    injected.append(Injection(source="system", text=_fill("rejected.txt").strip()))
-                injected.append(Injection(source="coach", text=str(decision["message"])))
-        if repeat_of is not None and self.cfg.repeat_guard == "note":
-            injected.append(Injection(source="system", text=_fill(
-                "repeat_notice.txt", turn=str(repeat_of)).strip()))
-        finalize = bool(turn.metrics.finalize) and not self._rejected(turn)
-        if not finalize and not closing:
-            reminder = self.ctx.condition.reminder_after(n)
-            if reminder:
-                injected.append(Injection(source="reminder", text=reminder))
-            stuck = perr is not None or metrics.error_type == "repeated"
-            if self.cfg.close_turn and (
-                    n >= self.cfg.turn_bound
-                    or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
-                injected.append(Injection(source="system", text=self.close_text))
-        turn.injected = injected
-        turn.ended_at = time.time()
-        return turn, None
+
+    def _coach_review(self, turn: Turn, closing: bool) -> list[Injection] | End:
+        """The coach's review of the turn (kept on it) and what it says to the model, or the
+        End when the coach cannot be asked at all; nothing on closing turns or without a coach."""
+        if self.ctx.coach is None or closing:
+            return []
+        try:
+            decision = self.ctx.coach.review(turn, {**self._coach_context(), "history": self.turns})
+        except ModelError as exc:  # the coach cannot be asked at all (no key, refused key)
+            return self._end("model_error", f"coach: {type(exc).__name__}: {exc}", exc.kind)
+        turn.coach = decision
+        injected: list[Injection] = []
+        if decision.get("decision") in ("HINT", "REJECT") and decision.get("message"):
+            if decision["decision"] == "REJECT":
+                injected.append(Injection(source="system", text=_fill("rejected.txt").strip()))
+            injected.append(Injection(source="coach", text=str(decision["message"])))
+        return injected
+
+    def _notes(self, turn: Turn, outcome: _Outcome, n: int, closing: bool) -> list[Injection]:
+        """The loop's own notes after the turn: the repeat notice, the condition's reminder
+        and the closing instruction when the run is about to end without a conclusion."""
+        notes: list[Injection] = []
+        if outcome.repeat_of is not None and self.cfg.repeat_guard == "note":
+            notes.append(Injection(source="system", text=_fill(
+                "repeat_notice.txt", turn=str(outcome.repeat_of)).strip()))
+        if closing or (turn.metrics.finalize and not self._rejected(turn)):
+            return notes
+        reminder = self.ctx.condition.reminder_after(n)
+        if reminder:
+            notes.append(Injection(source="reminder", text=reminder))
+        stuck = turn.parse_error is not None or turn.metrics.error_type == "repeated"
+        if self.cfg.close_turn and (
+                n >= self.cfg.turn_bound or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
+            notes.append(Injection(source="system", text=self.close_text))
+        return notes
+
+
+@dataclass
+class _Reply:
+    """A model reply read as a tool call: the completion, the text the conversation keeps,
+    the thinking, and the call or the parse error."""
+
+    completion: Any
+    text: str
+    thinking: str
+    call: ToolCall | None
+    error: ParseError | None
+    #: a redrawn turn's earlier completions (not kept) and the records of all its draws
+    earlier: list[Any] = field(default_factory=list)
+    draws: list[ModelCall] = field(default_factory=list)
+
+
+@dataclass
+class _Outcome:
+    """What a turn's call led to: the observation, the metrics and what the record keeps."""
+
+    observation: str
+    metrics: ToolMetrics
+    state_changes: list[dict[str, Any]] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
+    #: the earlier turn this call exactly repeats (only looked up under a repeat guard)
+    repeat_of: int | None = None
+
+
+def redraw_seed(seed: int, turn: int, k: int) -> int:
+    """The seed of redraw ``k`` on turn ``turn`` of a run with seed ``seed``: fixed by the
+    three, and different for every redraw."""
+    return zlib.crc32(f"redraw/{seed}/{turn}/{k}".encode())
 
 
 _NUMBERED = re.compile(r"^\s*(\d+): ", re.M)

@@ -340,6 +340,8 @@ class ChatBackend(Protocol):
         json_schema: dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
     ) -> Completion: ...
 
 
@@ -678,20 +680,26 @@ class OpenAIBackend:
         json_schema: dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """The keyword arguments for ``chat.completions.create`` (without credentials), and
-        whether the request is constrained."""
+        whether the request is constrained. ``temperature`` and ``seed`` replace the spec's
+        temperature and the run's seed for this request (a redraw); the seed goes where the
+        run's seed does (local models)."""
         spec = self.spec
         request: dict[str, Any] = {"model": spec.model_id, "messages": messages}
-        if spec.temperature is not None:
-            request["temperature"] = spec.temperature
+        temperature = spec.temperature if temperature is None else temperature
+        if temperature is not None:
+            request["temperature"] = temperature
         limit = max_tokens if max_tokens is not None else spec.max_tokens
         if limit is not None:
             request["max_tokens"] = limit
         if tools:
             request["tools"] = tools
-        if spec.kind == "local" and self.seed is not None:
-            request["seed"] = self.seed  # llama.cpp samples reproducibly per run seed
+        seed = self.seed if seed is None else seed
+        if spec.kind == "local" and seed is not None:
+            request["seed"] = seed  # llama.cpp samples reproducibly per run seed
         extra = dict(spec.extra_body or {})
         constrained = False
         if spec.constrain == "grammar" and grammar:
@@ -712,10 +720,13 @@ class OpenAIBackend:
         json_schema: dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
         max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
     ) -> Completion:
         """One chat completion (from the cache when allowed)."""
         request, constrained = self.build_request(
-            messages, grammar=grammar, json_schema=json_schema, tools=tools, max_tokens=max_tokens
+            messages, grammar=grammar, json_schema=json_schema, tools=tools, max_tokens=max_tokens,
+            temperature=temperature, seed=seed,
         )
         keyed = {"endpoint": self.spec.endpoint, **request}
         if self.cache_scope:

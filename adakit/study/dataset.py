@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -114,10 +114,52 @@ def build(
     it is listed under ``outdated`` (and ``remaining``), and refused without
     ``leave_unfinished``."""
     from adakit.judging.judges import judgments_dir
-    from adakit.llm.models import get_model
 
     runs_dir = config.resolve(runs_dir)
     out = config.resolve(out)
+    study_path = config.resolve(study) if study else runs_dir / "study.yaml"
+    packing = _packing(runs_dir, study_path, leave_unfinished)
+    tmp = Path(tempfile.mkdtemp(prefix=".dataset-", dir=out.parent if out.parent.exists() else None))
+    try:
+        rows = _pack_runs(packing.parsed, tmp)
+        judged = config.resolve(judgments) if judgments else judgments_dir(runs_dir)
+        verdicts = judged / "judgments.jsonl" if judged.is_dir() else judged
+        counts = _pack_verdicts(verdicts, packing.parsed, tmp)
+        study_doc = _pack_study(study_path, tmp)
+        registry_models = _registry_models(rows, counts.judge_models, study_doc)
+        n_entries = _pack_responses(cache, rows, registry_models, tmp)
+        manifest = _manifest(
+            name=name or out.name, description=description or study_doc.get("description", ""),
+            study_doc=study_doc, packing=packing, rows=rows, registry_models=registry_models,
+            files=_file_digests(tmp),
+            counts={"runs": len(rows), "verdicts": counts.verdicts, "responses": n_entries,
+                    "declared": len(packing.declared), "verdicts_left_out": counts.left_out},
+            regenerate=_regenerate(study_doc, runs_dir, out),
+        )
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=False) + "\n",
+                                    encoding="utf-8")
+        _install(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+@dataclass
+class _Packing:
+    """Which runs of a corpus a dataset packs (finished, under the study's settings) and
+    which of the study's runs it lacks."""
+
+    parsed: list[RunFile]
+    declared: list[str]
+    unfinished: list[str]
+    outdated: list[str]
+    remaining: list[str]
+
+
+def _packing(runs_dir: Path, study_path: Path, leave_unfinished: bool) -> _Packing:
+    """The runs to pack; raises DatasetError for a corpus that cannot be packed (unfinished,
+    outdated or incomplete runs are refused unless ``leave_unfinished``)."""
     files = [p for p in iter_run_files(runs_dir) if p.name != "study.yaml"]
     if not files:
         raise DatasetError(f"no run files in {runs_dir}")
@@ -131,7 +173,6 @@ def build(
     parsed = [rf for rf in parsed if rf.finished]
     if not parsed:
         raise DatasetError(f"no finished run in {runs_dir}")
-    study_path = config.resolve(study) if study else runs_dir / "study.yaml"
     declared = declared_runs(study_path)
     outdated = outdated_runs(study_path, parsed)
     if outdated and not leave_unfinished:
@@ -150,122 +191,168 @@ def build(
             f"{remaining[0]}): finish the launch first, or pass --leave-unfinished to pack "
             "only the finished ones"
         )
-    tmp = Path(tempfile.mkdtemp(prefix=".dataset-", dir=out.parent if out.parent.exists() else None))
-    try:
-        (tmp / "runs").mkdir()
-        rows = []
-        for rf in sorted(parsed, key=lambda r: r.header.run_id):
-            target = tmp / "runs" / f"{rf.header.run_id}.jsonl"
-            shutil.copyfile(rf.path, target)
-            turns = rf.turns
-            coach_s = sum(float((t.coach or {}).get("latency_s") or 0.0) for t in turns)
-            rows.append({
-                "run_id": rf.header.run_id, "file": f"runs/{target.name}",
-                "sha256": sha256_file(target), "model": rf.header.model.name,
-                "world": rf.header.world.name, "task": rf.header.task.family,
-                "condition": rf.header.condition.name, "repeat": rf.header.repeat,
-                "seed": rf.header.seed, "reason": rf.end.reason if rf.end else None,
-                "turns": len(turns),
-                "wall_s": round((rf.end.ended_at if rf.end else 0) - rf.header.started_at, 1),
-                "turn_s": round(sum(t.ended_at - t.started_at for t in turns), 1),
-                "coach_s": round(coach_s, 1),
-                "digest": content_digest(rf),
-            })
-        models = sorted({r["model"] for r in rows})
-        judged = config.resolve(judgments) if judgments else judgments_dir(runs_dir)
-        verdicts = judged / "judgments.jsonl" if judged.is_dir() else judged
-        judge_models: set[str] = set()
-        n_verdicts = n_left_out = 0
-        if verdicts.exists():
-            # only verdicts on the packed recordings: not on runs left out, nor on an earlier
-            # recording of a run that was recorded again since
-            from adakit.judging.judges import read_jsonl, verdict_is_current
+    return _Packing(parsed, declared, unfinished, outdated, remaining)
 
-            packed = {rf.header.run_id: rf for rf in parsed}
-            (tmp / "judgments").mkdir()
-            with open(tmp / "judgments" / "judgments.jsonl", "w", encoding="utf-8") as fh:
-                for row in read_jsonl(verdicts):
-                    rf = packed.get(row.get("run_id", ""))
-                    if rf is None or not verdict_is_current(row, rf):
-                        n_left_out += 1
-                        continue
-                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    n_verdicts += 1
-                    judge_models.add(row.get("judge", ""))
-        study_doc: dict[str, Any] = {}
-        if study_path.exists():
-            study_doc = yaml.safe_load(study_path.read_text(encoding="utf-8")) or {}
-            shutil.copyfile(study_path, tmp / "study.yaml")
-        for key in ("coach_model", "hint_model"):
-            if study_doc.get(key):
-                judge_models.add(study_doc[key])
-        registry_models = {m for m in [*models, *judge_models] if m and not m.startswith("baseline-")}
-        model_ids = {get_model(m).model_id for m in registry_models}
-        entries = _cache_entries(
-            (config.resolve(cache) if cache else config.cache_dir()) / "responses",
-            {r["run_id"] for r in rows}, model_ids,
-        )
-        with open(tmp / "responses.jsonl", "w", encoding="utf-8") as fh:
-            for entry in entries:
-                fh.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
-        worlds = {}
-        for rf in parsed:
-            w = rf.header.world
-            worlds[w.name] = {"version": w.version, "source": w.source, "sha256": w.sha256}
-        commit, dirty = _git_commit()
-        first = parsed[0].header
-        manifest = {
-            "format": FORMAT,
-            "name": name or out.name,
-            "description": description or study_doc.get("description", ""),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "adakit_version": __version__,
-            "adakit_commit": commit,
-            "adakit_dirty": dirty,
-            "schema_version": first.schema_version,
-            "scaffold": {
-                "prompts_sha256": first.scaffold.get("prompts_sha256"),
-                "tools_sha256": tools_digest(),
-                "settings": {k: v for k, v in first.scaffold.items() if k != "prompts_sha256"},
-            },
-            "models": {m: get_model(m).model_info().model_dump(mode="json")
-                       for m in sorted(registry_models)},
-            "judges": study_doc.get("judge", {}),
-            "worlds": worlds,
-            "runs": rows,
-            "files": {
-                "judgments/judgments.jsonl": sha256_file(tmp / "judgments" / "judgments.jsonl")
-                if verdicts.exists() else None,
-                "responses.jsonl": sha256_file(tmp / "responses.jsonl"),
-                "study.yaml": sha256_file(tmp / "study.yaml") if study_path.exists() else None,
-            },
-            "counts": {"runs": len(rows), "verdicts": n_verdicts, "responses": len(entries),
-                       "declared": len(declared), "verdicts_left_out": n_left_out},
-            "unfinished": unfinished,
-            "outdated": outdated,
-            # the study's runs this version does not hold (started or not): a launch that
-            # records them and a new build make the next version
-            "remaining": remaining,
-            "wall_time_s": {
-                "runs": round(sum(r["wall_s"] for r in rows), 1),
-                "turns": round(sum(r["turn_s"] for r in rows), 1),
-            },
-            "regenerate": (
-                f"make study PROFILE={study_doc.get('name', 'local')} && "
-                f".venv/bin/adakit dataset build {runs_dir.relative_to(config.ROOT) if runs_dir.is_relative_to(config.ROOT) else runs_dir} "
-                f"--out {out.relative_to(config.ROOT) if out.is_relative_to(config.ROOT) else out}"
-            ),
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=False) + "\n",
-                                    encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return manifest
+
+def _pack_runs(parsed: list[RunFile], tmp: Path) -> list[dict[str, Any]]:
+    """Copy the run files into ``tmp/runs`` (by run id); their manifest rows."""
+    (tmp / "runs").mkdir()
+    rows = []
+    for rf in sorted(parsed, key=lambda r: r.header.run_id):
+        target = tmp / "runs" / f"{rf.header.run_id}.jsonl"
+        shutil.copyfile(rf.path, target)
+        turns = rf.turns
+        coach_s = sum(float((t.coach or {}).get("latency_s") or 0.0) for t in turns)
+        rows.append({
+            "run_id": rf.header.run_id, "file": f"runs/{target.name}",
+            "sha256": sha256_file(target), "model": rf.header.model.name,
+            "world": rf.header.world.name, "task": rf.header.task.family,
+            "condition": rf.header.condition.name, "repeat": rf.header.repeat,
+            "seed": rf.header.seed, "reason": rf.end.reason if rf.end else None,
+            "turns": len(turns),
+            "wall_s": round((rf.end.ended_at if rf.end else 0) - rf.header.started_at, 1),
+            "turn_s": round(sum(t.ended_at - t.started_at for t in turns), 1),
+            "coach_s": round(coach_s, 1),
+            "digest": content_digest(rf),
+        })
+    return rows
+
+
+@dataclass
+class _VerdictCounts:
+    """What packing the verdicts kept: how many, how many were left out, and the judges."""
+
+    verdicts: int = 0
+    left_out: int = 0
+    judge_models: set[str] = field(default_factory=set)
+
+
+def _pack_verdicts(verdicts: Path, parsed: list[RunFile], tmp: Path) -> _VerdictCounts:
+    """Copy into ``tmp/judgments`` only the verdicts on the packed recordings: not those on
+    runs left out, nor on an earlier recording of a run that was recorded again since."""
+    counts = _VerdictCounts()
+    if not verdicts.exists():
+        return counts
+    from adakit.judging.judges import read_jsonl, verdict_is_current
+
+    packed = {rf.header.run_id: rf for rf in parsed}
+    (tmp / "judgments").mkdir()
+    with open(tmp / "judgments" / "judgments.jsonl", "w", encoding="utf-8") as fh:
+        for row in read_jsonl(verdicts):
+            rf = packed.get(row.get("run_id", ""))
+            if rf is None or not verdict_is_current(row, rf):
+                counts.left_out += 1
+                continue
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            counts.verdicts += 1
+            counts.judge_models.add(row.get("judge", ""))
+    return counts
+
+
+def _pack_study(study_path: Path, tmp: Path) -> dict[str, Any]:
+    """Copy the study file (when there is one); its content."""
+    if not study_path.exists():
+        return {}
+    study_doc = yaml.safe_load(study_path.read_text(encoding="utf-8")) or {}
+    shutil.copyfile(study_path, tmp / "study.yaml")
+    return study_doc
+
+
+def _registry_models(rows: list[dict[str, Any]], judge_models: set[str],
+                     study_doc: dict[str, Any]) -> set[str]:
+    """The registry models the dataset used: the runs', the judges', the coach and hint
+    models (scripted baselines are not in the registry)."""
+    used = {r["model"] for r in rows} | judge_models
+    used |= {study_doc[key] for key in ("coach_model", "hint_model") if study_doc.get(key)}
+    return {m for m in used if m and not m.startswith("baseline-")}
+
+
+def _pack_responses(cache: str | Path | None, rows: list[dict[str, Any]],
+                    registry_models: set[str], tmp: Path) -> int:
+    """Write ``tmp/responses.jsonl``, the cached replies the dataset needs; how many."""
+    from adakit.llm.models import get_model
+
+    model_ids = {get_model(m).model_id for m in registry_models}
+    entries = _cache_entries(
+        (config.resolve(cache) if cache else config.cache_dir()) / "responses",
+        {r["run_id"] for r in rows}, model_ids,
+    )
+    with open(tmp / "responses.jsonl", "w", encoding="utf-8") as fh:
+        for entry in entries:
+            fh.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
+    return len(entries)
+
+
+def _regenerate(study_doc: dict[str, Any], runs_dir: Path, out: Path) -> str:
+    """The commands that make the dataset again."""
+    def shown(p: Path) -> Path:
+        return p.relative_to(config.ROOT) if p.is_relative_to(config.ROOT) else p
+
+    return (f"make study PROFILE={study_doc.get('name', 'local')} && "
+            f".venv/bin/adakit dataset build {shown(runs_dir)} --out {shown(out)}")
+
+
+def _file_digests(tmp: Path) -> dict[str, str | None]:
+    """The sha256 of the packed verdicts, replies and study file (None for one not packed)."""
+    return {rel: sha256_file(tmp / rel) if (tmp / rel).exists() else None
+            for rel in ("judgments/judgments.jsonl", "responses.jsonl", "study.yaml")}
+
+
+def _install(tmp: Path, out: Path) -> None:
+    """Put the packed folder in place of ``out`` (an earlier version there is replaced)."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, out)
+
+
+def _manifest(
+    *, name: str, description: str, study_doc: dict[str, Any], packing: _Packing,
+    rows: list[dict[str, Any]], registry_models: set[str], files: dict[str, str | None],
+    counts: dict[str, int], regenerate: str,
+) -> dict[str, Any]:
+    """The dataset's manifest: provenance, the packed runs, the files' sha256 and counts."""
+    from adakit.llm.models import get_model
+
+    parsed = packing.parsed
+    worlds = {}
+    for rf in parsed:
+        w = rf.header.world
+        worlds[w.name] = {"version": w.version, "source": w.source, "sha256": w.sha256}
+    commit, dirty = _git_commit()
+    first = parsed[0].header
+    return {
+        "format": FORMAT,
+        "name": name,
+        "description": description,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "adakit_version": __version__,
+        "adakit_commit": commit,
+        "adakit_dirty": dirty,
+        "schema_version": first.schema_version,
+        "scaffold": {
+            "prompts_sha256": first.scaffold.get("prompts_sha256"),
+            "tools_sha256": tools_digest(),
+            "settings": {k: v for k, v in first.scaffold.items() if k != "prompts_sha256"},
+        },
+        "models": {m: get_model(m).model_info().model_dump(mode="json")
+                   for m in sorted(registry_models)},
+        "judges": study_doc.get("judge", {}),
+        "worlds": worlds,
+        "runs": rows,
+        "files": files,
+        "counts": counts,
+        "unfinished": packing.unfinished,
+        "outdated": packing.outdated,
+        # the study's runs this version does not hold (started or not): a launch that
+        # records them and a new build make the next version
+        "remaining": packing.remaining,
+        "wall_time_s": {
+            "runs": round(sum(r["wall_s"] for r in rows), 1),
+            "turns": round(sum(r["turn_s"] for r in rows), 1),
+        },
+        "regenerate": regenerate,
+    }
 
 
 def outdated_runs(study_path: Path, parsed: list[RunFile]) -> list[str]:

@@ -119,6 +119,12 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
         recorded["close_turn"] = sc.get("close_turn") or None  # the instruction shown, or off
         if sc.get("close_turn"):
             recorded["close_chars"] = sc.get("close_chars", TEXT_CHARS)
+        recorded["redraw_repeats"] = sc.get("redraw_repeats", 0)  # the aids, recorded when on
+        if sc.get("redraw_repeats"):
+            recorded["redraw_step"] = sc.get("redraw_step")
+        recorded["ledger"] = bool(sc.get("ledger"))
+        if sc.get("ledger"):
+            recorded["ledger_chars"] = sc.get("ledger_chars")
     if isinstance(sc.get("grammar"), dict) and "thinking_min_chars" in sc["grammar"]:
         recorded["thinking_min_chars"] = sc["grammar"]["thinking_min_chars"]
     if spec.setting("budget") is not None:
