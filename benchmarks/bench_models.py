@@ -23,7 +23,8 @@ import pandas as pd
 
 from adakit import config
 from adakit.study.dataset import DatasetError, open_dataset, restore_cache
-from adakit.study.launch import launch, load_study
+from adakit.study.launch import launch
+from adakit.study.spec import load_study
 from adakit.variance.behaviour import measure
 
 DEFAULT = "qwen2.5-coder-1.5b"

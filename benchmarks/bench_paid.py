@@ -59,7 +59,8 @@ def _agent(turns: int):
 def launch_runs(runs: int, turns: int, retry_after: float) -> dict[str, float]:
     """The issue's measure: ``runs`` agent runs at concurrency 8 on one endpoint."""
     from adakit.record import load_corpus
-    from adakit.study.launch import launch, load_study
+    from adakit.study.launch import launch
+    from adakit.study.spec import load_study
 
     tasks = ["architecture_analysis", "feature_tracing", "risk_review", "asr_inference"]
     conditions = ["natural", "prior_suppression", "budget_pressure", "combined"]

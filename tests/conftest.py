@@ -60,7 +60,8 @@ def sklearn_world():
 def ci_baseline_corpus(tmp_path_factory) -> Path:
     """The CI study's scripted-baseline runs on flask (13 runs, no model), launched once per
     session into a temporary folder; skipped when the flask world cannot be had."""
-    from adakit.study.launch import launch, load_study, restrict
+    from adakit.study.launch import launch
+    from adakit.study.spec import load_study, restrict
 
     _real_world("flask")
     out = tmp_path_factory.mktemp("ci-baselines") / "runs"

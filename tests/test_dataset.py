@@ -15,7 +15,8 @@ from adakit.apparatus.tasks import task_families
 from adakit.llm.models import DEFAULT_LOCAL_MODEL
 from adakit.record import load_corpus, read_run
 from adakit.study import dataset
-from adakit.study.launch import launch, load_study
+from adakit.study.launch import launch
+from adakit.study.spec import load_study
 
 REFERENCE = config.REFERENCE_RUNS.parent
 

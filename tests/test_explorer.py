@@ -654,7 +654,8 @@ def baseline_corpus(tmp_path_factory, flask_world):
     """Scripted baselines on flask (2 policies x 2 conditions, N = 12), written by the study
     launcher; plus synthetic judgments so the tour's lens 3 cell has verdicts to show."""
     from adakit.judging import agreement as ag
-    from adakit.study.launch import RunSpec, Study, launch
+    from adakit.study.launch import launch
+    from adakit.study.spec import RunSpec, Study
 
     home = tmp_path_factory.mktemp("home")
     out = home / "data" / "runs" / "mini"

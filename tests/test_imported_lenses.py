@@ -20,7 +20,8 @@ from adakit.judging import judges as J
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy, surface
 from adakit.record import load_corpus, read_run
-from adakit.study.launch import launch, load_study, restrict
+from adakit.study.launch import launch
+from adakit.study.spec import load_study, restrict
 from adakit.synthetic import synthetic_tables
 from adakit.workbench import explorer
 

@@ -29,9 +29,10 @@ from adakit.record import (
     load_corpus,
     read_run,
 )
-from adakit.study.launch import failure_summary, gated_launch, launch, load_study
-from adakit.study.plan import agent_tokens, make_plan, run_state
-from adakit.study.retry import attempts_beside, failure_of
+from adakit.study.launch import failure_summary, gated_launch, launch
+from adakit.study.plan import agent_tokens, make_plan
+from adakit.study.retry import attempts_beside, failure_of, run_state
+from adakit.study.spec import load_study
 
 KEY = "ADAKIT_PAID_TEST_" + "KEY"  # built at run time so credential scanners do not flag it
 NO_KEY = "ADAKIT_UNSET_TEST_" + "KEY"

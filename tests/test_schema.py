@@ -11,7 +11,8 @@ import pytest
 
 from adakit import config
 from adakit.record import SCHEMA_DOC, iter_run_files, json_schema, read_run
-from adakit.study.launch import launch, load_study, restrict
+from adakit.study.launch import launch
+from adakit.study.spec import load_study, restrict
 from adakit.synthetic import write_synthetic_corpus
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import yaml
 from fake_openai import FakeOpenAI, reply
 
 from adakit.record import load_corpus, read_run
-from adakit.study.launch import load_study, restrict
+from adakit.study.spec import load_study, restrict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -232,7 +232,8 @@ def test_a_finished_run_whose_settings_changed_is_set_aside_and_run_again(tmp_pa
     """Finished runs are skipped only when recorded under the settings the study has now; one
     launched under others is kept beside the run file and run again, and the plan says why."""
     from adakit.study.launch import launch
-    from adakit.study.plan import make_plan, study_states
+    from adakit.study.plan import make_plan
+    from adakit.study.retry import study_states
 
     out = tmp_path / "runs"
     study = tmp_path / "s.yaml"
@@ -264,8 +265,8 @@ def test_changed_settings_compare_what_the_header_recorded():
     """The closing instruction, its cap and the scaffold settings count; what an older header
     did not record does not."""
     from adakit.apparatus.agent import TEXT_CHARS, close_text
-    from adakit.study.launch import RunSpec
-    from adakit.study.plan import changed_settings
+    from adakit.study.retry import changed_settings
+    from adakit.study.spec import RunSpec
     from adakit.synthetic import synthetic_run
 
     spec = RunSpec("s", "m", "w", "feature_tracing", "natural", 0, 0,
@@ -283,11 +284,62 @@ def test_changed_settings_compare_what_the_header_recorded():
     assert changed_settings(header, spec) == ("reply_max_tokens", "close_turn")
 
 
+def test_one_launch_reads_each_run_state_once(tmp_path, flask_world, monkeypatch):
+    """``adakit launch`` reads where each run stands once and hands that to the preflight, the
+    plan and the loop: one ``run_state`` per run, whether finished, interrupted or not begun."""
+    from adakit.study import launch as launcher
+    from adakit.study import retry
+    from adakit.study.launch import gated_launch, launch
+
+    out = tmp_path / "runs"
+    study = tmp_path / "s.yaml"
+    study.write_text(yaml.safe_dump({
+        "name": "once", "output": str(out), "turn_bound": 2,
+        "matrix": [{"models": ["baseline-tracer"], "worlds": ["flask"],
+                    "tasks": ["feature_tracing", "risk_review"], "conditions": ["natural"]}]}))
+    launch(load_study(study), progress=False)
+    interrupted = out / "baseline-tracer__flask__risk_review__natural__r0.jsonl"
+    lines = interrupted.read_text().splitlines(keepends=True)
+    interrupted.write_text("".join(lines[:-1]))  # no end record: the launch resumes it
+    study.write_text(yaml.safe_dump({
+        "name": "once", "output": str(out), "turn_bound": 2,
+        "matrix": [{"models": ["baseline-tracer"], "worlds": ["flask"],
+                    "tasks": ["feature_tracing", "risk_review", "architecture_analysis"],
+                    "conditions": ["natural"]}]}))
+    calls: list[str] = []
+    real = retry.run_state
+
+    def counted(path, spec, *args, **kwargs):
+        calls.append(spec.run_id)
+        return real(path, spec, *args, **kwargs)
+
+    monkeypatch.setattr(retry, "run_state", counted)
+    monkeypatch.setattr(launcher, "run_state", counted)
+    assert gated_launch(load_study(study), yes=True, interactive=False) == 0
+    assert sorted(calls) == sorted(s.run_id for s in load_study(study).specs)  # once each
+    assert read_run(interrupted).finished
+    assert load_corpus(out, cache=False).runs["finished"].all()
+
+
+def test_the_study_package_imports_without_a_cycle():
+    """The spec sits under the run states, the plan and the preflight; none imports the
+    launcher back (the graph counts imports under TYPE_CHECKING too)."""
+    from test_layers import _cycle, import_graph
+
+    graph = import_graph()
+    study = {m: {d for d in deps if d.startswith("adakit.study")}
+             for m, deps in graph.items() if m.startswith("adakit.study")}
+    assert _cycle(study) is None
+    assert study["adakit.study.spec"] == set()
+    for module in ("plan", "preflight", "retry"):
+        assert "adakit.study.launch" not in study[f"adakit.study.{module}"], module
+
+
 def test_changed_settings_see_the_redraw_and_ledger_aids():
     """Both aids are recorded only when on; turning one on, off or changing its parameter is
     a change of settings."""
-    from adakit.study.launch import RunSpec
-    from adakit.study.plan import changed_settings
+    from adakit.study.spec import RunSpec
+    from adakit.study.retry import changed_settings
     from adakit.synthetic import synthetic_run
 
     def spec(**settings):

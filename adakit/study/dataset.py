@@ -359,8 +359,8 @@ def outdated_runs(study_path: Path, parsed: list[RunFile]) -> list[str]:
     """The ids of runs recorded under settings other than the study's (none without the file)."""
     if not study_path.exists():
         return []
-    from adakit.study.launch import load_study
-    from adakit.study.plan import changed_settings
+    from adakit.study.retry import changed_settings
+    from adakit.study.spec import load_study
 
     specs = {s.run_id: s for s in load_study(study_path).specs}
     return sorted(rf.header.run_id for rf in parsed
@@ -371,7 +371,7 @@ def declared_runs(study_path: Path) -> list[str]:
     """The run ids a study file declares, in launch order (none without the file)."""
     if not study_path.exists():
         return []
-    from adakit.study.launch import load_study
+    from adakit.study.spec import load_study
 
     try:
         return [s.run_id for s in load_study(study_path).specs]
@@ -466,7 +466,8 @@ def replay(
     """Launch the dataset's runs again from its recorded replies alone (cache mode ``replay``:
     a request the recording never made raises) and compare each run's content digest with the
     manifest; returns run_id -> "same" | "differs" | the error."""
-    from adakit.study.launch import load_study, run_one
+    from adakit.study.launch import run_one
+    from adakit.study.spec import load_study
 
     ds = open_dataset(path)
     wanted = set(run_ids) if run_ids is not None else {r["run_id"] for r in ds.manifest["runs"]}

@@ -1,33 +1,23 @@
-"""The matrix: a study file (YAML) -> run specs -> a resumable, parallel launcher.
+"""The launcher: a study's run specs (:mod:`adakit.study.spec`) -> resumable, parallel runs.
 
-A study file names its output folder and one or more ``matrix`` blocks, each a product of
-models x worlds x tasks x conditions x repeats with optional per-block settings. Run ids are
-deterministic (``model__world__task__condition__rN``), so re-launching a study skips
-finished runs and resumes interrupted ones from their last recorded turn.
-
-Repeats (``repeats: k`` in a block, or at the top level) are the cell's runs r0 .. r(k-1):
-repeat r gets the seed ``seed + r`` (a baseline's random choices and llama.cpp's sampling follow
-it) and its own response-cache scope (the run id), so repeats at temperature > 0 differ and
-replay reproducibly. A run id in two blocks is one run: its blocks must agree on its settings.
-
-Before a launch, :func:`adakit.study.preflight.preflight` checks what the remaining runs need and
-the CLI shows the estimated cost (:mod:`adakit.study.plan`), asking for confirmation above a
-threshold. Runs that a model failure ended (``adakit.study.retry``) are re-run by default: resumed
-after their last good turn when nothing about them changed, else restarted clean, the failed
-attempt kept beside them either way.
+A launch reads where every run stands once (:func:`adakit.study.retry.study_states`: each run
+file is parsed once) and hands those states to the one preflight gate (:func:`preflight_gate`:
+:func:`adakit.study.preflight.preflight` checks what the remaining runs need), to the estimated
+cost (:mod:`adakit.study.plan`; the CLI asks for confirmation above a threshold) and to the loop.
+Runs that a model failure ended (``adakit.study.retry``) are re-run by default: resumed after
+their last good turn when nothing about them changed, else restarted clean, the failed attempt
+kept beside them either way.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,18 +35,24 @@ from adakit.apparatus.agent import (
     system_prompt,
 )
 from adakit.apparatus.conditions import get_condition
-from adakit.apparatus.tasks import make_task, task_families
+from adakit.apparatus.tasks import make_task
 from adakit.llm.models import DEFAULT_LOCAL_MODEL
 from adakit.record import WorldInfo, load_corpus, read_run
-from adakit.study.plan import REMAINING, make_plan, run_state, usd_text
+from adakit.study.plan import make_plan, usd_text
 from adakit.study.preflight import Preflight, preflight
-from adakit.study.retry import Failure, failure_of, fix_for, reopen, same_header
-
-RUN_SETTINGS = (
-    "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
-    "budget", "repeat_guard", "thinking_min_chars", "close_turn", "close_chars",
-    "redraw_repeats", "redraw_step", "ledger", "ledger_chars",
+from adakit.study.retry import (
+    REMAINING,
+    Failure,
+    RunState,
+    failure_of,
+    fix_for,
+    reopen,
+    run_state,
+    same_header,
+    study_states,
 )
+from adakit.study.spec import RunSpec, Study, load_study, restrict
+
 _LOCAL_LOCK = threading.Lock()
 #: USD above which ``adakit launch`` asks before spending (``--confirm-above`` changes it).
 CONFIRM_ABOVE_USD = 5.0
@@ -72,110 +68,6 @@ class PreflightFailed(RuntimeError):
             f"recorded\n{report.table()}"
         )
         self.report = report
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One cell of the matrix."""
-
-    study: str
-    model: str
-    world: str
-    task: str
-    condition: str
-    repeat: int
-    seed: int
-    settings: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def run_id(self) -> str:
-        return f"{self.model}__{self.world}__{self.task}__{self.condition}__r{self.repeat}"
-
-    def setting(self, key: str, default: Any = None) -> Any:
-        return dict(self.settings).get(key, default)
-
-
-@dataclass
-class Study:
-    """A parsed study file."""
-
-    name: str
-    output: Path
-    specs: list[RunSpec]
-    concurrency: int = 1
-    cache_mode: str = "use"
-    hint_model: str | None = None
-    coach_model: str | None = None
-    description: str = ""
-    raw: dict[str, Any] = field(default_factory=dict)
-
-
-def _as_list(value: Any, what: str, block: int) -> list[Any]:
-    if value is None:
-        raise ValueError(f"matrix block {block}: '{what}' is missing")
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def load_study(path: str | Path, overrides: dict[str, Any] | None = None) -> Study:
-    """Parse a study file into run specs (``overrides`` replace top-level keys)."""
-    path = Path(path)
-    if not path.exists():
-        alt = config.STUDIES / f"{path}.yaml"
-        if alt.exists():
-            path = alt
-        else:
-            raise FileNotFoundError(f"no study file {path} (nor {alt})")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    data.update(overrides or {})
-    name = data.get("name") or path.stem
-    output = Path(data.get("output") or f"data/runs/{name}")
-    if not output.is_absolute():
-        output = config.ROOT / output
-    blocks = data.get("matrix")
-    if not blocks:
-        raise ValueError(f"{path}: a study needs a non-empty 'matrix' list")
-    families = task_families()
-    specs: dict[str, RunSpec] = {}
-    base_seed = int(data.get("seed", 0))
-    for b, block in enumerate(blocks, 1):
-        tasks = _as_list(block.get("tasks", data.get("tasks")), "tasks", b)
-        if tasks == ["all"]:
-            tasks = families
-        for t in tasks:
-            if t not in families:
-                raise ValueError(f"matrix block {b}: unknown task {t!r}; known: {', '.join(families)}")
-        conditions = _as_list(block.get("conditions", data.get("conditions")), "conditions", b)
-        for c in conditions:
-            get_condition(c)  # raises with the known names
-        settings = {k: block.get(k, data.get(k)) for k in RUN_SETTINGS if block.get(k, data.get(k)) is not None}
-        repeats = int(block.get("repeats", data.get("repeats", 1)))
-        for model, world, task, cond, rep in itertools.product(
-            _as_list(block.get("models", data.get("models")), "models", b),
-            _as_list(block.get("worlds", data.get("worlds")), "worlds", b),
-            tasks,
-            conditions,
-            range(repeats),
-        ):
-            spec = RunSpec(name, model, world, task, cond, rep, base_seed + rep, tuple(sorted(settings.items())))
-            first = specs.setdefault(spec.run_id, spec)
-            if first.settings != spec.settings:
-                # e.g. a repeat block whose r0 is also a grid run: one cell, one set of settings
-                raise ValueError(
-                    f"matrix block {b}: run {spec.run_id} is also in an earlier block with other "
-                    f"settings ({dict(first.settings)} vs {dict(spec.settings)}); give the "
-                    "blocks the same settings or different cells"
-                )
-    return Study(
-        name=name,
-        output=output,
-        specs=list(specs.values()),
-        concurrency=max(1, int(data.get("concurrency", 1))),
-        cache_mode=data.get("cache_mode", "use"),
-        hint_model=data.get("hint_model"),
-        coach_model=data.get("coach_model"),
-        description=data.get("description", ""),
-        raw=data,
-    )
 
 
 class _Worlds:
@@ -228,15 +120,18 @@ def run_one(
     retry: bool = True,
     retry_any: bool = False,
     retry_from: str = "last_turn",
+    state: RunState | None = None,
 ) -> tuple[str, str]:
     """Launch, resume or retry one run; returns (run_id, outcome). ``on_turn(spec, turn)``
     reports progress. ``retry``: re-run a run a retryable model failure ended (``retry_any``:
     any model failure), resuming after its last good turn when ``retry_from`` is
     ``last_turn`` and the run would be launched exactly as recorded, else from the start; the
-    failed attempt is kept beside the run file."""
+    failed attempt is kept beside the run file. ``state``: where the run stands, when the
+    caller read it already (else it is read here)."""
     worlds = worlds or _Worlds()
     path = study.output / f"{spec.run_id}.jsonl"
-    state = run_state(path, spec, retry, retry_any)
+    if state is None:
+        state = run_state(path, spec, retry, retry_any)
     if state.status == "finished":
         return spec.run_id, "skipped"
     if state.status == "failed":
@@ -300,6 +195,22 @@ class _NullLock:
         return None
 
 
+def preflight_gate(study: Study, states: list[RunState], check: bool = False,
+                   skip_unavailable: bool = False) -> tuple[list[RunState], Preflight]:
+    """The one preflight gate of a launch: :func:`adakit.study.preflight.preflight` checks
+    what the runs of ``states`` with work left need (``check``: also call each endpoint once).
+    Raises :class:`PreflightFailed` when something is missing, before anything is written;
+    with ``skip_unavailable`` the runs that cannot run here are left out instead. Returns the
+    states still to launch and the report."""
+    report = preflight(study, [st.spec for st in states if st.status in REMAINING], check=check)
+    if report.ok:
+        return states, report
+    if not skip_unavailable:
+        raise PreflightFailed(report)
+    left = report.left_out()
+    return [st for st in states if st.spec.run_id not in left], report
+
+
 def launch(
     study: Study,
     max_runs: int | None = None,
@@ -310,38 +221,39 @@ def launch(
     check: bool = False,
     skip_unavailable: bool = False,
     preflight_first: bool = True,
+    states: list[RunState] | None = None,
 ) -> pd.DataFrame:
     """Run every spec of a study (skipping finished runs, retrying failed ones; see
     :func:`run_one`); returns the summary table.
 
-    First, unless ``preflight_first`` is off, :func:`adakit.study.preflight.preflight` checks what
-    the remaining runs need (``check``: also call each endpoint once) and raises
-    :class:`PreflightFailed` before anything is written, or with ``skip_unavailable`` leaves
-    out the runs that cannot run here. The summary's ``attrs`` hold ``failures`` (runs that
-    raised: run id -> error), ``failed`` (every run of the launch that ended in a model
-    failure and was not retried, as :class:`adakit.study.retry.Failure`), ``left_out`` (the
-    preflight report of what was left out, or None) and ``outcomes``.
+    ``states``: where the study's runs stand, when the caller read them already (else they are
+    read here, once per run). First, unless ``preflight_first`` is off, :func:`preflight_gate`
+    checks what the remaining runs need (raising :class:`PreflightFailed` before anything is
+    written, or with ``skip_unavailable`` leaving out the runs that cannot run here). The
+    summary's ``attrs`` hold ``failures`` (runs that raised: run id -> error), ``failed``
+    (every run of the launch that ended in a model failure and was not retried, as
+    :class:`adakit.study.retry.Failure`), ``left_out`` (the preflight report of what was left
+    out, or None) and ``outcomes``.
     """
     specs = study.specs[:max_runs] if max_runs else list(study.specs)
+    if states is None:
+        states = study_states(dataclasses.replace(study, specs=specs), retry, retry_any)
+    else:
+        by_id = {st.spec.run_id: st for st in states}
+        missing = [s.run_id for s in specs if s.run_id not in by_id]
+        if missing:
+            raise ValueError(f"no run state for {len(missing)} run(s) of the study, e.g. {missing[0]}")
+        states = [by_id[s.run_id] for s in specs]
     left_report: Preflight | None = None
     if preflight_first:
-        todo = [s for s in specs
-                if run_state(study.output / f"{s.run_id}.jsonl", s, retry, retry_any).status in REMAINING]
-        report = preflight(study, todo, check=check)
-        if not report.ok:
-            if not skip_unavailable:
-                raise PreflightFailed(report)
-            left = report.left_out()
-            specs = [s for s in specs if s.run_id not in left]
-            left_report = report
+        states, report = preflight_gate(study, states, check, skip_unavailable)
+        left_report = None if report.ok else report
+    specs = [st.spec for st in states]
     study.output.mkdir(parents=True, exist_ok=True)
     (study.output / "study.yaml").write_text(yaml.safe_dump(_jsonable(study.raw), sort_keys=False), encoding="utf-8")
     worlds = _Worlds()
     # open the worlds of the runs with work left (and build their indexes) up front, once
-    for name in dict.fromkeys(
-        s.world for s in specs
-        if run_state(study.output / f"{s.run_id}.jsonl", s, retry, retry_any).status in REMAINING
-    ):
+    for name in dict.fromkeys(st.spec.world for st in states if st.status in REMAINING):
         worlds.get(name)
     outcomes: dict[str, str] = {}
     failures: dict[str, str] = {}
@@ -354,8 +266,9 @@ def launch(
 
     with ThreadPoolExecutor(max_workers=study.concurrency) as pool:
         futures = {
-            pool.submit(run_one, study, s, worlds, on_turn, retry, retry_any, retry_from): s
-            for s in specs
+            pool.submit(run_one, study, st.spec, worlds, on_turn, retry, retry_any, retry_from,
+                        st): st.spec
+            for st in states
         }
         for fut in as_completed(futures):
             spec = futures[fut]
@@ -542,19 +455,18 @@ def gated_launch(
     the launch, and the failure summary (status 1 when a run failed and was not retried).
     ``ask`` and ``interactive`` stand in for the terminal's prompt (tests)."""
     options = {"retry": retry, "retry_any": retry_any, "retry_from": retry_from}
-    todo = [s for s in study.specs
-            if run_state(study.output / f"{s.run_id}.jsonl", s, retry, retry_any).status in REMAINING]
-    report = preflight(study, todo, check=check)
-    if not report.ok:
-        if not skip_unavailable:
-            print(PreflightFailed(report), file=sys.stderr)
-            return 2
-        left = report.left_out()
-        print(f"preflight: left out {len(left)} run(s) that cannot run here:\n{report.table()}",
-              file=sys.stderr)
-        study = dataclasses.replace(study, specs=[s for s in study.specs if s.run_id not in left])
+    states = study_states(study, retry, retry_any)  # each run file read once for the launch
     try:
-        plan = make_plan(study, reference, **options)
+        states, report = preflight_gate(study, states, check, skip_unavailable)
+    except PreflightFailed as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if not report.ok:
+        print(f"preflight: left out {len(report.left_out())} run(s) that cannot run here:\n"
+              f"{report.table()}", file=sys.stderr)
+        study = dataclasses.replace(study, specs=[st.spec for st in states])
+    try:
+        plan = make_plan(study, reference, states=states, **options)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -569,7 +481,7 @@ def gated_launch(
                         unknown=unknown):
         print("nothing was launched", file=sys.stderr)
         return 3
-    summary = launch(study, preflight_first=False, **options)
+    summary = launch(study, preflight_first=False, states=states, **options)
     if not summary.empty:
         print(summary.to_string(index=False))
     if not report.ok:
@@ -626,45 +538,3 @@ def register_cli(sub: Any) -> None:
                    help=f"ask before a launch estimated above this (default {CONFIRM_ABOVE_USD:g})")
     p.add_argument("--yes", action="store_true", help="launch whatever the estimate")
     p.set_defaults(func=_cmd_launch)
-
-
-def spec_dict(spec: RunSpec) -> dict[str, Any]:
-    """A run spec as a plain dict (for tables and notebooks)."""
-    d = asdict(spec)
-    d["settings"] = dict(spec.settings)
-    d["run_id"] = spec.run_id
-    return d
-
-
-def restrict(
-    study: Study,
-    models: list[str] | None = None,
-    worlds: list[str] | None = None,
-    tasks: list[str] | None = None,
-    conditions: list[str] | None = None,
-    turn_bound: int | None = None,
-    repeats: list[int] | None = None,
-) -> Study:
-    """A copy of a study keeping only the named axis values (empty = keep all); ``repeats``
-    keeps only those repeat indices (``[0]``: each cell's first run)."""
-    keep = []
-    for s in study.specs:
-        if repeats and s.repeat not in repeats:
-            continue
-        if models and s.model not in models:
-            continue
-        if worlds and s.world not in worlds:
-            continue
-        if tasks and s.task not in tasks:
-            continue
-        if conditions and s.condition not in conditions:
-            continue
-        if turn_bound:
-            settings = dict(s.settings)
-            settings["turn_bound"] = turn_bound
-            s = RunSpec(s.study, s.model, s.world, s.task, s.condition, s.repeat, s.seed, tuple(sorted(settings.items())))
-        keep.append(s)
-    if not keep:
-        raise ValueError("no run of the study matches that selection")
-    return Study(study.name, study.output, keep, study.concurrency, study.cache_mode, study.hint_model,
-                 study.coach_model, study.description, study.raw)

@@ -186,7 +186,7 @@ def judge_plan(
     corpus (folder or run file) is judged whole. Raises ValueError without a corpus.
     """
     from adakit.judging.judges import DEFAULT_PANEL, judgments_dir, parse_families, parse_judges
-    from adakit.study.launch import load_study
+    from adakit.study.spec import load_study
 
     spec: dict[str, Any] = {}
     corpus_path = _corpus_to_judge(corpus)
@@ -217,7 +217,7 @@ def judge_plan(
 
 def run_judge_stage(profile: str, progress: bool = True) -> dict[str, Any]:
     """Adjudicate a profile's corpus as its study file's ``judge`` block says."""
-    from adakit.study.launch import load_study
+    from adakit.study.spec import load_study
 
     path = study_file(profile)
     study = load_study(path)
@@ -363,7 +363,7 @@ window.addEventListener("load", function () {{
 
 def summary(profile: str) -> str:
     """What ran, what was replayed, where the outputs are."""
-    from adakit.study.launch import load_study
+    from adakit.study.spec import load_study
 
     study = load_study(study_file(profile))
     lines = [f"study {study.name}"]
@@ -398,7 +398,8 @@ def _cmd_study(args: argparse.Namespace) -> int:
     profile = args.profile
     out = output_dir(profile)
     stages = args.stages or ["worlds", "launch", "judge", "notebooks", "index"]
-    from adakit.study.launch import gated_launch, load_study
+    from adakit.study.launch import gated_launch
+    from adakit.study.spec import load_study
 
     study = load_study(study_file(profile))
     t0 = time.time()
@@ -432,7 +433,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
 def build_declared_dataset(profile: str) -> str:
     """Pack a profile's corpus into the dataset its study file declares (``dataset: FOLDER``),
     with its verdicts and recorded replies (``adakit.study.dataset.build``); what was done, in a line."""
-    from adakit.study.launch import load_study
+    from adakit.study.spec import load_study
 
     study = load_study(study_file(profile))
     target = study.raw.get("dataset")

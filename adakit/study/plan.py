@@ -37,15 +37,13 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from adakit import config
 from adakit.apparatus.conditions import get_condition
-from adakit.record import Header, RunFile, iter_run_files, read_run
-from adakit.study.retry import Failure, failure_of
-
-if TYPE_CHECKING:
-    from adakit.study.launch import RunSpec, Study
+from adakit.record import RunFile, iter_run_files, read_run
+from adakit.study.retry import REMAINING, RunState, study_states
+from adakit.study.spec import Study
 
 #: What each figure is, in the plan's words.
 FIGURES: dict[str, str] = {
@@ -79,91 +77,6 @@ CONSTANTS: dict[str, float] = {
 COACH_CALLS = 4
 DEFAULT_TURN_BOUND = 50  # RunConfig's default
 DEFAULT_REPLY_LIMIT = 1024  # the agent's reply limit when neither study nor model sets one
-REMAINING = ("to_run", "to_resume", "to_retry", "to_redo")
-
-
-# --------------------------------------------------------------------------- run states
-
-
-@dataclass
-class RunState:
-    """Where one run of the matrix stands: ``finished``, ``to_resume`` (interrupted),
-    ``to_retry`` (a model failure that will be re-run), ``failed`` (a failure left as is),
-    ``to_redo`` (finished under settings the study no longer has, in ``changed``) or
-    ``to_run``; ``turns_done`` counts its recorded turns."""
-
-    spec: RunSpec
-    status: str
-    turns_done: int = 0
-    failure: Failure | None = None
-    changed: tuple[str, ...] = ()
-
-
-def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
-    """The run settings whose recorded value differs from what ``spec`` launches now.
-
-    A setting an older header did not record is not compared; a closing turn recorded before
-    ``close_chars`` existed had the 400-character cap.
-    """
-    from adakit.apparatus.agent import TEXT_CHARS, RunConfig, close_text
-
-    cfg = RunConfig(run_id=spec.run_id, seed=spec.seed, repeat=spec.repeat, **{
-        k: v for k, v in spec.settings if k in RunConfig.__dataclass_fields__})
-    sc = header.scaffold
-    recorded: dict[str, Any] = {"turn_bound": header.turn_bound, "seed": header.seed}
-    for key in ("tree_max_files", "max_observation_chars", "reply_max_tokens",
-                "malformed_limit", "repeat_guard"):
-        if key in sc:
-            recorded[key] = sc[key]
-    if "prompts_sha256" in sc:  # headers that record their scaffold record close_turn when on
-        recorded["close_turn"] = sc.get("close_turn") or None  # the instruction shown, or off
-        if sc.get("close_turn"):
-            recorded["close_chars"] = sc.get("close_chars", TEXT_CHARS)
-        recorded["redraw_repeats"] = sc.get("redraw_repeats", 0)  # the aids, recorded when on
-        if sc.get("redraw_repeats"):
-            recorded["redraw_step"] = sc.get("redraw_step")
-        recorded["ledger"] = bool(sc.get("ledger"))
-        if sc.get("ledger"):
-            recorded["ledger_chars"] = sc.get("ledger_chars")
-    if isinstance(sc.get("grammar"), dict) and "thinking_min_chars" in sc["grammar"]:
-        recorded["thinking_min_chars"] = sc["grammar"]["thinking_min_chars"]
-    if spec.setting("budget") is not None:
-        recorded["budget"] = header.condition.budget
-    now = {k: getattr(cfg, k, None) for k in recorded}
-    if "close_turn" in recorded:
-        now["close_turn"] = close_text(cfg.close_chars) if cfg.close_turn else None
-    if "budget" in recorded:
-        now["budget"] = spec.setting("budget")
-    return tuple(k for k in recorded if recorded[k] != now[k])
-
-
-def run_state(path: Path, spec: RunSpec, retry: bool = True, retry_any: bool = False) -> RunState:
-    """The state of ``spec``'s run file. ``retry``: retryable failures are re-run;
-    ``retry_any``: so are the other model failures."""
-    if not path.exists():
-        return RunState(spec, "to_run")
-    try:
-        rf = read_run(path)
-    except ValueError:
-        return RunState(spec, "to_run")  # unreadable: the run sets it aside and starts again
-    if rf.end is None:
-        return RunState(spec, "to_resume", len(rf.turns))
-    failure = failure_of(rf)
-    if failure is None:
-        changed = changed_settings(rf.header, spec)
-        if changed:
-            return RunState(spec, "to_redo", len(rf.turns), changed=changed)
-        return RunState(spec, "finished", len(rf.turns))
-    if retry and (failure.retryable or retry_any):
-        return RunState(spec, "to_retry", len(rf.turns), failure)
-    return RunState(spec, "failed", len(rf.turns), failure)
-
-
-def study_states(study: Study, retry: bool = True, retry_any: bool = False) -> list[RunState]:
-    """The state of every run of a study."""
-    return [
-        run_state(study.output / f"{s.run_id}.jsonl", s, retry, retry_any) for s in study.specs
-    ]
 
 
 # --------------------------------------------------------------------------- figures

@@ -17,12 +17,10 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from adakit.study.retry import fix_for
-
-if TYPE_CHECKING:
-    from adakit.study.launch import RunSpec, Study
+from adakit.study.spec import RunSpec, Study
 
 #: The message of the minimal request sent by ``check``.
 PING = [{"role": "user", "content": "Reply with one word: ready"}]

@@ -10,6 +10,11 @@ never retried.
 A retried run's failed attempt is kept beside it as ``<run_id>.attempt-<n>.jsonl.bak`` (the
 corpus loader reads ``*.jsonl`` only). The run then resumes after its last recorded turn when
 nothing about it changed, or starts clean.
+
+Before a launch, every run of the matrix gets a :class:`RunState` (:func:`run_state`): finished,
+interrupted, failed and to be retried or left, recorded under settings the study no longer has,
+or not started. A launch reads each run file once for it and hands the states to the preflight,
+the cost plan and the loop.
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from adakit.llm.models import RETRYABLE_KINDS
-from adakit.record import End, Header, RunFile
+from adakit.record import End, Header, RunFile, read_run
+from adakit.study.spec import RunSpec, Study
 
 #: Endings of the agent's own: the run is over, whatever the model's endpoint does later.
 AGENT_ENDINGS = frozenset({"finalize", "turn_bound", "malformed_limit", "context_overflow"})
+#: The run states a launch has work for.
+REMAINING = ("to_run", "to_resume", "to_retry", "to_redo")
 
 # How model errors were worded before End.failure existed (older run files).
 _LEGACY = (
@@ -127,3 +135,87 @@ def reopen(path: Path, resume: bool) -> Path:
     tmp.write_bytes(b"".join(line + b"\n" for line in keep))
     os.replace(tmp, path)
     return dest
+
+
+# --------------------------------------------------------------------------- run states
+
+
+@dataclass
+class RunState:
+    """Where one run of the matrix stands: ``finished``, ``to_resume`` (interrupted),
+    ``to_retry`` (a model failure that will be re-run), ``failed`` (a failure left as is),
+    ``to_redo`` (finished under settings the study no longer has, in ``changed``) or
+    ``to_run``; ``turns_done`` counts its recorded turns."""
+
+    spec: RunSpec
+    status: str
+    turns_done: int = 0
+    failure: Failure | None = None
+    changed: tuple[str, ...] = ()
+
+
+def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
+    """The run settings whose recorded value differs from what ``spec`` launches now.
+
+    A setting an older header did not record is not compared; a closing turn recorded before
+    ``close_chars`` existed had the 400-character cap.
+    """
+    from adakit.apparatus.agent import TEXT_CHARS, RunConfig, close_text
+
+    cfg = RunConfig(run_id=spec.run_id, seed=spec.seed, repeat=spec.repeat, **{
+        k: v for k, v in spec.settings if k in RunConfig.__dataclass_fields__})
+    sc = header.scaffold
+    recorded: dict[str, Any] = {"turn_bound": header.turn_bound, "seed": header.seed}
+    for key in ("tree_max_files", "max_observation_chars", "reply_max_tokens",
+                "malformed_limit", "repeat_guard"):
+        if key in sc:
+            recorded[key] = sc[key]
+    if "prompts_sha256" in sc:  # headers that record their scaffold record close_turn when on
+        recorded["close_turn"] = sc.get("close_turn") or None  # the instruction shown, or off
+        if sc.get("close_turn"):
+            recorded["close_chars"] = sc.get("close_chars", TEXT_CHARS)
+        recorded["redraw_repeats"] = sc.get("redraw_repeats", 0)  # the aids, recorded when on
+        if sc.get("redraw_repeats"):
+            recorded["redraw_step"] = sc.get("redraw_step")
+        recorded["ledger"] = bool(sc.get("ledger"))
+        if sc.get("ledger"):
+            recorded["ledger_chars"] = sc.get("ledger_chars")
+    if isinstance(sc.get("grammar"), dict) and "thinking_min_chars" in sc["grammar"]:
+        recorded["thinking_min_chars"] = sc["grammar"]["thinking_min_chars"]
+    if spec.setting("budget") is not None:
+        recorded["budget"] = header.condition.budget
+    now = {k: getattr(cfg, k, None) for k in recorded}
+    if "close_turn" in recorded:
+        now["close_turn"] = close_text(cfg.close_chars) if cfg.close_turn else None
+    if "budget" in recorded:
+        now["budget"] = spec.setting("budget")
+    return tuple(k for k in recorded if recorded[k] != now[k])
+
+
+def run_state(path: Path, spec: RunSpec, retry: bool = True, retry_any: bool = False) -> RunState:
+    """The state of ``spec``'s run file. ``retry``: retryable failures are re-run;
+    ``retry_any``: so are the other model failures."""
+    if not path.exists():
+        return RunState(spec, "to_run")
+    try:
+        rf = read_run(path)
+    except ValueError:
+        return RunState(spec, "to_run")  # unreadable: the run sets it aside and starts again
+    if rf.end is None:
+        return RunState(spec, "to_resume", len(rf.turns))
+    failure = failure_of(rf)
+    if failure is None:
+        changed = changed_settings(rf.header, spec)
+        if changed:
+            return RunState(spec, "to_redo", len(rf.turns), changed=changed)
+        return RunState(spec, "finished", len(rf.turns))
+    if retry and (failure.retryable or retry_any):
+        return RunState(spec, "to_retry", len(rf.turns), failure)
+    return RunState(spec, "failed", len(rf.turns), failure)
+
+
+def study_states(study: Study, retry: bool = True, retry_any: bool = False) -> list[RunState]:
+    """The state of every run of a study, in the study's order."""
+    return [
+        run_state(study.output / f"{s.run_id}.jsonl", s, retry, retry_any) for s in study.specs
+    ]

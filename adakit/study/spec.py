@@ -1,0 +1,178 @@
+"""The study spec: a study file (YAML) -> the run specs of its matrix.
+
+A study file names its output folder and one or more ``matrix`` blocks, each a product of
+models x worlds x tasks x conditions x repeats with optional per-block settings. Run ids are
+deterministic (``model__world__task__condition__rN``), so re-launching a study skips
+finished runs and resumes interrupted ones from their last recorded turn.
+
+Repeats (``repeats: k`` in a block, or at the top level) are the cell's runs r0 .. r(k-1):
+repeat r gets the seed ``seed + r`` (a baseline's random choices and llama.cpp's sampling follow
+it) and its own response-cache scope (the run id), so repeats at temperature > 0 differ and
+replay reproducibly. A run id in two blocks is one run: its blocks must agree on its settings.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adakit import config
+from adakit.apparatus.conditions import get_condition
+from adakit.apparatus.tasks import task_families
+
+#: The run settings a study file may set at its top level or per matrix block.
+RUN_SETTINGS = (
+    "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
+    "budget", "repeat_guard", "thinking_min_chars", "close_turn", "close_chars",
+    "redraw_repeats", "redraw_step", "ledger", "ledger_chars",
+)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One cell of the matrix."""
+
+    study: str
+    model: str
+    world: str
+    task: str
+    condition: str
+    repeat: int
+    seed: int
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.model}__{self.world}__{self.task}__{self.condition}__r{self.repeat}"
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        return dict(self.settings).get(key, default)
+
+
+@dataclass
+class Study:
+    """A parsed study file."""
+
+    name: str
+    output: Path
+    specs: list[RunSpec]
+    concurrency: int = 1
+    cache_mode: str = "use"
+    hint_model: str | None = None
+    coach_model: str | None = None
+    description: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _as_list(value: Any, what: str, block: int) -> list[Any]:
+    if value is None:
+        raise ValueError(f"matrix block {block}: '{what}' is missing")
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def load_study(path: str | Path, overrides: dict[str, Any] | None = None) -> Study:
+    """Parse a study file into run specs (``overrides`` replace top-level keys)."""
+    path = Path(path)
+    if not path.exists():
+        alt = config.STUDIES / f"{path}.yaml"
+        if alt.exists():
+            path = alt
+        else:
+            raise FileNotFoundError(f"no study file {path} (nor {alt})")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data.update(overrides or {})
+    name = data.get("name") or path.stem
+    output = Path(data.get("output") or f"data/runs/{name}")
+    if not output.is_absolute():
+        output = config.ROOT / output
+    blocks = data.get("matrix")
+    if not blocks:
+        raise ValueError(f"{path}: a study needs a non-empty 'matrix' list")
+    families = task_families()
+    specs: dict[str, RunSpec] = {}
+    base_seed = int(data.get("seed", 0))
+    for b, block in enumerate(blocks, 1):
+        tasks = _as_list(block.get("tasks", data.get("tasks")), "tasks", b)
+        if tasks == ["all"]:
+            tasks = families
+        for t in tasks:
+            if t not in families:
+                raise ValueError(f"matrix block {b}: unknown task {t!r}; known: {', '.join(families)}")
+        conditions = _as_list(block.get("conditions", data.get("conditions")), "conditions", b)
+        for c in conditions:
+            get_condition(c)  # raises with the known names
+        settings = {k: block.get(k, data.get(k)) for k in RUN_SETTINGS if block.get(k, data.get(k)) is not None}
+        repeats = int(block.get("repeats", data.get("repeats", 1)))
+        for model, world, task, cond, rep in itertools.product(
+            _as_list(block.get("models", data.get("models")), "models", b),
+            _as_list(block.get("worlds", data.get("worlds")), "worlds", b),
+            tasks,
+            conditions,
+            range(repeats),
+        ):
+            spec = RunSpec(name, model, world, task, cond, rep, base_seed + rep, tuple(sorted(settings.items())))
+            first = specs.setdefault(spec.run_id, spec)
+            if first.settings != spec.settings:
+                # e.g. a repeat block whose r0 is also a grid run: one cell, one set of settings
+                raise ValueError(
+                    f"matrix block {b}: run {spec.run_id} is also in an earlier block with other "
+                    f"settings ({dict(first.settings)} vs {dict(spec.settings)}); give the "
+                    "blocks the same settings or different cells"
+                )
+    return Study(
+        name=name,
+        output=output,
+        specs=list(specs.values()),
+        concurrency=max(1, int(data.get("concurrency", 1))),
+        cache_mode=data.get("cache_mode", "use"),
+        hint_model=data.get("hint_model"),
+        coach_model=data.get("coach_model"),
+        description=data.get("description", ""),
+        raw=data,
+    )
+
+
+def spec_dict(spec: RunSpec) -> dict[str, Any]:
+    """A run spec as a plain dict (for tables and notebooks)."""
+    d = asdict(spec)
+    d["settings"] = dict(spec.settings)
+    d["run_id"] = spec.run_id
+    return d
+
+
+def restrict(
+    study: Study,
+    models: list[str] | None = None,
+    worlds: list[str] | None = None,
+    tasks: list[str] | None = None,
+    conditions: list[str] | None = None,
+    turn_bound: int | None = None,
+    repeats: list[int] | None = None,
+) -> Study:
+    """A copy of a study keeping only the named axis values (empty = keep all); ``repeats``
+    keeps only those repeat indices (``[0]``: each cell's first run)."""
+    keep = []
+    for s in study.specs:
+        if repeats and s.repeat not in repeats:
+            continue
+        if models and s.model not in models:
+            continue
+        if worlds and s.world not in worlds:
+            continue
+        if tasks and s.task not in tasks:
+            continue
+        if conditions and s.condition not in conditions:
+            continue
+        if turn_bound:
+            settings = dict(s.settings)
+            settings["turn_bound"] = turn_bound
+            s = RunSpec(s.study, s.model, s.world, s.task, s.condition, s.repeat, s.seed, tuple(sorted(settings.items())))
+        keep.append(s)
+    if not keep:
+        raise ValueError("no run of the study matches that selection")
+    return Study(study.name, study.output, keep, study.concurrency, study.cache_mode, study.hint_model,
+                 study.coach_model, study.description, study.raw)
