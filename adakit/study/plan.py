@@ -90,13 +90,16 @@ class RunState:
     """Where one run of the matrix stands: ``finished``, ``to_resume`` (interrupted),
     ``to_retry`` (a model failure that will be re-run), ``failed`` (a failure left as is),
     ``to_redo`` (finished under settings the study no longer has, in ``changed``) or
-    ``to_run``; ``turns_done`` counts its recorded turns."""
+    ``to_run``; ``turns_done`` counts its recorded turns. ``refused`` says why a run file on
+    disk could not be read (:class:`adakit.record.RunFileError`): the run sets it aside and
+    starts again."""
 
     spec: RunSpec
     status: str
     turns_done: int = 0
     failure: Failure | None = None
     changed: tuple[str, ...] = ()
+    refused: str = ""
 
 
 def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
@@ -138,8 +141,8 @@ def run_state(path: Path, spec: RunSpec, retry: bool = True, retry_any: bool = F
         return RunState(spec, "to_run")
     try:
         rf = read_run(path)
-    except ValueError:
-        return RunState(spec, "to_run")  # unreadable: the run sets it aside and starts again
+    except ValueError as exc:  # damaged or header-less: the run sets it aside, starts again
+        return RunState(spec, "to_run", refused=str(exc))
     if rf.end is None:
         return RunState(spec, "to_resume", len(rf.turns))
     failure = failure_of(rf)
@@ -510,6 +513,13 @@ class Plan:
         if redo:
             lines.append(f"  {'changed:':<14}" + " · ".join(f"{k} {v}" for k, v in redo.items())
                          + " (finished runs set aside as .attempt-N.jsonl.bak and run again)")
+        refused = [s.refused for s in self.states if s.refused]
+        if refused:
+            lines.append(f"  {'refused:':<14}{len(refused)} run files cannot be read (set aside as "
+                         ".stale-*.jsonl.bak and run again):")
+            lines += [f"    {why}" for why in refused[:5]]
+            if len(refused) > 5:
+                lines.append(f"    ... and {len(refused) - 5} more")
         lines.append(self.cost_text())
         return "\n".join(lines)
 
