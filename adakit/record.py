@@ -24,9 +24,11 @@ fractions).
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterable, Iterator
@@ -340,28 +342,108 @@ class RunFile:
         return self.end is not None
 
 
+class RunFileError(ValueError):
+    """A run file that cannot be taken as recorded; the message names the file (and the line).
+
+    ``path`` is the file, ``line`` the line number of the record at fault (None when the
+    fault is the file as a whole).
+    """
+
+    def __init__(self, message: str, path: Path, line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
+class HeaderlessRunFile(RunFileError):
+    """A run file without one complete record: empty, blank, or its first write (the header)
+    never finished, as a full disk or a kill at launch leaves it. The loader skips these
+    with a note (:func:`read_runs`)."""
+
+
 #: Line prefixes of the records RunWriter writes (``kind`` first) -> their model.
 _FAST_KINDS: dict[bytes, type[Header] | type[Turn] | type[End]] = {
     b'{"kind":"header",': Header, b'{"kind":"turn",': Turn, b'{"kind":"end",': End,
 }
+#: Where a JSON parser's message says the error is (pydantic's and the json module's forms).
+_JSON_WHERE = re.compile(r"(?::)?\s*(?:at )?line \d+ column (\d+)(?: \(char \d+\))?$")
+#: Bytes a full disk or a file system crash may leave in place of records.
+_BLANK = b"\0 \t\r\n"
+
+
+def _text_fault(path: Path, raw: bytes) -> RunFileError | None:
+    """Why ``raw`` is not UTF-8 text (a binary or compressed file), or None. A character cut
+    by a torn last line is not a fault."""
+    bad = raw.find(b"\0")
+    what = f"a NUL byte at offset {bad}"
+    if bad < 0:
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(raw, final=False)
+            return None
+        except UnicodeDecodeError as exc:
+            bad = exc.start
+            what = f"byte 0x{raw[bad]:02x} at offset {bad} is not UTF-8"
+    line = raw.count(b"\n", 0, bad) + 1
+    return RunFileError(
+        f"{path}:{line}: not a text file ({what}): a run file is UTF-8 JSON lines; is this "
+        "one compressed or binary?", path, line)
+
+
+def _json_fault(path: Path, i: int, line: bytes, reason: str, last: bool) -> RunFileError:
+    """A line that is not JSON: ``truncated`` when the record stops inside its JSON value
+    (a cut file), else ``not JSON`` with the parser's reason and column."""
+    reason = reason.removeprefix("Invalid JSON: ").strip()
+    found = _JSON_WHERE.search(reason)
+    column = int(found.group(1)) if found else None
+    reason = reason[: found.start()].strip() if found else reason
+    reason = re.sub(r"\s+at$", "", reason)  # "Unterminated string starting at" + position
+    cut = (reason.startswith(("EOF while parsing", "Unterminated string"))
+           or (column is not None and column > len(line.rstrip())))
+    if cut:
+        inside = "a string" if "string" in reason.lower() else "a JSON value"
+        after = "" if last else "; more records follow it (the file was cut, then appended to)"
+        return RunFileError(
+            f"{path}: truncated at line {i}: the record stops inside {inside} after "
+            f"{len(line)} bytes{after}", path, i)
+    where = f", column {column}" if column is not None else ""
+    return RunFileError(f"{path}:{i}: not JSON ({reason}{where})", path, i)
 
 
 def read_run(path: str | Path) -> RunFile:
-    """Parse and validate a run file; a torn final line (crash mid-write) is skipped."""
+    """Parse and validate a run file; a torn final line (crash mid-write) is skipped.
+
+    A run file is refused (:class:`RunFileError`, naming the file and the line) when it is
+    not UTF-8 text, a line is not JSON or is a truncated record, or its records are not in
+    the order one launch writes them: one header first, turns with rising turn numbers, at
+    most one end record and nothing after it. A file without one complete record raises
+    :class:`HeaderlessRunFile`.
+    """
     path = Path(path)
     raw = path.read_bytes()
-    lines = raw.split(b"\n")
-    torn = 0
-    if lines and lines[-1] != b"":
-        torn = len(lines[-1])  # no trailing newline: the last write did not complete
-    complete = lines[:-1]
+    cut = raw.rfind(b"\n") + 1
+    torn = len(raw) - cut  # no trailing newline: the last write did not complete
+    if not raw[:cut].strip(_BLANK):
+        if not raw:
+            what = "the file is empty"
+        elif not raw.strip(_BLANK):
+            what = f"the file holds {len(raw)} blank or NUL bytes"
+        else:
+            what = f"its first record was never completed ({torn} bytes without a newline)"
+        raise HeaderlessRunFile(f"{path}: no header record: {what}", path)
+    fault = _text_fault(path, raw)
+    if fault is not None:
+        raise fault
+    complete = raw[:cut].split(b"\n")[:-1]
     header: Header | None = None
     turns: list[Turn] = []
     end: End | None = None
+    end_line = 0
+    last_line = max((i for i, line in enumerate(complete, 1) if line.strip()), default=0)
     for i, line in enumerate(complete, 1):
         line = line.strip()
         if not line:
             continue
+        rec: Header | Turn | End
         fast = _FAST_KINDS.get(line[: line.find(b",") + 1]) if line.startswith(b'{"kind":') else None
         if fast is not None:  # records as RunWriter writes them: parsed by pydantic's JSON parser
             try:
@@ -370,35 +452,55 @@ def read_run(path: str | Path) -> RunFile:
                 bad = next((e for e in exc.errors() if e["type"] == "json_invalid"), None)
                 if bad is None:
                     raise
-                raise ValueError(f"{path}:{i}: not JSON ({bad['msg']})") from exc
-            if isinstance(rec, Turn):
-                turns.append(rec)
-            elif isinstance(rec, Header):
-                header = rec
-            else:
-                end = rec
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{i}: not JSON ({exc})") from exc
-        kind = data.get("kind")
-        if kind == "header":
-            header = Header.model_validate(data)
-        elif kind == "turn":
-            turns.append(Turn.model_validate(data))
-        elif kind == "end":
-            end = End.model_validate(data)
+                raise _json_fault(path, i, line, bad["msg"], i == last_line) from exc
         else:
-            raise ValueError(f"{path}:{i}: unknown record kind {kind!r}")
-    if header is None:
-        raise ValueError(f"{path}: no header record")
-    if header.schema_version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-        raise ValueError(
-            f"{path}: schema {header.schema_version} is not readable by this adakit "
-            f"(schema {SCHEMA_VERSION})"
-        )
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise _json_fault(path, i, line, str(exc), i == last_line) from exc
+            kind = data.get("kind") if isinstance(data, dict) else None
+            model = {"header": Header, "turn": Turn, "end": End}.get(str(kind))
+            if model is None:
+                raise RunFileError(f"{path}:{i}: unknown record kind {kind!r}", path, i)
+            rec = model.model_validate(data)
+        _check_order(path, i, rec, header, turns, end_line)
+        if isinstance(rec, Header):
+            header = rec
+            if header.schema_version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+                raise RunFileError(
+                    f"{path}: schema {header.schema_version} is not readable by this adakit "
+                    f"(schema {SCHEMA_VERSION})", path, i)
+        elif isinstance(rec, Turn):
+            turns.append(rec)
+        else:
+            end, end_line = rec, i
+    if header is None:  # only blank lines: _check_order puts a header before anything else
+        raise HeaderlessRunFile(f"{path}: no header record: the file holds only blank lines", path)
     return RunFile(path=path, header=header, turns=turns, end=end, torn_bytes=torn)
+
+
+_DAMAGE = "two launches wrote into this file, or records were appended out of order"
+
+
+def _check_order(path: Path, i: int, rec: Header | Turn | End, header: Header | None,
+                 turns: list[Turn], end_line: int) -> None:
+    """Refuse record ``i`` unless it stands where one launch writes it."""
+    kind = rec.kind
+    if end_line:
+        what = "a second end record" if kind == "end" else f"a {kind} record"
+        raise RunFileError(
+            f"{path}:{i}: {what} after the end record of line {end_line} ({_DAMAGE})", path, i)
+    if header is None and kind != "header":
+        raise RunFileError(
+            f"{path}:{i}: no header record before this {kind} record (the header is the "
+            "first record of a run file)", path, i)
+    if header is not None and kind == "header":
+        raise RunFileError(f"{path}:{i}: a second header record ({_DAMAGE})", path, i)
+    if isinstance(rec, Turn) and turns and rec.turn <= turns[-1].turn:
+        what = "repeats" if rec.turn == turns[-1].turn else "comes after"
+        raise RunFileError(
+            f"{path}:{i}: turn {rec.turn} {what} turn {turns[-1].turn}: turn numbers must rise "
+            f"({_DAMAGE})", path, i)
 
 
 def truncate_torn(path: str | Path) -> int:
@@ -438,7 +540,7 @@ READ_COLUMNS = [
 
 #: Bumped whenever the tidy tables change shape, so cached tables of an older loader are
 #: rebuilt from the run files.
-LOADER_VERSION = 3
+LOADER_VERSION = 4
 
 
 def _coach_span(turn: Turn) -> float:
@@ -669,11 +771,13 @@ def closed_run(rf: RunFile) -> bool:
 
 @dataclass
 class Corpus:
-    """A corpus as three tidy tables; every lens consumes these."""
+    """A corpus as three tidy tables; every lens consumes these. ``skipped`` names the
+    header-less run files the loader left out (:class:`HeaderlessRunFile`)."""
 
     runs: pd.DataFrame
     turns: pd.DataFrame
     reads: pd.DataFrame
+    skipped: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -691,7 +795,47 @@ class Corpus:
             runs=self.runs[mask].reset_index(drop=True),
             turns=self.turns[self.turns["run_id"].isin(keep)].reset_index(drop=True),
             reads=self.reads[self.reads["run_id"].isin(keep)].reset_index(drop=True),
+            skipped=self.skipped,
         )
+
+
+@dataclass
+class CorpusFiles:
+    """The run files of a corpus as the loader takes them: ``runs``, read and checked, and
+    ``skipped``, the header-less files it leaves out (see :func:`skipped_note`)."""
+
+    runs: list[RunFile]
+    skipped: list[Path]
+
+
+def _readable(paths: Iterable[Path], skipped: list[Path]) -> Iterator[RunFile]:
+    """The run files of ``paths``; header-less ones are appended to ``skipped`` instead."""
+    for path in paths:
+        try:
+            yield read_run(path)
+        except HeaderlessRunFile:
+            skipped.append(path)
+
+
+def read_runs(source: str | Path | Iterable[str | Path]) -> CorpusFiles:
+    """Read the run files of a corpus (a folder, a file, or an iterable of those) the way
+    :func:`load_corpus` does: a header-less file (empty, or its first write never finished)
+    is left out and listed; any other file that cannot be taken as recorded raises
+    :class:`RunFileError` naming the file and the line (:func:`read_run`)."""
+    skipped: list[Path] = []
+    runs = list(_readable(iter_run_files(source), skipped))
+    return CorpusFiles(runs, skipped)
+
+
+def skipped_note(skipped: Iterable[str | Path], show: int = 3) -> str:
+    """One line counting and naming the header-less run files a load left out ("" if none)."""
+    names = [str(p) for p in skipped]
+    if not names:
+        return ""
+    more = f" and {len(names) - show} more" if len(names) > show else ""
+    files = "file" if len(names) == 1 else "files"
+    return (f"skipped {len(names)} header-less run {files} (empty, or the header was never "
+            f"written, e.g. on a full disk): {', '.join(names[:show])}{more}")
 
 
 def corpus_from_runs(run_files: Iterable[RunFile]) -> Corpus:
@@ -725,6 +869,7 @@ def _write_cache(corpus: Corpus, cache_dir: Path) -> None:
         scratch.mkdir(parents=True, exist_ok=True)
         for name in ("runs", "turns", "reads"):
             getattr(corpus, name).to_parquet(scratch / f"{name}.parquet")
+        (scratch / "skipped.json").write_text(json.dumps(list(corpus.skipped)), encoding="utf-8")
         scratch.rename(cache_dir)
     except (OSError, ValueError, ImportError):
         pass  # the cache is an optimisation (or another process wrote it first)
@@ -741,6 +886,8 @@ def load_corpus(
     """Load run files into a :class:`Corpus`, with a parquet cache beside a folder corpus.
 
     The cache is keyed by every file's path, size and mtime, so any change re-reads.
+    Header-less run files are left out and named in ``Corpus.skipped``; any other run file
+    that cannot be taken as recorded raises :class:`RunFileError` (see :func:`read_runs`).
     """
     paths = list(iter_run_files(source))
     cache_dir: Path | None = None
@@ -752,11 +899,14 @@ def load_corpus(
                     runs=pd.read_parquet(cache_dir / "runs.parquet"),
                     turns=pd.read_parquet(cache_dir / "turns.parquet"),
                     reads=pd.read_parquet(cache_dir / "reads.parquet"),
+                    skipped=tuple(json.loads((cache_dir / "skipped.json").read_text(encoding="utf-8"))),
                 )
                 return corpus if include_unfinished else corpus.where(finished=True)
             except (OSError, ValueError):  # an unreadable cache: read the runs again
                 shutil.rmtree(cache_dir, ignore_errors=True)
-    corpus = corpus_from_runs(read_run(p) for p in paths)
+    skipped: list[Path] = []
+    corpus = corpus_from_runs(_readable(paths, skipped))
+    corpus.skipped = tuple(str(p) for p in skipped)
     if cache_dir is not None:
         _write_cache(corpus, cache_dir)
     return corpus if include_unfinished else corpus.where(finished=True)
@@ -782,6 +932,8 @@ def open_corpus(
     world / task / condition filters (empty: all), optionally only finished runs, and a
     one-line count printed.
 
+    Header-less run files are left out with a note (:func:`skipped_note`); any other run
+    file that cannot be taken as recorded raises :class:`RunFileError` (a ValueError).
     Raises FileNotFoundError for a missing corpus, and ValueError naming the values on hand
     when no run is left (or when two folders hold the same run id).
     """
@@ -792,7 +944,8 @@ def open_corpus(
         if not parts:
             raise ValueError("no corpus folder given")
         data = Corpus(*(pd.concat([getattr(p, k) for p in parts], ignore_index=True)
-                        for k in ("runs", "turns", "reads")))
+                        for k in ("runs", "turns", "reads")),
+                      skipped=tuple(f for p in parts for f in p.skipped))
         dup = data.runs["run_id"][data.runs["run_id"].duplicated()]
         if len(dup):
             raise ValueError(f"run {dup.iloc[0]!r} is in more than one of the corpus folders")
@@ -811,7 +964,8 @@ def open_corpus(
     data = load_corpus(path, include_unfinished=not finished_only)
     if data.runs.empty:
         what = "finished runs" if finished_only else "run files"
-        raise ValueError(f"no {what} in the corpus {shown}")
+        note = f" ({skipped_note(data.skipped)})" if data.skipped else ""
+        raise ValueError(f"no {what} in the corpus {shown}{note}")
     return _filtered(data, shown, models, worlds, tasks, conditions, finished_only, verbose)
 
 
@@ -845,6 +999,8 @@ def _filtered(
         unfinished = " finished" if finished_only else ""
         print(f"corpus {shown}: {len(kept.runs)}{unfinished} runs, {len(kept.turns)} turns, "
               f"{len(kept.reads)} line ranges read{note}")
+        if data.skipped:
+            print(skipped_note(data.skipped))
     return kept
 
 

@@ -116,6 +116,28 @@ def test_replay_without_a_recorded_reply_says_so(launched: Path) -> None:
     assert outcomes[1] == "same" and outcomes[0].startswith("CacheMiss")
 
 
+def test_check_and_replay_name_a_damaged_recorded_reply(
+        launched: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recorded reply that no longer parses is reported by `dataset check --replay` as a
+    damaged cache entry (with its line and key), and a replay names it rather than saying the
+    run asked for something the recording never asked."""
+    from adakit.cli import main
+
+    out = launched / "ds"
+    dataset.build(launched / "runs", out, cache=launched / "cache")
+    lines = (out / "responses.jsonl").read_text().splitlines()
+    key = json.loads(lines[0])["key"]
+    lines[0] = lines[0].replace('"completion": {', '"completion": {,', 1)
+    (out / "responses.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["dataset", "check", str(out), "--replay"]) == 1
+    printed = capsys.readouterr().out
+    assert f"responses.jsonl:1: damaged cache entry {key} (not JSON" in printed
+    outcomes = sorted(dataset.replay(out).values())
+    assert outcomes[1] == "same"
+    assert outcomes[0].startswith(f"CacheDamaged: replay mode: damaged cache entry {key} in ")
+    assert "never asked" not in outcomes[0]
+
+
 def test_unfinished_corpus_is_refused(launched: Path) -> None:
     run = next((launched / "runs").glob("*.jsonl"))
     lines = run.read_text().splitlines()

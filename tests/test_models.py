@@ -3,6 +3,7 @@ errors, the response cache, cost, and that the API key is never written anywhere
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -370,6 +371,78 @@ def test_cache_refresh_and_off(key: str, tmp_path: Path) -> None:
         and len(fake.requests) == 3
         and len(ResponseCache(tmp_path)) == 1
     )
+
+
+def _one_entry(folder: Path) -> Path:
+    (entry,) = folder.glob("*/*.json")
+    return entry
+
+
+def test_cache_entries_carry_a_digest_and_legacy_ones_stay_readable(key: str, tmp_path: Path) -> None:
+    with FakeOpenAI(["recorded"]) as fake:
+        spec = spec_for(fake)
+        OpenAIBackend(spec, ResponseCache(tmp_path), retry=FAST).complete(MESSAGES)
+        entry_path = _one_entry(tmp_path)
+        entry = json.loads(entry_path.read_text())
+        assert entry["digest"] == m.entry_digest(entry["key"], entry["completion"])
+        del entry["digest"]  # as entries were written before they carried one
+        entry_path.write_text(json.dumps(entry))
+        again = OpenAIBackend(spec, ResponseCache(tmp_path, "replay"), retry=FAST).complete(MESSAGES)
+    assert again.cached and again.text == "recorded" and len(fake.requests) == 1
+
+
+def test_a_corrupt_entry_in_use_mode_is_set_aside_not_overwritten_and_named(
+        key: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with FakeOpenAI(["recorded", "asked again"]) as fake:
+        spec = spec_for(fake)
+        OpenAIBackend(spec, ResponseCache(tmp_path), retry=FAST).complete(MESSAGES)
+        entry_path = _one_entry(tmp_path)
+        torn = entry_path.read_bytes()[:57]
+        entry_path.write_bytes(torn)
+        with caplog.at_level("WARNING", logger="adakit.llm.models"):
+            got = OpenAIBackend(spec, ResponseCache(tmp_path), retry=FAST).complete(MESSAGES)
+    assert got.text == "asked again" and len(fake.requests) == 2
+    aside = entry_path.with_name(entry_path.name + ".damaged")
+    assert aside.read_bytes() == torn  # kept as it was
+    assert json.loads(entry_path.read_text())["completion"]["text"] == "asked again"
+    assert f"damaged cache entry {entry_path.stem}" in caplog.text and aside.name in caplog.text
+
+
+def test_a_json_valid_edit_is_caught_by_the_digest(key: str, tmp_path: Path) -> None:
+    with FakeOpenAI(["recorded", "asked again"]) as fake:
+        spec = spec_for(fake)
+        OpenAIBackend(spec, ResponseCache(tmp_path), retry=FAST).complete(MESSAGES)
+        entry_path = _one_entry(tmp_path)
+        entry = json.loads(entry_path.read_text())
+        entry["completion"]["text"] = "edited by hand"
+        entry_path.write_text(json.dumps(entry))
+        assert "digest" in (m.entry_problem(entry, entry["key"]) or "")
+        with pytest.raises(m.CacheDamaged, match="digest"):
+            OpenAIBackend(spec, ResponseCache(tmp_path, "replay"), retry=FAST).complete(MESSAGES)
+        second = entry_path.with_name(entry_path.name + ".damaged")
+        assert json.loads(second.read_text())["completion"]["text"] == "edited by hand"
+        fresh = OpenAIBackend(spec, ResponseCache(tmp_path), retry=FAST).complete(MESSAGES)
+    assert fresh.text == "asked again" and not fresh.cached  # the model was asked again
+
+
+def test_replay_names_a_damaged_entry_not_a_request_never_asked(
+        key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOpenAI(["recorded"]) as fake:
+        spec = spec_for(fake)
+        OpenAIBackend(spec, ResponseCache(tmp_path), retry=FAST).complete(MESSAGES)
+    monkeypatch.delenv(KEY_ENV)
+    entry_path = _one_entry(tmp_path)
+    entry_path.write_text('{"key": "' + entry_path.stem + '", "completion": {"te')
+    replay = OpenAIBackend(spec, ResponseCache(tmp_path, "replay"), retry=FAST)
+    with pytest.raises(CacheMiss) as ei:  # still a CacheMiss: the replay stops loudly
+        replay.complete(MESSAGES)
+    text = str(ei.value)
+    assert isinstance(ei.value, m.CacheDamaged) and not isinstance(ei.value, ModelError)
+    assert f"damaged cache entry {entry_path.stem} in {entry_path}" in text
+    assert "never asked" not in text
+    with pytest.raises(m.CacheDamaged, match="set aside as damaged earlier") as again:
+        replay.complete(MESSAGES)  # the entry is set aside: still named as damaged
+    assert str(entry_path) + ".damaged" in str(again.value)
 
 
 def test_cache_key_ignores_the_api_key(tmp_path: Path, monkeypatch) -> None:

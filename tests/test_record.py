@@ -89,7 +89,8 @@ def test_parquet_cache_is_whole_or_absent_and_a_broken_one_is_reread(tmp_path):
     write(tmp_path / "r1.jsonl", [header(), turn(1), turn(2)])
     load_corpus(tmp_path)
     (entry,) = (tmp_path / ".adakit-cache").iterdir()
-    assert sorted(p.name for p in entry.iterdir()) == ["reads.parquet", "runs.parquet", "turns.parquet"]
+    assert sorted(p.name for p in entry.iterdir()) == ["reads.parquet", "runs.parquet",
+                                                       "skipped.json", "turns.parquet"]
     (entry / "turns.parquet").write_bytes(b"not parquet")
     again = load_corpus(tmp_path)
     assert len(again.turns) == 2

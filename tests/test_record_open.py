@@ -111,3 +111,25 @@ def test_open_corpus_reads_several_folders_as_one(corpus, tmp_path, capsys):
     write_run(rf, corpus / "x1.jsonl")
     with pytest.raises(ValueError, match="'x1' is in more than one"):
         open_corpus([corpus, other])
+
+
+def test_open_corpus_skips_header_less_files_with_a_note(corpus, capsys):
+    """A full disk leaves empty run files (or a header cut off before its newline): they are
+    skipped, counted and named, also when the tables come from the loader's cache."""
+    (corpus / "full-disk-1.jsonl").write_bytes(b"")
+    (corpus / "full-disk-2.jsonl").write_bytes(b'{"kind":"header","run_id":"r9"')
+    for _ in range(2):  # read from the run files, then from the cache
+        data = open_corpus(corpus)
+        assert sorted(data.runs["run_id"]) == ["r1", "r2", "r3", "r4", "r5"]
+        assert data.skipped == (str(corpus / "full-disk-1.jsonl"), str(corpus / "full-disk-2.jsonl"))
+        out = capsys.readouterr().out
+        assert out.startswith(f"corpus {corpus}: 5 runs")
+        assert (f"skipped 2 header-less run files (empty, or the header was never written, e.g. "
+                f"on a full disk): {corpus / 'full-disk-1.jsonl'}, {corpus / 'full-disk-2.jsonl'}"
+                in out)
+    kept = open_corpus(corpus, models=["m2"], verbose=False)
+    assert len(kept.runs) == 2 and len(kept.skipped) == 2  # filters keep the note
+    for p in corpus.glob("r*.jsonl"):
+        p.unlink()
+    with pytest.raises(ValueError, match="no run files in the corpus .*skipped 2 header-less"):
+        open_corpus(corpus)

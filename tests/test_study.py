@@ -338,8 +338,8 @@ def test_the_study_package_imports_without_a_cycle():
 def test_changed_settings_see_the_redraw_and_ledger_aids():
     """Both aids are recorded only when on; turning one on, off or changing its parameter is
     a change of settings."""
-    from adakit.study.spec import RunSpec
     from adakit.study.retry import changed_settings
+    from adakit.study.spec import RunSpec
     from adakit.synthetic import synthetic_run
 
     def spec(**settings):

@@ -222,7 +222,7 @@ def format_rates(rates: pd.DataFrame, by: Sequence[str]) -> str:
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     from adakit import config
     from adakit.judging import agreement as ag
-    from adakit.record import load_corpus, open_corpus
+    from adakit.record import load_corpus, open_corpus, skipped_note
 
     folders = [config.resolve(c) for c in args.corpus]
     if len(folders) > 1 and not args.out:
@@ -234,6 +234,8 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"adakit diagnose: {exc}")
         return 2
+    if corpus.skipped:
+        print(skipped_note(corpus.skipped))
     if corpus.runs.empty:
         print(f"no runs in {', '.join(map(str, folders))}")
         return 1

@@ -20,6 +20,7 @@ import logging
 import os
 import random
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -89,6 +90,24 @@ class CacheMiss(LookupError):
             "the run asked for something the recorded study never asked"
         )
         self.key = key
+
+
+class CacheDamaged(CacheMiss):
+    """A cache entry that cannot be trusted in ``replay`` mode: unreadable, not an entry, or
+    its content no longer matching its digest (see :func:`entry_problem`). The entry was set
+    aside beside itself (``<key>.json.damaged``), never overwritten.
+    """
+
+    def __init__(self, key: str, model: str, path: Path, why: str) -> None:
+        LookupError.__init__(
+            self,
+            f"replay mode: damaged cache entry {key} in {path} ({why}), for model {model!r}: "
+            "the recorded reply cannot be trusted; restore it from its dataset (`adakit "
+            "dataset restore-cache`) or launch without replay to ask the model again",
+        )
+        self.key = key
+        self.path = path
+        self.why = why
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,11 +378,42 @@ def request_key(request: dict[str, Any]) -> str:
     return hashlib.sha256(_canonical(request).encode("utf-8")).hexdigest()
 
 
+def entry_digest(key: str, completion: dict[str, Any]) -> str:
+    """The digest a cache entry carries: sha256 of the canonical JSON of its key and stored
+    completion (what a replay answers with)."""
+    return hashlib.sha256(_canonical({"key": key, "completion": completion}).encode("utf-8")).hexdigest()
+
+
+def entry_problem(entry: Any, key: str | None = None) -> str | None:
+    """Why a parsed cache entry (or a ``responses.jsonl`` line of a dataset) cannot be
+    trusted, or None when it can. An entry without a ``digest`` (written before entries
+    carried one, e.g. the shipped datasets' replies) is legacy: readable, unverified."""
+    if not isinstance(entry, dict):
+        return "not a cache entry"
+    completion = entry.get("completion")
+    if not isinstance(completion, dict) or not isinstance(completion.get("text"), str):
+        return "no completion in it"
+    if key is not None and entry.get("key") != key:
+        return f"it holds the entry of key {entry.get('key')!r}"
+    digest = entry.get("digest")
+    if digest is None:
+        return None
+    if digest != entry_digest(str(entry.get("key")), completion):
+        return "its content does not match its digest: edited after it was stored"
+    return None
+
+
 class ResponseCache:
     """Model responses on disk, one JSON file per request, keyed by :func:`request_key`.
 
     Modes: ``use`` (read, else call and store), ``replay`` (must hit, a miss raises
     :class:`CacheMiss`), ``refresh`` (call and overwrite), ``off`` (neither read nor write).
+
+    Every stored entry carries a digest of its key and completion (:func:`entry_digest`). A
+    damaged entry (unreadable, or its digest not matching) is set aside as
+    ``<key>.json.damaged`` (never overwritten) and named in a warning: ``use`` then asks the
+    model again, ``replay`` raises :class:`CacheDamaged`. Entries without a digest (legacy)
+    are read unverified.
     """
 
     def __init__(self, folder: str | Path | None = None, mode: CacheMode = "use") -> None:
@@ -382,23 +432,60 @@ class ResponseCache:
     def path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> Completion | None:
-        """The stored completion (marked ``cached``), or None."""
+    def get(self, key: str, model: str = "") -> Completion | None:
+        """The stored completion (marked ``cached``), or None; in ``replay`` mode a damaged
+        entry (or one set aside earlier) raises :class:`CacheDamaged` naming ``model``."""
         path = self.path(key)
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
+            aside = self.damaged(key)
+            if aside and self.mode == "replay":
+                raise CacheDamaged(key, model, aside[-1], "set aside as damaged earlier") from None
             return None
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable cache entry %s: %s", path, exc)
-            return None
-        try:
-            completion = Completion.from_dict(entry["completion"])
-        except (KeyError, TypeError) as exc:
-            log.warning("ignoring malformed cache entry %s: %s", path, exc)
-            return None
+        except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON
+            return self._damaged(key, model, f"not readable as JSON: {exc}")
+        why = entry_problem(entry, key)
+        if why is not None:
+            return self._damaged(key, model, why)
+        completion = Completion.from_dict(entry["completion"])
         completion.cached = True
         return completion
+
+    def damaged(self, key: str) -> list[Path]:
+        """The entries of ``key`` set aside as damaged, oldest first."""
+        path = self.path(key)
+        found = path.parent.glob(f"{path.name}.damaged*") if path.parent.exists() else []
+        return sorted(found, key=lambda p: (len(p.name), p.name))
+
+    def set_aside(self, key: str, data: bytes | None = None) -> Path:
+        """Move the entry of ``key`` (or write ``data``, a damaged copy from elsewhere) to a
+        free ``<key>.json.damaged[-N]`` beside it; nothing is overwritten. Returns that path."""
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while True:
+            dest = path.with_name(f"{path.name}.damaged" + (f"-{n}" if n > 1 else ""))
+            try:
+                if data is not None:
+                    with open(dest, "xb") as fh:
+                        fh.write(data)
+                else:
+                    os.link(path, dest)  # fails if dest exists: never overwrites
+                    os.unlink(path)
+                return dest
+            except FileExistsError:
+                n += 1
+            except FileNotFoundError:  # another thread set it aside first
+                return self.damaged(key)[-1] if self.damaged(key) else dest
+
+    def _damaged(self, key: str, model: str, why: str) -> None:
+        aside = self.set_aside(key)
+        log.warning("damaged cache entry %s in %s (%s): set aside as %s%s", key, self.path(key),
+                    why, aside.name, "" if self.mode == "replay" else "; asking the model again")
+        if self.mode == "replay":
+            raise CacheDamaged(key, model, self.path(key), f"{why}; set aside as {aside.name}")
+        return None
 
     def put(self, key: str, completion: Completion, request: dict[str, Any]) -> Path:
         """Store a completion atomically (write a temporary file, then rename)."""
@@ -406,7 +493,8 @@ class ResponseCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         stored = completion.to_dict()
         stored["cached"] = False
-        entry = {"key": key, "request": _request_summary(request), "completion": stored}
+        entry = {"key": key, "request": _request_summary(request), "completion": stored,
+                 "digest": entry_digest(key, stored)}
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}-", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -733,7 +821,7 @@ class OpenAIBackend:
             keyed["scope"] = self.cache_scope
         key = request_key(keyed)
         if self.cache is not None and self.cache.mode in ("use", "replay"):
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, self.spec.name)
             if hit is not None:
                 return hit
             if self.cache.mode == "replay":
@@ -996,7 +1084,9 @@ class LocalServer:
     """``llama-cpp-python``'s OpenAI-compatible server for a GGUF model on a loopback port.
 
     A context manager: ``with LocalServer() as server: OpenAIBackend(spec, base_url=
-    server.base_url)``. It serves one request at a time (``lock`` serialises callers).
+    server.base_url)``. It serves one request at a time (``lock`` serialises callers). Its
+    output goes to a temporary log (``log_path``), removed when it is stopped, unless the
+    server had exited on its own: then the log is kept for the failure text to name.
     """
 
     def __init__(
@@ -1024,6 +1114,7 @@ class LocalServer:
         self.lock = threading.Lock()
         self._log: Any = None
         self._log_offset = 0
+        self.log_path: Path | None = None
 
     @property
     def base_url(self) -> str:
@@ -1091,6 +1182,7 @@ class LocalServer:
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in stop())
             prefix="adakit-llama-server-", suffix=".log", delete=False
         )
+        self.log_path = Path(self._log.name)
         started = time.perf_counter()
         self.process = subprocess.Popen(
             command,
@@ -1136,6 +1228,7 @@ class LocalServer:
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate the server (kill it if it does not exit within ``timeout``)."""
         proc = self.process
+        died = proc is not None and proc.poll() is not None
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
@@ -1143,13 +1236,14 @@ class LocalServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout)
-        self._cleanup()
+        self._cleanup(keep_log=died)
 
-    def _cleanup(self) -> None:
+    def _cleanup(self, keep_log: bool = False) -> None:
         if self._log is not None:
             with contextlib.suppress(OSError):
                 self._log.close()
-                os.unlink(self._log.name)
+                if not keep_log:
+                    os.unlink(self._log.name)
             self._log = None
 
     def __enter__(self) -> LocalServer:
@@ -1219,6 +1313,39 @@ class LocalModelBackend(OpenAIBackend):
     def _endpoint_url(self) -> str:
         self._server = shared_local_server(self.spec, self.slot)
         return self._server.base_url
+
+    def _call_with_retries(self, request: dict[str, Any], constrained: bool) -> Completion:
+        try:
+            return super()._call_with_retries(request, constrained)
+        except ModelError as exc:
+            if exc.kind not in ("unreachable", "gave_up"):
+                raise
+            raise local_failure(self.spec, self._server, exc) from None
+
+
+def local_failure(spec: ModelSpec, server: LocalServer | None, exc: ModelError) -> ModelError:
+    """The failure of a call to a local model's llama.cpp server, said in its own terms (the
+    server's exit code and log, how to reinstall it) instead of an endpoint's; ``exc`` is
+    the error the retries ended with."""
+    last = str(exc).split("last error: ", 1)[-1]
+    proc = server.process if server is not None else None
+    code = proc.poll() if proc is not None else None
+    log_text = f"see {server.log_path}" if server is not None and server.log_path else "no log kept"
+    if code is not None:
+        how = f"exit code {code}"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                how += f", {signal.Signals(-code).name}"
+        return ModelError(
+            f"the local llama.cpp server for {spec.name} stopped answering ({how}); {log_text} "
+            f"— `make local-model` reinstalls it (last error: {last})",
+            kind="local",
+        )
+    return ModelError(
+        f"the local llama.cpp server for {spec.name} is running but did not answer ({last}); "
+        f"{log_text}",
+        kind=exc.kind,
+    )
 
     def _send(self, client: Any, request: dict[str, Any]) -> tuple[Any, float]:
         server = self._server

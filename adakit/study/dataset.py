@@ -20,12 +20,13 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -436,27 +437,56 @@ def check(path: str | Path) -> list[str]:
             problems.append(f"{rel}: absent")
         elif sha256_file(p) != digest:
             problems.append(f"{rel}: sha256 differs from the manifest")
+    if (ds.path / "responses.jsonl").exists():
+        problems += [f"responses.jsonl:{i}: damaged cache entry {key or '(no key)'} ({why})"
+                     for i, _, key, _, why in recorded_replies(ds.path / "responses.jsonl") if why]
     return problems
+
+
+_KEY = re.compile(rb'"key"\s*:\s*"([0-9a-f]{64})"')
+
+
+def recorded_replies(
+    path: Path,
+) -> Iterator[tuple[int, bytes, str | None, dict[str, Any] | None, str | None]]:
+    """The lines of a ``responses.jsonl``: (line number, raw line, key, entry, why it is
+    damaged or None); a damaged line's key is read from its text when it is not JSON."""
+    from adakit.llm.models import entry_problem
+
+    with open(path, "rb") as fh:
+        for i, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                entry = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                found = _KEY.search(raw)
+                yield i, raw, found.group(1).decode() if found else None, None, f"not JSON: {exc}"
+                continue
+            key = entry.get("key") if isinstance(entry, dict) else None
+            yield i, raw, key if isinstance(key, str) else None, entry, entry_problem(entry)
 
 
 def restore_cache(path: str | Path, folder: str | Path | None = None) -> int:
     """Write the dataset's recorded replies into a response cache folder (default: the
-    project's); returns how many entries were written (existing ones are kept)."""
+    project's); returns how many entries were written (existing ones are kept). A damaged
+    line is not restored: it is set aside in the cache as its key's damaged entry, so a
+    replay that needs it names it (:class:`adakit.llm.models.CacheDamaged`)."""
     from adakit.llm.models import Completion, ResponseCache
 
     ds = open_dataset(path)
     cache = ResponseCache(Path(folder) / "responses" if folder else None, "use")
     written = 0
-    with open(ds.path / "responses.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            entry = json.loads(line)
-            if cache.path(entry["key"]).exists():
-                continue
-            cache.put(entry["key"], Completion.from_dict(entry["completion"]),
-                      {"restored_from": ds.manifest.get("name")})
-            written += 1
+    for _, raw, key, entry, why in recorded_replies(ds.path / "responses.jsonl"):
+        if key is None or cache.path(key).exists():
+            continue
+        if why is not None or entry is None:
+            if not cache.damaged(key):
+                cache.set_aside(key, raw)
+            continue
+        cache.put(key, Completion.from_dict(entry["completion"]),
+                  {"restored_from": ds.manifest.get("name")})
+        written += 1
     return written
 
 
@@ -489,7 +519,7 @@ def replay(
                     got = content_digest(read_run(output / f"{spec.run_id}.jsonl"))
                     results[spec.run_id] = "same" if got == digests.get(spec.run_id) else "differs"
                 except Exception as exc:  # a diverging replay says why, per run
-                    results[spec.run_id] = f"{type(exc).__name__}: {str(exc)[:200]}"
+                    results[spec.run_id] = f"{type(exc).__name__}: {str(exc)[:400]}"
         finally:
             if old is None:
                 os.environ.pop("ADAKIT_CACHE", None)

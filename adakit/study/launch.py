@@ -170,6 +170,8 @@ def run_one(
         **{k: v for k, v in spec.settings if k in RunConfig.__dataclass_fields__},
     )
     prefix = "resumed:" if state.status == "to_resume" else ""
+    if state.refused:  # a file that cannot be read: the run sets it aside (.stale-*.jsonl.bak)
+        prefix = "set-aside:"
     if state.status == "to_redo":  # finished under other settings: kept aside, run again
         reopen(path, resume=False)
         prefix = "redone:"
@@ -304,8 +306,8 @@ def _failed_runs(study: Study, specs: list[RunSpec], raised: dict[str, str]) -> 
         path = study.output / f"{s.run_id}.jsonl"
         try:
             failure = failure_of(read_run(path)) if path.exists() else None
-        except ValueError:
-            failure = None
+        except ValueError as exc:  # written into from elsewhere during the launch
+            failure = Failure(s.run_id, s.model, "damaged", True, str(exc))
         if failure is not None:
             out.append(failure)
     return out

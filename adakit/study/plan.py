@@ -429,6 +429,13 @@ class Plan:
         if redo:
             lines.append(f"  {'changed:':<14}" + " · ".join(f"{k} {v}" for k, v in redo.items())
                          + " (finished runs set aside as .attempt-N.jsonl.bak and run again)")
+        refused = [s.refused for s in self.states if s.refused]
+        if refused:
+            lines.append(f"  {'refused:':<14}{len(refused)} run files cannot be read (set aside as "
+                         ".stale-*.jsonl.bak and run again):")
+            lines += [f"    {why}" for why in refused[:5]]
+            if len(refused) > 5:
+                lines.append(f"    ... and {len(refused) - 5} more")
         lines.append(self.cost_text())
         return "\n".join(lines)
 

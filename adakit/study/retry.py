@@ -152,6 +152,7 @@ class RunState:
     turns_done: int = 0
     failure: Failure | None = None
     changed: tuple[str, ...] = ()
+    refused: str = ""
 
 
 def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
@@ -199,8 +200,8 @@ def run_state(path: Path, spec: RunSpec, retry: bool = True, retry_any: bool = F
         return RunState(spec, "to_run")
     try:
         rf = read_run(path)
-    except ValueError:
-        return RunState(spec, "to_run")  # unreadable: the run sets it aside and starts again
+    except ValueError as exc:  # damaged or header-less: the run sets it aside, starts again
+        return RunState(spec, "to_run", refused=str(exc))  # unreadable: the run sets it aside and starts again
     if rf.end is None:
         return RunState(spec, "to_resume", len(rf.turns))
     failure = failure_of(rf)

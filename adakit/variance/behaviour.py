@@ -32,7 +32,7 @@ import pandas as pd
 
 from adakit.lenses.policy import tag_transitions
 from adakit.lenses.surface import run_surface
-from adakit.record import Corpus, RunFile, corpus_from_runs, iter_run_files, read_run
+from adakit.record import Corpus, RunFile, corpus_from_runs, read_runs, skipped_note
 
 BEHAVIOUR_COLUMNS = [
     "model", "runs", "turns", "valid_calls", "concluded", "concluded_closing", "files_per_run", "lines_per_run",
@@ -114,8 +114,12 @@ def behaviour_table(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
 
 
 def measure(sources: Iterable[str | Path], models: Iterable[str] | None = None) -> pd.DataFrame:
-    """The behaviour table of the run files under ``sources`` (optionally some models only)."""
+    """The behaviour table of the run files under ``sources`` (optionally some models only),
+    read as the loader reads them (:func:`adakit.record.read_runs`: header-less files are left
+    out with a printed note, a damaged file is refused)."""
     keep = set(models) if models is not None else None
-    files = [read_run(p) for p in iter_run_files(list(sources)) if p.name != "study.yaml"]
-    files = [rf for rf in files if keep is None or rf.header.model.name in keep]
+    read = read_runs(list(sources))
+    if read.skipped:
+        print(skipped_note(read.skipped))
+    files = [rf for rf in read.runs if keep is None or rf.header.model.name in keep]
     return behaviour_table(corpus_from_runs(files), call_repeats(files))
