@@ -35,6 +35,14 @@ CACHE = DATA / "cache"
 #: uses to estimate a study's tokens and cost.
 REFERENCE_RUNS = DATA / "reference" / "local-v3" / "runs"
 FIGURES = ROOT / "figures"
+#: Sub-folder of the figures folder and of ``PROCESSED`` for notebook runs whose parameters
+#: differ from their study's: ``figures/adhoc/<notebook>-<digest>/`` (see adakit.workbench.guard).
+ADHOC = "adhoc"
+#: Environment variable naming the study profile whose parameters a notebook's outputs belong
+#: to (the pipeline sets it when it executes a profile's notebooks).
+PROFILE_ENV = "ADAKIT_PROFILE"
+#: The profile a notebook run outside the pipeline is compared with: the default study.
+DEFAULT_PROFILE = "quick"
 STUDIES = ROOT / "studies"
 NOTEBOOKS = ROOT / "notebooks"
 PROMPTS = PACKAGE_DIR / "prompts"
@@ -61,6 +69,33 @@ def figures_dir() -> Path:
     """Where figures are saved (``ADAKIT_FIGURES`` overrides, e.g. one folder per profile)."""
     env = os.environ.get("ADAKIT_FIGURES")
     return Path(env).expanduser().resolve() if env else FIGURES
+
+
+def profile() -> str:
+    """The study profile whose parameters count as "the study's" (``ADAKIT_PROFILE``, else
+    :data:`DEFAULT_PROFILE`)."""
+    return os.environ.get(PROFILE_ENV, "").strip() or DEFAULT_PROFILE
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path as a reader should see it: relative to the project root when inside it."""
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(p)
+
+
+def known_corpora() -> list[str]:
+    """The corpus folders on disk, as :func:`shown` paths: every folder of run files under
+    ``data/runs`` (two levels deep) and each shipped dataset's ``runs`` folder."""
+    found: list[Path] = []
+    if RUNS.is_dir():
+        for folder in sorted([RUNS, *RUNS.glob("*"), *RUNS.glob("*/*")]):
+            if folder.is_dir() and next(folder.glob("*.jsonl"), None) is not None:
+                found.append(folder)
+    found += sorted(p for p in (DATA / "reference").glob("*/runs") if p.is_dir())
+    return [shown(p) for p in found]
 
 
 def resolve(path: str | os.PathLike[str]) -> Path:

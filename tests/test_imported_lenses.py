@@ -229,8 +229,8 @@ def _outputs(path: Path) -> str:
 @pytest.mark.timeout(400)
 def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
     """Notebook 40 on the fixtures and two launched baseline runs: executed with papermill
-    (the profile's own `study` and `model` parameters do not leak in), run twice (the second
-    import finds everything already there), then checked under nbval."""
+    (its outputs in the folder ``nbtest``), run twice (the second import finds everything
+    already there), then checked under nbval."""
     pm = pytest.importorskip("papermill")
     home = tmp_path / "home"
     monkeypatch.setenv("ADAKIT_HOME", str(home))
@@ -240,7 +240,7 @@ def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
               "sources": {fmt: [str(FIXTURES / sub)] for fmt, sub in (
                   ("swe-agent", "swe_agent"), ("mini-swe-agent", "mini_swe_agent"),
                   ("openhands", "openhands"), ("generic", "generic"))},
-              "study": "studies/ci.yaml", "model": "smollm2-135m", "interactive": False}
+              "figure_prefix": "nbtest"}
     out = tmp_path / "40.ipynb"
     for _ in range(2):
         pm.execute_notebook(str(NOTEBOOK), str(out), parameters=params, cwd=str(tmp_path),
@@ -252,7 +252,7 @@ def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
     assert "the agent submitted its result and ended the run" in text
     runs = load_corpus(tmp_path / "imported", cache=False).runs
     assert set(runs["study"]) == {"imported"} and "smollm2-135m" not in set(runs["model"])
-    tables = home / "data" / "processed" / "40_imported_agents"
+    tables = home / "data" / "processed" / "nbtest"
     shares = pd.read_csv(tables / "tag_shares_by_agent.csv")
     assert {"share_lo", "share_hi", "note"} <= set(shares.columns)
     # two runs per source agent: intervals; the generic file holds one run: "too few runs"
@@ -263,7 +263,7 @@ def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
     assert surf.loc["my-agent", "note"] == "too few runs" and surf["turns_lo"].notna().sum() == 4
     density = pd.read_csv(tables / "density_by_agent_flask.csv")
     assert {"density_lo", "density_hi"} <= set(density.columns)
-    saved = {p.name for p in (home / "figures" / "40_imported_agents").glob("*.png")}
+    saved = {p.name for p in (home / "figures" / "nbtest").glob("*.png")}
     assert saved == {"tool_composition_by_agent.png", "tag_shares_by_agent.png",
                      "all_tags_by_agent.png", "journey_arcs_by_agent.png",
                      "footprint_by_agent_flask.png"}
@@ -287,11 +287,11 @@ def test_notebook_40_on_imported_runs_alone_draws_intervals(tmp_path, monkeypatc
               "sources": {fmt: [str(FIXTURES / sub)] for fmt, sub in (
                   ("swe-agent", "swe_agent"), ("mini-swe-agent", "mini_swe_agent"),
                   ("openhands", "openhands"), ("generic", "generic"))},
-              "n_resamples": 300, "seed": 3}
+              "n_resamples": 300, "seed": 3, "figure_prefix": "nbtest"}
     out = tmp_path / "40.ipynb"
     pm.execute_notebook(str(NOTEBOOK), str(out), parameters=params, cwd=str(tmp_path),
                         progress_bar=False, kernel_name="python3")
-    tables = home / "data" / "processed" / "40_imported_agents"
+    tables = home / "data" / "processed" / "nbtest"
     shares = pd.read_csv(tables / "tag_shares_by_agent.csv")
     assert set(shares["agent"]) == {"swe-agent", "mini-swe-agent", "openhands", "my-agent"}
     one = shares[shares["agent"] == "my-agent"]  # the generic example holds one run

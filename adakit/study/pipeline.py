@@ -9,13 +9,15 @@ papermill parameter file ``studies/<profile>.params.yaml`` shared by every noteb
 from __future__ import annotations
 
 import argparse
+import ast
 import html
 import json
 import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -234,22 +236,100 @@ def run_judge_stage(profile: str, progress: bool = True) -> dict[str, Any]:
 # --------------------------------------------------------------------------- notebooks
 
 
-def execute_notebook(src: Path, dest: Path, params: Path | None, extra: dict[str, Any] | None = None) -> float:
-    """Run one notebook with papermill into ``dest`` (never over the source); seconds taken."""
+#: The tag papermill looks for on a notebook's parameters cell.
+PARAMETERS_TAG = "parameters"
+
+
+def declared_parameters(notebook: Path) -> dict[str, Any]:
+    """A notebook's parameters, name -> default, in the order of its ``parameters`` cell.
+
+    The cell holds literals only (one ``name = literal  # help`` per line); a value that is
+    not a literal raises ValueError naming the notebook and the parameter.
+    """
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    cell = next((c for c in nb.get("cells", []) if c.get("cell_type") == "code"
+                 and PARAMETERS_TAG in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        return {}
+    source = "".join(cell.get("source", ""))
+    out: dict[str, Any] = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        try:
+            out[name] = ast.literal_eval(node.value)
+        except ValueError as exc:
+            raise ValueError(f"{Path(notebook).name}: parameter {name} is not a literal") from exc
+    return out
+
+
+def profile_parameters(profile: str) -> dict[str, Any]:
+    """What a profile's parameter file (``studies/<profile>.params.yaml``) sets; empty when
+    the profile has none."""
+    try:
+        path = params_file(profile)
+    except FileNotFoundError:
+        return {}
+    if not path.exists():
+        return {}
+    return dict(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+
+
+def study_parameters(notebook: Path, profile: str) -> dict[str, Any]:
+    """The parameters a profile's study runs ``notebook`` with: its declared defaults, then the
+    profile's parameter file for the names the notebook declares."""
+    declared = declared_parameters(notebook)
+    given = profile_parameters(profile)
+    return {name: given.get(name, default) for name, default in declared.items()}
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the duration of a block (the notebook's kernel inherits
+    them), then restore what was there."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+def execute_notebook(src: Path, dest: Path, params: Path | None,
+                     extra: dict[str, Any] | None = None, profile: str | None = None) -> float:
+    """Run one notebook with papermill into ``dest`` (never over the source); seconds taken.
+
+    Of the parameter file ``params`` (shared by every notebook of a profile) the notebook is
+    given only the names it declares, so its guard (:mod:`adakit.workbench.guard`) sees no
+    unknown name; ``extra`` is passed as is. ``profile`` (default: the parameter file's) is
+    set as ``ADAKIT_PROFILE`` for the kernel, so the guard compares the notebook's parameters
+    with that profile's and writes its figures into the study's own folders.
+    """
     import papermill as pm
 
     if dest.resolve() == src.resolve():
         raise ValueError("papermill must not overwrite its source notebook")
+    declared = declared_parameters(src)
     parameters: dict[str, Any] = {}
     if params is not None and params.exists():
-        parameters.update(yaml.safe_load(params.read_text(encoding="utf-8")) or {})
+        given = yaml.safe_load(params.read_text(encoding="utf-8")) or {}
+        parameters.update({k: v for k, v in given.items() if k in declared})
     parameters.update(extra or {})
+    if profile is None and params is not None:
+        profile = params.name.removesuffix(".params.yaml")
     dest.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    pm.execute_notebook(
-        str(src), str(dest), parameters=parameters, cwd=str(config.NOTEBOOKS), progress_bar=True,
-        kernel_name="python3",
-    )
+    with _environment(**{config.PROFILE_ENV: profile or config.DEFAULT_PROFILE}):
+        pm.execute_notebook(
+            str(src), str(dest), parameters=parameters, cwd=str(config.NOTEBOOKS),
+            progress_bar=True, kernel_name="python3",
+        )
     return time.time() - t0
 
 
@@ -419,7 +499,8 @@ def _cmd_study(args: argparse.Namespace) -> int:
         run_judge_stage(profile)
     if "notebooks" in stages:
         for nb in notebooks():
-            secs = execute_notebook(nb, out / "notebooks" / nb.name, params_file(profile))
+            secs = execute_notebook(nb, out / "notebooks" / nb.name, params_file(profile),
+                                    profile=Path(profile).stem)
             print(f"notebook {nb.name}: {secs:.1f}s")
     if "index" in stages:
         page = build_index(out)
@@ -460,7 +541,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print("report notebook needs --notebook NAME", file=sys.stderr)
             return 2
         src = config.NOTEBOOKS / args.notebook
-        secs = execute_notebook(src, output_dir(args.profile) / "notebooks" / src.name, params_file(args.profile))
+        secs = execute_notebook(src, output_dir(args.profile) / "notebooks" / src.name,
+                                params_file(args.profile), profile=Path(args.profile).stem)
         print(f"notebook {src.name}: {secs:.1f}s")
     else:
         print(summary(args.profile))
