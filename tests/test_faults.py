@@ -19,7 +19,7 @@ from adakit.record import (
     read_runs,
 )
 from adakit.study.launch import RunSpec
-from adakit.study.plan import run_state
+from adakit.study.retry import run_state
 from adakit.synthetic import synthetic_run, write_run
 
 TOOLS = ["OVW", {"tool": "PKR", "file": "pkg/a.py", "ranges": [(1, 10)]}, "EXP",

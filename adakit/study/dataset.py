@@ -111,7 +111,7 @@ def build(
     ``leave_unfinished``: then only finished runs are packed, and the manifest lists the
     started ones under ``unfinished`` and every run of the study it lacks under ``remaining``
     (a launch that records them and a new build make the next version). A run recorded under
-    settings the study no longer has (:func:`adakit.study.plan.changed_settings`) is never packed:
+    settings the study no longer has (:func:`adakit.study.retry.changed_settings`) is never packed:
     it is listed under ``outdated`` (and ``remaining``), and refused without
     ``leave_unfinished``."""
     from adakit.judging.judges import judgments_dir
