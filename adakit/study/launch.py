@@ -38,6 +38,7 @@ from adakit.apparatus.conditions import get_condition
 from adakit.apparatus.tasks import make_task
 from adakit.llm.models import DEFAULT_LOCAL_MODEL
 from adakit.record import WorldInfo, load_corpus, read_run
+from adakit.study.lock import FolderLocked, folder_lock
 from adakit.study.plan import make_plan, usd_text
 from adakit.study.preflight import Preflight, preflight
 from adakit.study.retry import (
@@ -226,7 +227,9 @@ def launch(
     states: list[RunState] | None = None,
 ) -> pd.DataFrame:
     """Run every spec of a study (skipping finished runs, retrying failed ones; see
-    :func:`run_one`); returns the summary table.
+    :func:`run_one`); returns the summary table. The launch holds the output folder's lock
+    (:func:`adakit.study.lock.folder_lock`) for its whole life: a second launch into the same
+    folder raises :class:`adakit.study.lock.FolderLocked` before it writes anything.
 
     ``states``: where the study's runs stand, when the caller read them already (else they are
     read here, once per run). First, unless ``preflight_first`` is off, :func:`preflight_gate`
@@ -237,6 +240,15 @@ def launch(
     :class:`adakit.study.retry.Failure`), ``left_out`` (the preflight report of what was left
     out, or None) and ``outcomes``.
     """
+    with folder_lock(study.output):
+        return _launch_locked(study, max_runs, progress, retry, retry_any, retry_from, check,
+                              skip_unavailable, preflight_first, states)
+
+
+def _launch_locked(study: Study, max_runs: int | None, progress: bool, retry: bool,
+                   retry_any: bool, retry_from: str, check: bool, skip_unavailable: bool,
+                   preflight_first: bool, states: list[RunState] | None) -> pd.DataFrame:
+    """:func:`launch` while it holds the output folder's lock."""
     specs = study.specs[:max_runs] if max_runs else list(study.specs)
     if states is None:
         states = study_states(dataclasses.replace(study, specs=specs), retry, retry_any)
@@ -483,7 +495,11 @@ def gated_launch(
                         unknown=unknown):
         print("nothing was launched", file=sys.stderr)
         return 3
-    summary = launch(study, preflight_first=False, states=states, **options)
+    try:
+        summary = launch(study, preflight_first=False, states=states, **options)
+    except FolderLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not summary.empty:
         print(summary.to_string(index=False))
     if not report.ok:
