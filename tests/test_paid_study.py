@@ -404,6 +404,31 @@ def test_an_auth_failure_mid_run_resumes_after_the_last_good_turn(env, monkeypat
     assert lines[:3] == before.split(b"\n")[:3]  # header and the two good turns, unchanged
 
 
+def test_a_grammar_constrained_run_resumes_after_its_last_good_turn(env, monkeypatch, capsys):
+    """A model served with a grammar (as the local models are) records its grammar settings in
+    the header; the retry compares against the header the run would write, grammar included,
+    so it resumes instead of restarting (it printed restarted:... before)."""
+    state = {"down": True}
+
+    def answer(request: dict):
+        k = sum(1 for m in request["messages"] if m["role"] == "assistant") + 1
+        if state["down"] and k >= 3:
+            return error(401, message="invalid api key")
+        return CONCLUDE if k >= 4 else _peek(k)
+
+    with FakeOpenAI(answer) as fake:
+        registry(env, monkeypatch, **{"fake-ok": llm(fake.url, constrain="grammar")})
+        path = study_file(env, [{"models": ["fake-ok"], "worlds": ["flask"], "tasks": ["risk_review"],
+                                 "conditions": ["natural"]}])
+        run = env / "runs" / "fake-ok__flask__risk_review__natural__r0.jsonl"
+        code, out = adakit(capsys, "launch", path)
+        assert code == 1 and read_run(run).header.scaffold.get("grammar")
+        state["down"] = False
+        code, out = adakit(capsys, "launch", path)
+    assert code == 0 and "retried:finalize 1" in out, out
+    assert [t.turn for t in read_run(run).turns] == [1, 2, 3, 4]
+
+
 def test_retry_from_start_restarts_clean_and_keeps_the_attempt(env, monkeypatch, capsys):
     with FakeOpenAI(agent()) as fake:
         registry(env, monkeypatch, **{"fake-ok": llm(fake.url)})

@@ -495,10 +495,15 @@ class Run:
 
     # ------------------------------------------------------------------ the loop
 
+    def planned_header(self) -> Header:
+        """The header this run writes (or must find, to resume): its settings, scaffold and
+        grammar as launched now."""
+        system = system_prompt(self.ctx.world, self.ctx.condition, self.cfg.tree_max_files)
+        return make_header(self.ctx, self.cfg, system, self.grammar_info)
+
     def execute(self) -> RunFile:
         """Run until finalize, the turn bound, too many malformed replies or a model error."""
-        system = system_prompt(self.ctx.world, self.ctx.condition, self.cfg.tree_max_files)
-        header = make_header(self.ctx, self.cfg, system, self.grammar_info)
+        header = self.planned_header()
         writer = self._start_or_resume(header)
         end: End | None = None
         try:

@@ -31,8 +31,6 @@ from adakit.apparatus.agent import (
     Run,
     RunConfig,
     hint_model_from,
-    make_header,
-    system_prompt,
 )
 from adakit.apparatus.conditions import get_condition
 from adakit.apparatus.tasks import make_task
@@ -176,16 +174,18 @@ def run_one(
     if state.status == "to_redo":  # finished under other settings: kept aside, run again
         reopen(path, resume=False)
         prefix = "redone:"
+    callback = (lambda turn: on_turn(spec, turn)) if on_turn else None
+    run = Run(ctx, cfg, path, on_turn=callback)
     if state.status == "to_retry":
-        now = make_header(ctx, cfg, system_prompt(world, condition, cfg.tree_max_files))
-        resume = retry_from == "last_turn" and same_header(read_run(path).header, now)
+        # the header the run writes, grammar included, so a local model's run resumes too
+        resume = retry_from == "last_turn" and same_header(read_run(path).header,
+                                                            run.planned_header())
         reopen(path, resume)
         prefix = "retried:" if resume else "restarted:"
     local = getattr(backend.spec, "kind", "") == "local"
     lock = _LOCAL_LOCK if local else _NullLock()
     with lock:
-        callback = (lambda turn: on_turn(spec, turn)) if on_turn else None
-        rf = Run(ctx, cfg, path, on_turn=callback).execute()
+        rf = run.execute()
     outcome = rf.end.reason if rf.end else "unfinished"
     return spec.run_id, prefix + outcome
 
