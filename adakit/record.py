@@ -310,6 +310,24 @@ class RunWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "a", encoding="utf-8")
 
+    @classmethod
+    def create(cls, path: str | Path, header: Header) -> RunWriter:
+        """A new run file that appears with its header already in it (written beside and
+        renamed into place), so a failed first write (a full disk) leaves no empty run file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.new")
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(header.model_dump_json() + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return cls(path)
+
     def write(self, record: Header | Turn | End) -> None:
         line = record.model_dump_json()
         self._fh.write(line + "\n")

@@ -441,9 +441,8 @@ class Run:
             # a different run under the same id (changed settings): set it aside, never delete
             stale = self.path.with_suffix(f".stale-{int(time.time())}.jsonl.bak")
             self.path.rename(stale)
-        writer = RunWriter(self.path)
         self.started_at = header.started_at
-        writer.write(header)
+        writer = RunWriter.create(self.path, header)
         self.messages = self._opening(header.system_prompt)
         return writer
 

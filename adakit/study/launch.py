@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
+import shutil
 import sys
 import threading
 import time
@@ -56,6 +58,24 @@ _LOCAL_LOCK = threading.Lock()
 #: USD above which ``adakit launch`` asks before spending (``--confirm-above`` changes it).
 CONFIRM_ABOVE_USD = 5.0
 RETRY_FROM = ("last_turn", "start")
+
+
+class DiskFull(OSError):
+    """The output folder's disk filled up: the launch stopped (recorded turns are kept)."""
+
+
+def disk_full_text(folder: Path, runs_left: int) -> str:
+    """One line saying where the disk is full, what is free, and about how much the runs left
+    need (judged by the run files recorded so far there)."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = 0
+    sizes = [f.stat().st_size for f in Path(folder).glob("*.jsonl") if f.stat().st_size]
+    per_run = sum(sizes) / len(sizes) if sizes else 50_000
+    return (f"no space left on the device of {folder} ({free / 1e6:.1f} MB free): the launch "
+            f"stopped; the {runs_left} run(s) left need about {runs_left * per_run / 1e6:.1f} MB "
+            "more; free space and launch again (recorded turns are kept and resume)")
 
 
 class PreflightFailed(RuntimeError):
@@ -284,17 +304,34 @@ def _launch_locked(study: Study, max_runs: int | None, progress: bool, retry: bo
                         st): st.spec
             for st in states
         }
+        disk_full: OSError | None = None
         for fut in as_completed(futures):
             spec = futures[fut]
+            if fut.cancelled():
+                outcomes[spec.run_id] = "not_started"
+                continue
             try:
                 run_id, outcome = fut.result()
                 outcomes[run_id] = outcome
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    failures[spec.run_id] = f"{type(exc).__name__}: {exc}"
+                    outcomes[spec.run_id] = "failed"
+                else:  # a full disk stops the launch: no run after it could be recorded
+                    outcomes[spec.run_id] = "disk_full"
+                    if disk_full is None:
+                        disk_full = exc
+                        for other in futures:
+                            other.cancel()
             except Exception as exc:  # one broken run never stops the matrix
                 failures[spec.run_id] = f"{type(exc).__name__}: {exc}"
                 outcomes[spec.run_id] = "failed"
             bar.update(1)
             bar.set_postfix_str(f"{spec.run_id[:48]}: {outcomes[spec.run_id]}")
     bar.close()
+    if disk_full is not None:
+        left = sum(1 for o in outcomes.values() if o in ("disk_full", "not_started"))
+        raise DiskFull(disk_full_text(study.output, left))
     for run_id, err in failures.items():
         print(f"FAILED {run_id}: {err}", file=sys.stderr)
     summary = summarize(study.output)
@@ -500,6 +537,9 @@ def gated_launch(
     except FolderLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except DiskFull as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if not summary.empty:
         print(summary.to_string(index=False))
     if not report.ok:
