@@ -1261,7 +1261,11 @@ def parse_cli_params(tokens: list[str]) -> dict[str, str]:
 
 
 def _cli_tool(args: argparse.Namespace) -> int:
-    world = _open_world(args.world, args.hard_links)
+    try:
+        world = _open_world(args.world, args.hard_links)
+    except (KeyError, FileNotFoundError, ValueError) as exc:  # a mistyped world: one line
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
     name = args.tool
     if name.upper() in {v for v in TOOL_ABBR.values()}:
         name = next(k for k, v in TOOL_ABBR.items() if v == name.upper())

@@ -436,7 +436,11 @@ class Plan:
             lines += [f"    {why}" for why in refused[:5]]
             if len(refused) > 5:
                 lines.append(f"    ... and {len(refused) - 5} more")
-        lines.append(self.cost_text())
+        if any(s.status in REMAINING for s in self.states):
+            lines.append(self.cost_text())
+        else:
+            lines.append("nothing to run: every run of the study is finished or left as is "
+                         "(`adakit launch` would record nothing)")
         return "\n".join(lines)
 
 

@@ -78,11 +78,17 @@ def load_study(path: str | Path, overrides: dict[str, Any] | None = None) -> Stu
     """Parse a study file into run specs (``overrides`` replace top-level keys)."""
     path = Path(path)
     if not path.exists():
-        alt = config.STUDIES / f"{path}.yaml"
-        if alt.exists():
-            path = alt
+        alt = config.STUDIES / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
+        if path.parent == Path(".") or path.parent.name == "studies":
+            if alt.exists():
+                path = alt
+            else:
+                known = ", ".join(sorted(p.stem for p in config.STUDIES.glob("*.yaml")
+                                         if not p.stem.endswith(".params")))
+                raise FileNotFoundError(f"no study file {path}; the studies in {config.STUDIES}: "
+                                        f"{known}")
         else:
-            raise FileNotFoundError(f"no study file {path} (nor {alt})")
+            raise FileNotFoundError(f"no study file {path}")
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     data.update(overrides or {})
     name = data.get("name") or path.stem
