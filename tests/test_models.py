@@ -521,9 +521,25 @@ def test_cli_list_shows_key_variables_not_values(capsys, monkeypatch) -> None:
     assert main(["models", "list"]) == 0
     out = capsys.readouterr().out
     assert SECRET not in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
-    assert rows["gpt-4o"][-1] == "yes" and rows["deepseek-v3.2"][-1] == "no"
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert rows["gpt-4o"].endswith("yes (key set)")
+    assert rows["deepseek-v3.2"].endswith("no: key not set")
     assert "OPENAI_API_KEY" in rows["gpt-4o"]
+
+
+def test_cli_list_shows_the_baselines_and_whether_weights_are_installed(capsys, monkeypatch):
+    from adakit.llm import models as m
+
+    monkeypatch.setattr(m, "local_model_available", lambda spec: (False, "missing"))
+    assert main(["models", "list"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    for policy in ("skimmer", "tracer", "close_reader"):
+        assert "scripted, not an LLM" in rows[f"baseline-{policy}"]
+    assert "weights not installed" in rows["qwen2.5-coder-1.5b"]
+    monkeypatch.setattr(m, "local_model_available", lambda spec: (True, ""))
+    assert main(["models", "list"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "weights installed" in rows["qwen2.5-coder-1.5b"]
 
 
 def test_cli_check(capsys, monkeypatch, tmp_path: Path) -> None:

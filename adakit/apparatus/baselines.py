@@ -23,10 +23,9 @@ from typing import Any
 
 from adakit.apparatus.protocol import render_call
 from adakit.apparatus.world import World
-from adakit.llm.models import Completion, ModelSpec
+from adakit.llm.models import BASELINES, Completion, ModelSpec
 from adakit.record import ToolCall
 
-BASELINES = ("skimmer", "tracer", "close_reader")
 _DATA_KINDS = {"variable", "const", "static", "constant", "field", "type"}
 _BUDGET_RE = re.compile(r"budget of (\d+) exploration turns")
 

@@ -1408,17 +1408,24 @@ def backend_for(
 # --------------------------------------------------------------------------------------------
 
 
+#: The scripted baseline policies (``baseline-<policy>`` in a study; adakit.apparatus.baselines).
+BASELINES = ("skimmer", "tracer", "close_reader")
+
+
 def _cmd_list(args: Any) -> int:
     specs = load_registry()
-    rows = [("NAME", "KIND", "ENDPOINT", "MODEL ID", "KEY VARIABLE", "KEY SET")]
+    rows = [("NAME", "KIND", "ENDPOINT", "MODEL ID", "KEY VARIABLE", "READY")]
     for spec in specs.values():
-        key_set = {True: "yes", False: "no", None: "-"}[spec.key_is_set]
+        ready = {True: "yes (key set)", False: "no: key not set", None: "-"}[spec.key_is_set]
         if spec.kind == "local":
             ok, _ = local_model_available(spec)
-            key_set = "-" if ok else "not installed"
+            ready = "yes (weights installed)" if ok else "no: weights not installed (make local-model)"
         rows.append(
-            (spec.name, spec.kind, spec.endpoint, spec.model_id, spec.api_key_env or "-", key_set)
+            (spec.name, spec.kind, spec.endpoint, spec.model_id, spec.api_key_env or "-", ready)
         )
+    for policy in BASELINES:
+        rows.append((f"baseline-{policy}", "baseline", "-", f"scripted:{policy}", "-",
+                     "yes (scripted, not an LLM)"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
