@@ -23,6 +23,7 @@ from adakit import __version__, config
 from adakit.apparatus.conditions import Condition
 from adakit.apparatus.protocol import (
     THINKING_MIN_CHARS,
+    THINKING_RULES,
     function_tools,
     parse_function_call,
     parse_reply,
@@ -106,6 +107,10 @@ class RunConfig:
     #: to fit (:func:`close_reply_tokens`); recorded in the header as ``scaffold.close_chars``
     close_chars: int = 1200
     thinking_min_chars: int = THINKING_MIN_CHARS
+    #: the grammar's thinking rule (:func:`adakit.apparatus.protocol.thinking_rule`): "prose"
+    #: (one line, no backticks) or "free" (anything but "<"); recorded in the header's
+    #: ``scaffold.grammar.thinking_rule`` when not "prose"
+    thinking_rule: str = "prose"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -114,6 +119,9 @@ class RunConfig:
         if self.repeat_guard not in REPEAT_GUARDS:
             raise ValueError(f"repeat_guard must be one of {', '.join(REPEAT_GUARDS)}, "
                              f"got {self.repeat_guard!r}")
+        if self.thinking_rule not in THINKING_RULES:
+            raise ValueError(f"thinking_rule must be one of {', '.join(THINKING_RULES)}, "
+                             f"got {self.thinking_rule!r}")
 
 
 #: the grammar's cap on other free text (titles, memories, questions)
@@ -373,18 +381,21 @@ class Run:
             thinking_chars = getattr(self.spec, "thinking_chars", None) or 300
             self.grammar = tool_grammar(
                 TOOL_SPECS, paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
-                thinking_min_chars=cfg.thinking_min_chars,
+                thinking_min_chars=cfg.thinking_min_chars, thinking=cfg.thinking_rule,
             )
             self.close_grammar = tool_grammar(
                 CLOSE_TOOLS, paths,
                 thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars, text_caps={"content": cfg.close_chars},
+                thinking=cfg.thinking_rule,
             ) if cfg.close_turn else None
             self.grammar_info = {
                 "thinking_min_chars": cfg.thinking_min_chars,
                 "thinking_chars": thinking_chars,
                 "paths": len(paths) if paths else None,
             }
+            if cfg.thinking_rule != "prose":  # only when not the default: older headers stay
+                self.grammar_info["thinking_rule"] = cfg.thinking_rule
         self.reply_tokens = cfg.reply_max_tokens or getattr(self.spec, "max_tokens", None) or 1024
         self.close_tokens = close_reply_tokens(self.reply_tokens, cfg.close_chars)
         self.close_text = close_text(cfg.close_chars)

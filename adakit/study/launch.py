@@ -55,6 +55,7 @@ from adakit.study.retry import Failure, failure_of, fix_for, reopen, same_header
 RUN_SETTINGS = (
     "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
     "budget", "repeat_guard", "thinking_min_chars", "close_turn", "close_chars",
+    "thinking_rule",
 )
 _LOCAL_LOCK = threading.Lock()
 #: USD above which ``adakit launch`` asks before spending (``--confirm-above`` changes it).
