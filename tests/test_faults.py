@@ -18,8 +18,8 @@ from adakit.record import (
     read_run,
     read_runs,
 )
-from adakit.study.launch import RunSpec
 from adakit.study.retry import run_state
+from adakit.study.spec import RunSpec
 from adakit.synthetic import synthetic_run, write_run
 
 TOOLS = ["OVW", {"tool": "PKR", "file": "pkg/a.py", "ranges": [(1, 10)]}, "EXP",

@@ -209,3 +209,83 @@ def test_text_caps_give_one_parameter_its_own_cap_and_leave_the_rest_unchanged()
     assert capped.count("text-content") == 2  # its rule and stash_conclusion's content only
     assert capped.replace('"<content>" text-content', '"<content>" text').replace(
         "text-content ::= [^<]{1,900}\n", "") == plain
+
+
+# --------------------------------------------------- the thinking rules (issue 23)
+
+
+def _reply(thinking: str) -> str:
+    return f"<thinking>{thinking}</thinking>\n" + PEEK
+
+
+def test_the_gbnf_matcher_reads_the_whole_grammar() -> None:
+    """tests/gbnf.py translates the grammar into a regular expression; a reply that follows
+    it is admitted, and one file outside the list, a word for a number or a second call is not."""
+    from gbnf import admits
+
+    g = tool_grammar(TOOL_SPECS, files=["src/app.py", "src/a.py"])
+    assert admits(g, _reply("Look at the first lines of the app module."))
+    assert not admits(g, _reply("Look at the first lines of the app module.").replace("src/app.py", "src/nope.py"))
+    assert not admits(g, _reply("Look at the first lines of the app module.").replace(">10<", ">ten<"))
+    assert not admits(g, _reply("Look at the first lines of the app module.") + "\n" + PEEK)
+
+
+def test_default_thinking_rule_is_todays_prose_rule() -> None:
+    from adakit.apparatus.protocol import THINKING_RULES, thinking_rule
+
+    assert THINKING_RULES == ("prose", "free")
+    assert tool_grammar(TOOL_SPECS) == tool_grammar(TOOL_SPECS, thinking="prose")
+    assert "think ::= [A-Za-z] [^<\\n`]{23,299}\n" in tool_grammar(TOOL_SPECS)  # as recorded
+    assert thinking_rule("prose", 24, 300) == "[A-Za-z] [^<\\n`]{23,299}"
+    with pytest.raises(ValueError, match="thinking rule must be one of prose, free"):
+        tool_grammar(TOOL_SPECS, thinking="loose")
+    with pytest.raises(ValueError, match="thinking_min_chars"):
+        tool_grammar(TOOL_SPECS, thinking_min_chars=295, thinking_chars=300, thinking="free")
+
+
+MARKDOWN = (
+    "**Plan**\n- `sessions.py` defines `Session.request`;\n- read it next, then `merge_setting`.\n"
+)
+PLACEHOLDERS = ["", "...", "…", "... ... ...", "!!!???", "…………………………………………………………………………",
+                "`...`", "- - - - - - - - - - - - - -", "** ** ** ** ** ** ** ** ** **"]
+
+
+def test_free_thinking_admits_backticks_line_breaks_and_markdown() -> None:
+    from gbnf import admits
+
+    prose = tool_grammar(TOOL_SPECS, files=["src/app.py"])
+    free = tool_grammar(TOOL_SPECS, files=["src/app.py"], thinking="free")
+    for thought in (MARKDOWN, "The class `Session` in `sessions.py` merges settings.",
+                    "Read it.\nThen look up the adapter it mounts by default.",
+                    "1. read the outline\n2. peek at `send`", "`app.py` first: the entry point."):
+        assert admits(free, _reply(thought)), thought
+        assert not admits(prose, _reply(thought)), thought  # today's rule refuses each
+    plain = "Look at the first lines of the app module."
+    assert admits(prose, _reply(plain)) and admits(free, _reply(plain))
+
+
+def test_both_thinking_rules_refuse_placeholders_and_a_closing_tag() -> None:
+    from gbnf import admits
+
+    for rule in ("prose", "free"):
+        g = tool_grammar(TOOL_SPECS, files=["src/app.py"], thinking=rule)
+        for thought in PLACEHOLDERS:
+            assert not admits(g, _reply(thought)), (rule, thought)
+        assert not admits(g, _reply("Short but real."))  # under thinking_min_chars (24)
+        assert not admits(g, _reply("Compare <thinking> blocks in the app module."))
+
+
+def test_free_thinking_keeps_its_length_cap() -> None:
+    from gbnf import compile_gbnf
+
+    from adakit.apparatus.protocol import THINKING_LEAD_CHARS
+
+    g = tool_grammar(TOOL_SPECS, thinking_chars=120, thinking_min_chars=24, thinking="free")
+    think = compile_gbnf(g, "think")
+    lead = "**\n- `" + "#" * (THINKING_LEAD_CHARS - 6)
+    assert len(lead) == THINKING_LEAD_CHARS
+    assert think.fullmatch(lead + "x" * (120 - THINKING_LEAD_CHARS))  # 120 in all
+    assert not think.fullmatch(lead + "x" * (121 - THINKING_LEAD_CHARS))
+    assert not think.fullmatch(lead + "`" + "x" * 40)  # a letter must come within the lead
+    assert think.fullmatch("x" * 24) and not think.fullmatch("x" * 23)
+    assert not any(think.fullmatch("x" * n) for n in range(121, 130))

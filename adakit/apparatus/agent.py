@@ -25,6 +25,7 @@ from adakit.apparatus.conditions import Condition
 from adakit.apparatus.ledger import LEDGER_CHARS, LEDGER_MIN_CHARS, Ledger
 from adakit.apparatus.protocol import (
     THINKING_MIN_CHARS,
+    THINKING_RULES,
     function_tools,
     parse_function_call,
     parse_reply,
@@ -122,6 +123,10 @@ class RunConfig:
     ledger: bool = False
     ledger_chars: int = LEDGER_CHARS
     thinking_min_chars: int = THINKING_MIN_CHARS
+    #: the grammar's thinking rule (:func:`adakit.apparatus.protocol.thinking_rule`): "prose"
+    #: (one line, no backticks) or "free" (anything but "<"); recorded in the header's
+    #: ``scaffold.grammar.thinking_rule`` when not "prose"
+    thinking_rule: str = "prose"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -136,6 +141,9 @@ class RunConfig:
             raise ValueError(f"redraw_step must not be negative, got {self.redraw_step}")
         if self.ledger_chars < LEDGER_MIN_CHARS:
             raise ValueError(f"ledger_chars must be at least {LEDGER_MIN_CHARS}, got {self.ledger_chars}")
+        if self.thinking_rule not in THINKING_RULES:
+            raise ValueError(f"thinking_rule must be one of {', '.join(THINKING_RULES)}, "
+                             f"got {self.thinking_rule!r}")
 
 
 #: the grammar's cap on other free text (titles, memories, questions)
@@ -401,18 +409,21 @@ class Run:
             thinking_chars = getattr(self.spec, "thinking_chars", None) or 300
             self.grammar = tool_grammar(
                 TOOL_SPECS, paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
-                thinking_min_chars=cfg.thinking_min_chars,
+                thinking_min_chars=cfg.thinking_min_chars, thinking=cfg.thinking_rule,
             )
             self.close_grammar = tool_grammar(
                 CLOSE_TOOLS, paths,
                 thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars, text_caps={"content": cfg.close_chars},
+                thinking=cfg.thinking_rule,
             ) if cfg.close_turn else None
             self.grammar_info = {
                 "thinking_min_chars": cfg.thinking_min_chars,
                 "thinking_chars": thinking_chars,
                 "paths": len(paths) if paths else None,
             }
+            if cfg.thinking_rule != "prose":  # only when not the default: older headers stay
+                self.grammar_info["thinking_rule"] = cfg.thinking_rule
         self.reply_tokens = cfg.reply_max_tokens or getattr(self.spec, "max_tokens", None) or 1024
         self.close_tokens = close_reply_tokens(self.reply_tokens, cfg.close_chars)
         self.close_text = close_text(cfg.close_chars)

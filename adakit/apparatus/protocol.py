@@ -365,6 +365,37 @@ def _gbnf_literal(s: str) -> str:
 
 
 THINKING_MIN_CHARS = 24
+#: The thinking rules of :func:`tool_grammar`: ``prose`` (one line, no backticks; the default)
+#: and ``free`` (anything but ``<``: backticks, line breaks, Markdown).
+THINKING_RULES = ("prose", "free")
+#: Under the ``free`` rule, how many characters other than letters (Markdown marks, a
+#: backtick, a list number, line breaks) may come before the thought's first letter.
+THINKING_LEAD_CHARS = 8
+
+
+def thinking_rule(rule: str, min_chars: int, max_chars: int) -> str:
+    """The GBNF body of the thinking rule ``rule`` (one of :data:`THINKING_RULES`) for a
+    thought of ``min_chars`` to ``max_chars`` characters.
+
+    Both refuse a placeholder (``...``, ``…``, an empty thought, only punctuation): the
+    thought needs a letter and at least ``min_chars`` characters. ``prose`` is one line that
+    starts with a letter and has no backtick. ``free`` admits anything but ``<`` (which would
+    open the closing tag) once a letter has come within the first
+    :data:`THINKING_LEAD_CHARS` + 1 characters; its cap stays ``max_chars`` in all, the
+    text after that letter being capped at ``max_chars - 1 - THINKING_LEAD_CHARS``.
+    """
+    if rule not in THINKING_RULES:
+        raise ValueError(f"thinking rule must be one of {', '.join(THINKING_RULES)}, got {rule!r}")
+    if not 2 <= min_chars <= max_chars:
+        raise ValueError("need 2 <= thinking_min_chars <= thinking_chars")
+    if rule == "prose":
+        # one line of prose: small models otherwise fill the thinking block with code fences;
+        # a letter first and a minimum length keep out "..." and other placeholders
+        return f"[A-Za-z] [^<\\n`]{{{min_chars - 1},{max_chars - 1}}}"
+    lead = THINKING_LEAD_CHARS
+    if min_chars + lead > max_chars:
+        raise ValueError(f"the free thinking rule needs thinking_min_chars + {lead} <= thinking_chars")
+    return f"[^<A-Za-z]{{0,{lead}}} [A-Za-z] [^<]{{{min_chars - 1},{max_chars - 1 - lead}}}"
 
 
 def tool_grammar(
@@ -374,26 +405,23 @@ def tool_grammar(
     text_chars: int = 400,
     thinking_min_chars: int = THINKING_MIN_CHARS,
     text_caps: Mapping[str, int] | None = None,
+    thinking: str = "prose",
 ) -> str:
     """A GBNF grammar admitting exactly one well-formed call (free text and numbers capped).
 
-    The thinking is one line of prose of ``thinking_min_chars`` to ``thinking_chars``
-    characters that starts with a letter, so a placeholder such as ``...`` or an empty
-    thought cannot satisfy it. With ``files``, file-path parameters are restricted to those
-    paths, so a small model cannot invent files; the recorded turn says the reply was
-    constrained. ``text_caps`` gives named free-text parameters their own cap (for example a
-    longer ``content`` for a closing conclusion) in place of ``text_chars``.
+    The thinking follows the rule named ``thinking`` (:func:`thinking_rule`): by default one
+    line of prose of ``thinking_min_chars`` to ``thinking_chars`` characters that starts with
+    a letter; under either rule a placeholder such as ``...`` or an empty thought cannot
+    satisfy it. With ``files``, file-path parameters are restricted to those paths, so a small
+    model cannot invent files; the recorded turn says the reply was constrained.
+    ``text_caps`` gives named free-text parameters their own cap (for example a longer
+    ``content`` for a closing conclusion) in place of ``text_chars``.
     """
-    if not 2 <= thinking_min_chars <= thinking_chars:
-        raise ValueError("need 2 <= thinking_min_chars <= thinking_chars")
+    think = thinking_rule(thinking, thinking_min_chars, thinking_chars)
     rules: dict[str, str] = {}
     file_list = sorted(set(files or []))
     rules["root"] = '"<thinking>" think "</thinking>\\n" call'
-    # one line of prose: small models otherwise fill the thinking block with code fences;
-    # a letter first and a minimum length keep out "..." and other placeholders
-    rules["think"] = (
-        f"[A-Za-z] [^<\\n`]{{{thinking_min_chars - 1},{thinking_chars - 1}}}"
-    )
+    rules["think"] = think
     rules["text"] = f"[^<]{{1,{text_chars}}}"
     caps = {name: int(n) for name, n in (text_caps or {}).items() if int(n) != text_chars}
     for name, n in sorted(caps.items()):

@@ -183,6 +183,8 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
             recorded["ledger_chars"] = sc.get("ledger_chars")
     if isinstance(sc.get("grammar"), dict) and "thinking_min_chars" in sc["grammar"]:
         recorded["thinking_min_chars"] = sc["grammar"]["thinking_min_chars"]
+    if isinstance(sc.get("grammar"), dict):  # a grammar recorded without a rule had "prose"
+        recorded["thinking_rule"] = sc["grammar"].get("thinking_rule", "prose")
     if spec.setting("budget") is not None:
         recorded["budget"] = header.condition.budget
     now = {k: getattr(cfg, k, None) for k in recorded}

@@ -1,0 +1,91 @@
+"""Scaffold options of issue 23 (an offline agent that explores): the thinking rule and the
+worked demonstration, what they send to the model and what the run header records."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from fake_openai import FakeOpenAI
+
+from adakit.apparatus.agent import LaunchContext, Run, RunConfig
+from adakit.apparatus.conditions import get_condition
+from adakit.apparatus.tasks import make_task
+from adakit.apparatus.world import World
+from adakit.llm.models import ModelSpec, OpenAIBackend, RetryPolicy
+from adakit.study.retry import changed_settings
+from adakit.study.spec import RunSpec
+
+KEY_VAR = "ADAKIT_TEST_KEY"
+FINAL = (
+    "<thinking>The `serve` function calls\n`helper` and adds one.</thinking>\n<stash_conclusion>\n"
+    "<title>Flow</title>\n<content>serve calls helper</content>\n"
+    "<proceed_to_finalize>true</proceed_to_finalize>\n</stash_conclusion>"
+)
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_VAR, "sk-test-key")
+
+
+@pytest.fixture()
+def world(tmp_path: Path) -> World:
+    root = tmp_path / "toy"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "app.py").write_text(textwrap.dedent('''\
+        from pkg.util import helper
+
+
+        def serve(request):
+            return helper(request) + 1
+        '''))
+    (root / "pkg" / "util.py").write_text("def helper(x):\n    return x * 2\n")
+    return World(root, name="toy")
+
+
+def launch(world: World, fake: FakeOpenAI, path: Path, constrain: str = "grammar", **cfg: object):
+    spec = ModelSpec(name="fake", kind="llm", base_url=fake.url, model_id="fake-model",
+                     api_key_env=KEY_VAR, temperature=0.2, max_tokens=256, context_window=32000,
+                     constrain=constrain)
+    backend = OpenAIBackend(spec, retry=RetryPolicy(attempts=1, base=0.01, cap=0.05))
+    ctx = LaunchContext(world=world, task=make_task("feature_tracing", "toy"),
+                        condition=get_condition("natural"), backend=backend)
+    return Run(ctx, RunConfig(run_id=path.stem, turn_bound=3, **cfg), path).execute()
+
+
+def _grammar(request: dict) -> str:
+    return request.get("grammar") or (request.get("extra_body") or {}).get("grammar") or ""
+
+
+# --------------------------------------------------------------------------- thinking rule
+
+
+def test_free_thinking_reaches_the_grammar_and_the_header(world: World, tmp_path: Path) -> None:
+    with FakeOpenAI([FINAL]) as fake:
+        free = launch(world, fake, tmp_path / "free.jsonl", thinking_rule="free")
+    assert "think ::= [^<A-Za-z]{0,8} [A-Za-z] [^<]{23,291}" in _grammar(fake.requests[0])
+    assert free.header.scaffold["grammar"]["thinking_rule"] == "free"
+    assert free.turns[0].thinking == "The `serve` function calls\n`helper` and adds one."
+    with FakeOpenAI([FINAL]) as fake:
+        prose = launch(world, fake, tmp_path / "prose.jsonl")
+    assert "think ::= [A-Za-z] [^<\\n`]{23,299}" in _grammar(fake.requests[0])
+    # the default leaves the header as it was before the option existed
+    assert "thinking_rule" not in prose.header.scaffold["grammar"]
+    assert set(prose.header.scaffold["grammar"]) == {"thinking_min_chars", "thinking_chars", "paths"}
+
+
+def test_thinking_rule_is_checked_and_a_changed_rule_is_redone(world: World, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="thinking_rule must be one of prose, free"):
+        RunConfig(run_id="x", thinking_rule="markdown")
+    with FakeOpenAI([FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "p.jsonl")
+
+    def spec(**settings: object) -> RunSpec:
+        return RunSpec("s", "fake", "toy", "feature_tracing", "natural", 0, 0,
+                       tuple(sorted({"turn_bound": 3, **settings}.items())))
+
+    assert changed_settings(rf.header, spec()) == ()
+    assert changed_settings(rf.header, spec(thinking_rule="prose")) == ()
+    assert changed_settings(rf.header, spec(thinking_rule="free")) == ("thinking_rule",)
