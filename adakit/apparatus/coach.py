@@ -55,7 +55,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
 
 from adakit import config
-from adakit.judging.judges import ReplyError, json_object
+from adakit.llm.replies import ReplyError, json_object
 from adakit.record import NAV, TOOL_ABBR, Turn
 from adakit.text import clip
 

@@ -55,6 +55,7 @@ from pydantic import (
 from tqdm.auto import tqdm
 
 from adakit import config
+from adakit.llm.replies import ReplyError, json_object
 from adakit.record import ACT_ORDER, COG, NAV, TOOL_ABBR, RunFile, Turn, iter_run_files, read_run
 
 JUDGE_PROMPTS = config.PROMPTS / "judges"
@@ -170,10 +171,6 @@ def get_family(name: str) -> Family:
 # ============================================================================== replies
 
 
-class ReplyError(ValueError):
-    """A judge reply that cannot be used; the message is shown to the judge on retry."""
-
-
 @cache
 def reply_model(family: str) -> type[BaseModel]:
     """The pydantic model of a reply for ``family`` (label restricted to its allowed labels)."""
@@ -218,30 +215,6 @@ class Verdict:
     score: float
     rationale: str
     evidence: list[str]
-
-
-_FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
-
-
-def json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in a model reply (bare, fenced, or embedded in prose)."""
-    candidates = [text.strip()]
-    candidates += [m.group(1).strip() for m in _FENCE_RE.finditer(text)]
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
-    for cand in candidates:
-        if not cand:
-            continue
-        try:
-            data = json.loads(cand, strict=False)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return data
-    if not text.strip():
-        raise ReplyError("the reply was empty.")
-    raise ReplyError("the reply is not a JSON object.")
 
 
 def _normalise_label(raw: Any, fam: Family) -> Any:
