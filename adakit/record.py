@@ -302,6 +302,17 @@ def json_schema() -> dict[str, Any]:
 # --------------------------------------------------------------------------- writing
 
 
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Line ranges sorted, with ranges that overlap or touch (end + 1 == start) merged."""
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
 class RunWriter:
     """Append-only writer of one run file; each record is flushed and fsync'ed."""
 

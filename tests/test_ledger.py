@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adakit.apparatus.ledger import EMPTY, HEADING, Ledger, merge_ranges
-from adakit.record import ToolCall, ToolMetrics, Turn
+from adakit.apparatus.ledger import EMPTY, HEADING, Ledger
+from adakit.record import ToolCall, ToolMetrics, Turn, merge_ranges
 
 
 def turn(n: int, tool: str, error: str | None = None, changes: list | None = None, **metrics) -> Turn:

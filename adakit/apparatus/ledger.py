@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from adakit.record import Turn
+from adakit.record import Turn, merge_ranges
 
 #: The ledger's default cap in characters (the whole rendered channel).
 LEDGER_CHARS = 600
@@ -21,17 +21,6 @@ LEDGER_CHARS = 600
 LEDGER_MIN_CHARS = 120
 HEADING = "LEDGER (what you have done so far, oldest first):"
 EMPTY = "LEDGER: Nothing has been done yet."
-
-
-def merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Line ranges sorted, with ranges that overlap or touch (end + 1 == start) merged."""
-    merged: list[tuple[int, int]] = []
-    for a, b in sorted(ranges):
-        if merged and a <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-        else:
-            merged.append((a, b))
-    return merged
 
 
 @dataclass

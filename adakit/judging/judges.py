@@ -56,7 +56,17 @@ from tqdm.auto import tqdm
 
 from adakit import config
 from adakit.llm.replies import ReplyError, json_object
-from adakit.record import ACT_ORDER, COG, NAV, TOOL_ABBR, RunFile, Turn, iter_run_files, read_run
+from adakit.record import (
+    ACT_ORDER,
+    COG,
+    NAV,
+    TOOL_ABBR,
+    RunFile,
+    Turn,
+    iter_run_files,
+    merge_ranges,
+    read_run,
+)
 
 JUDGE_PROMPTS = config.PROMPTS / "judges"
 
@@ -616,23 +626,13 @@ def turn_detail(turn: Turn, anon: Anonymiser, caps: ContextCaps) -> str:
     return "\n".join(lines)
 
 
-def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for a, b in sorted(ranges):
-        if merged and a <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-        else:
-            merged.append((a, b))
-    return merged
-
-
 def _viewed(rf: RunFile) -> dict[str, list[tuple[int, int]]]:
     files: dict[str, list[tuple[int, int]]] = {}
     for t in rf.turns:
         m = t.metrics
         if m.file and m.error_type is None and m.tool in NAV:
             files.setdefault(m.file, []).extend(m.ranges)
-    return {f: _merge(r) for f, r in files.items()}
+    return {f: merge_ranges(r) for f, r in files.items()}
 
 
 def snippet_summary(rf: RunFile, anon: Anonymiser, caps: ContextCaps) -> str:

@@ -261,11 +261,13 @@ def launch(
     out, or None) and ``outcomes``.
     """
     with folder_lock(study.output):
-        return _launch_locked(study, max_runs, progress, retry, retry_any, retry_from, check,
-                              skip_unavailable, preflight_first, states)
+        return _launch_locked(study, max_runs=max_runs, progress=progress, retry=retry,
+                              retry_any=retry_any, retry_from=retry_from, check=check,
+                              skip_unavailable=skip_unavailable,
+                              preflight_first=preflight_first, states=states)
 
 
-def _launch_locked(study: Study, max_runs: int | None, progress: bool, retry: bool,
+def _launch_locked(study: Study, *, max_runs: int | None, progress: bool, retry: bool,
                    retry_any: bool, retry_from: str, check: bool, skip_unavailable: bool,
                    preflight_first: bool, states: list[RunState] | None) -> pd.DataFrame:
     """:func:`launch` while it holds the output folder's lock."""

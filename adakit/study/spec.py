@@ -74,21 +74,24 @@ def _as_list(value: Any, what: str, block: int) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+def study_path(path: str | Path) -> Path:
+    """The study file ``path`` names: the file itself, else a bare name (``quick``,
+    ``quick.yaml``, ``studies/quick``) looked up in ``studies/``. A missing file raises
+    FileNotFoundError naming it as given, with the studies there are."""
+    path = Path(path)
+    if path.exists():
+        return path
+    bare = path.parent in (Path("."), Path("studies"))
+    candidate = config.STUDIES / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
+    if bare and candidate.exists():
+        return candidate
+    known = sorted(p.stem for p in config.STUDIES.glob("*.yaml") if not p.stem.endswith(".params"))
+    raise FileNotFoundError(f"no study file {path}; the studies in {config.STUDIES}: {', '.join(known)}")
+
+
 def load_study(path: str | Path, overrides: dict[str, Any] | None = None) -> Study:
     """Parse a study file into run specs (``overrides`` replace top-level keys)."""
-    path = Path(path)
-    if not path.exists():
-        alt = config.STUDIES / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
-        if path.parent == Path(".") or path.parent.name == "studies":
-            if alt.exists():
-                path = alt
-            else:
-                known = ", ".join(sorted(p.stem for p in config.STUDIES.glob("*.yaml")
-                                         if not p.stem.endswith(".params")))
-                raise FileNotFoundError(f"no study file {path}; the studies in {config.STUDIES}: "
-                                        f"{known}")
-        else:
-            raise FileNotFoundError(f"no study file {path}")
+    path = study_path(path)
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     data.update(overrides or {})
     name = data.get("name") or path.stem

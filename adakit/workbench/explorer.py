@@ -58,6 +58,7 @@ from adakit.record import (
     Turn,
     active_seconds,
     load_corpus,
+    merge_ranges,
     read_run,
 )
 from adakit.text import clip
@@ -317,16 +318,6 @@ def reads_until(reads: pd.DataFrame, run_id: str, turn: int) -> pd.DataFrame:
     return reads[sel].reset_index(drop=True)
 
 
-def _merge(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for a, b in sorted(ranges):
-        if out and a <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
 def read_ranges(reads: pd.DataFrame) -> pd.DataFrame:
     """Per file of a reads table: merged line ranges (text), distinct lines, lines shown
     (repeats counted), reads and the last turn that read it; ordered by first read."""
@@ -337,7 +328,7 @@ def read_ranges(reads: pd.DataFrame) -> pd.DataFrame:
     first = reads.groupby("file", sort=False)["turn"].min().sort_values(kind="stable")
     for file in first.index:
         r = reads[reads["file"] == file]
-        merged = _merge(list(zip(r["start_line"].astype(int), r["end_line"].astype(int),
+        merged = merge_ranges(list(zip(r["start_line"].astype(int), r["end_line"].astype(int),
                                  strict=True)))
         rows.append({
             "file": file,
