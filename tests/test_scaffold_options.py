@@ -89,3 +89,68 @@ def test_thinking_rule_is_checked_and_a_changed_rule_is_redone(world: World, tmp
     assert changed_settings(rf.header, spec()) == ()
     assert changed_settings(rf.header, spec(thinking_rule="prose")) == ()
     assert changed_settings(rf.header, spec(thinking_rule="free")) == ("thinking_rule",)
+
+
+# --------------------------------------------------------------------------- demonstration
+
+
+def test_the_demonstration_shows_what_the_tools_really_print() -> None:
+    import re
+
+    from gbnf import compile_gbnf
+
+    from adakit.apparatus.demonstration import OBSERVATION_LINES, demo_steps, demonstration_text
+    from adakit.apparatus.protocol import tool_grammar
+    from adakit.apparatus.tools import TOOL_SPECS
+    from adakit.apparatus.world import load_manifest
+
+    steps = demo_steps()
+    text = demonstration_text("toy")
+    assert [s.call.tool for s in steps][-1] == "stash_conclusion"
+    assert all(s.error_type is None for s in steps), [(s.call.tool, s.observation) for s in steps]
+    for s in steps[:-1]:  # each result appears as the tools printed it (cut to its first lines)
+        head = "\n".join(s.observation.splitlines()[:OBSERVATION_LINES])
+        assert head in text
+    # every line range the conclusion cites was shown by an earlier result
+    shown = "\n".join(s.observation for s in steps[:-1])
+    cited = re.findall(r"(\d+)-(\d+)\)", steps[-1].call.params["content"])
+    assert len(cited) == 4
+    for a, b in cited:
+        assert re.search(rf"(lines |L){a}-{b}\b", shown), (a, b)
+    # the thoughts obey the default (prose) thinking rule, so the example never shows what
+    # the grammar would refuse
+    think = compile_gbnf(tool_grammar(TOOL_SPECS), "think")
+    for s in steps:
+        assert think.fullmatch(s.thinking), s.thinking
+    # the toy repository is none of the study's worlds
+    assert "tally" not in load_manifest()
+    assert demonstration_text("off") == ""
+    with pytest.raises(ValueError, match="demonstration must be one of off, toy"):
+        demonstration_text("long")
+
+
+def test_the_demonstration_ends_the_system_prompt_and_is_recorded(world: World, tmp_path: Path) -> None:
+    from adakit.apparatus.demonstration import demonstration_text
+
+    with FakeOpenAI([FINAL]) as fake:
+        demo = launch(world, fake, tmp_path / "demo.jsonl", demonstration="toy")
+    system = fake.requests[0]["messages"][0]["content"]
+    assert system.endswith(demonstration_text("toy"))
+    assert system.index("# Repository: toy") < system.index("# A worked example")
+    assert demo.header.scaffold["demonstration"] == "toy"
+    assert demo.header.system_prompt == system
+    with FakeOpenAI([FINAL]) as fake:
+        plain = launch(world, fake, tmp_path / "plain.jsonl")
+    assert "A worked example" not in fake.requests[0]["messages"][0]["content"]
+    assert "demonstration" not in plain.header.scaffold  # headers without the aid stay as they were
+    with pytest.raises(ValueError, match="demonstration must be one of off, toy"):
+        RunConfig(run_id="x", demonstration="yes")
+
+    def spec(**settings: object) -> RunSpec:
+        return RunSpec("s", "fake", "toy", "feature_tracing", "natural", 0, 0,
+                       tuple(sorted({"turn_bound": 3, **settings}.items())))
+
+    assert changed_settings(plain.header, spec()) == ()
+    assert changed_settings(plain.header, spec(demonstration="toy")) == ("demonstration",)
+    assert changed_settings(demo.header, spec(demonstration="toy")) == ()
+    assert changed_settings(demo.header, spec()) == ("demonstration",)

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from adakit import __version__, config
 from adakit.apparatus.conditions import Condition
+from adakit.apparatus.demonstration import DEMONSTRATIONS, demonstration_text
 from adakit.apparatus.ledger import LEDGER_CHARS, LEDGER_MIN_CHARS, Ledger
 from adakit.apparatus.protocol import (
     THINKING_MIN_CHARS,
@@ -127,6 +128,10 @@ class RunConfig:
     #: (one line, no backticks) or "free" (anything but "<"); recorded in the header's
     #: ``scaffold.grammar.thinking_rule`` when not "prose"
     thinking_rule: str = "prose"
+    #: weak-model aid (a deviation from the paper, "off" by default): "toy" appends a worked
+    #: demonstration on a toy repository to the system prompt
+    #: (:mod:`adakit.apparatus.demonstration`); recorded as ``scaffold.demonstration`` when on
+    demonstration: str = "off"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -141,6 +146,9 @@ class RunConfig:
             raise ValueError(f"redraw_step must not be negative, got {self.redraw_step}")
         if self.ledger_chars < LEDGER_MIN_CHARS:
             raise ValueError(f"ledger_chars must be at least {LEDGER_MIN_CHARS}, got {self.ledger_chars}")
+        if self.demonstration not in DEMONSTRATIONS:
+            raise ValueError(f"demonstration must be one of {', '.join(DEMONSTRATIONS)}, "
+                             f"got {self.demonstration!r}")
         if self.thinking_rule not in THINKING_RULES:
             raise ValueError(f"thinking_rule must be one of {', '.join(THINKING_RULES)}, "
                              f"got {self.thinking_rule!r}")
@@ -208,16 +216,20 @@ def describe_tools() -> str:
     return "\n\n".join(blocks)
 
 
-def system_prompt(world: World, condition: Condition, tree_max_files: int = 200) -> str:
-    """The stable system prompt for a world under a condition."""
+def system_prompt(world: World, condition: Condition, tree_max_files: int = 200,
+                  demonstration: str = "off") -> str:
+    """The stable system prompt for a world under a condition, with the worked
+    demonstration ``demonstration`` (one of :data:`DEMONSTRATIONS`) at its end when not "off"."""
     stance = f"\n{condition.stance.strip()}\n" if condition.stance.strip() else ""
-    return _fill(
+    text = _fill(
         "system.txt",
         tools=describe_tools(),
         world=world.name,
         tree=world.tree(max_files=tree_max_files),
         stance=stance,
     ).strip()
+    demo = demonstration_text(demonstration)
+    return text + "\n\n" + demo if demo else text
 
 
 def first_message(task: Task, condition: Condition, state_text: str) -> str:
@@ -351,6 +363,8 @@ def make_header(
     if cfg.redraw_repeats:  # the same: recorded only when on
         scaffold["redraw_repeats"] = cfg.redraw_repeats
         scaffold["redraw_step"] = cfg.redraw_step
+    if cfg.demonstration != "off":
+        scaffold["demonstration"] = cfg.demonstration
     if cfg.ledger:
         scaffold["ledger"] = True
         scaffold["ledger_chars"] = cfg.ledger_chars
@@ -508,7 +522,8 @@ class Run:
     def planned_header(self) -> Header:
         """The header this run writes (or must find, to resume): its settings, scaffold and
         grammar as launched now."""
-        system = system_prompt(self.ctx.world, self.ctx.condition, self.cfg.tree_max_files)
+        system = system_prompt(self.ctx.world, self.ctx.condition, self.cfg.tree_max_files,
+                               self.cfg.demonstration)
         return make_header(self.ctx, self.cfg, system, self.grammar_info)
 
     def execute(self) -> RunFile:

@@ -178,6 +178,7 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
         recorded["redraw_repeats"] = sc.get("redraw_repeats", 0)  # the aids, recorded when on
         if sc.get("redraw_repeats"):
             recorded["redraw_step"] = sc.get("redraw_step")
+        recorded["demonstration"] = sc.get("demonstration", "off")
         recorded["ledger"] = bool(sc.get("ledger"))
         if sc.get("ledger"):
             recorded["ledger_chars"] = sc.get("ledger_chars")
