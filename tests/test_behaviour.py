@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from adakit.record import corpus_from_runs
@@ -102,3 +103,39 @@ def test_seconds_per_turn_include_cache_replayed_turns_by_their_recorded_latency
     r1.turns = [t.model_copy(update={"cached": True}) for t in r1.turns]
     table = behaviour_table(corpus_from_runs([r1, r2]), call_repeats([r1, r2]))
     assert table.loc[0, "s_per_turn_p50"] == pytest.approx(15.0)
+
+
+def test_run_behaviour_by_hand() -> None:
+    from adakit.variance.behaviour import run_behaviour
+
+    runs = _runs()
+    per_run = run_behaviour(corpus_from_runs(runs), call_repeats(runs)).set_index("run_id")
+    r1, r2 = per_run.loc["m1-r1"], per_run.loc["m1-r2"]
+    assert (r1["own"], r1["stuck"], r1["calls"], r1["repeats"], r1["peeks"]) == (1, 0, 5, 1, 3)
+    assert (r2["own"], r2["calls"], r2["repeats"], r2["peeks"]) == (0, 2, 0, 0)
+    assert r1["files"] == 2 and r2["files"] == 1
+    assert r1["architecture"] == 1  # synthetic runs default to architecture analysis
+    assert r1["thinking_chars"] == 30 + 40 + 50 + 60 + 70 and r2["turns"] == 3
+
+
+def test_behaviour_intervals_pool_ratios_over_runs_and_mark_single_runs() -> None:
+    from adakit.variance.behaviour import behaviour_intervals, run_behaviour
+
+    def stuck(i: int):
+        return synthetic_run(f"s-{i}", model="m2", files=FILES, reason="malformed_limit", tools=[
+            {"tool": "PKR", "file": "a.py", "ranges": [(1, 10)]},
+            {"tool": "PKR", "file": "a.py", "ranges": [(1, 10)]}])
+
+    runs = _runs()
+    per_run = run_behaviour(corpus_from_runs(runs), call_repeats(runs)).assign(variant="A")
+    extra = [stuck(0)]
+    single = run_behaviour(corpus_from_runs(extra), call_repeats(extra)).assign(variant="B")
+    table = behaviour_intervals(pd.concat([per_run, single], ignore_index=True), n_resamples=200)
+    a, b = table.set_index("variant").loc["A"], table.set_index("variant").loc["B"]
+    assert a["n_runs"] == 2 and a["own_conclusions"] == pytest.approx(0.5)
+    assert a["repeat_rate"] == pytest.approx(1 / 7)  # pooled: 1 repeat in 7 calls
+    assert a["peek_share"] == pytest.approx(3 / 7)
+    assert a["files_per_architecture_run"] == pytest.approx(1.5)
+    assert a["own_conclusions_lo"] <= 0.5 <= a["own_conclusions_hi"]
+    assert b["stuck_endings"] == 1 and b["repeat_rate"] == pytest.approx(0.5)
+    assert math.isnan(b["repeat_rate_lo"]) and b["note"] == "too few runs"

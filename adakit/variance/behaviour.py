@@ -33,6 +33,7 @@ import pandas as pd
 from adakit.lenses.policy import tag_transitions
 from adakit.lenses.surface import run_surface
 from adakit.record import Corpus, RunFile, corpus_from_runs, read_runs, skipped_note
+from adakit.uncertainty import DEFAULT_RESAMPLES, bootstrap_ratios
 
 BEHAVIOUR_COLUMNS = [
     "model", "runs", "turns", "valid_calls", "concluded", "concluded_closing", "files_per_run", "lines_per_run",
@@ -123,3 +124,61 @@ def measure(sources: Iterable[str | Path], models: Iterable[str] | None = None) 
         print(skipped_note(read.skipped))
     files = [rf for rf in read.runs if keep is None or rf.header.model.name in keep]
     return behaviour_table(corpus_from_runs(files), call_repeats(files))
+
+
+#: The per-run columns of :func:`run_behaviour`.
+RUN_BEHAVIOUR_COLUMNS = [
+    "run_id", "model", "world", "task", "turns", "own", "stuck", "calls", "repeats", "peeks",
+    "files", "architecture", "thinking_chars", "tag_entropy",
+]  # fmt: skip
+
+#: What :func:`behaviour_intervals` puts an interval on: a name and a column (a mean over
+#: runs) or a (numerator, denominator) pair of per-run sums (a pooled ratio).
+INTERVAL_MEASURES: dict[str, str | tuple[str, str]] = {
+    "own_conclusions": "own",
+    "repeat_rate": ("repeats", "calls"),
+    "stuck_endings": "stuck",
+    "peek_share": ("peeks", "calls"),
+    "files_per_architecture_run": ("files_arch", "architecture"),
+    "tag_entropy_run": "tag_entropy",
+    "thinking_chars": ("thinking_chars", "turns"),
+}
+
+
+def run_behaviour(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: its turns, whether it concluded on its own (``own``: finalized before
+    any closing turn) or ended stuck (``malformed_limit``), its calls, exact repeats and
+    ``peek_code_region`` calls, distinct files visited, whether it is an architecture-analysis
+    run, thinking characters summed over its turns, and the entropy (bits) of its Table 5 tags."""
+    runs, turns = corpus.runs, corpus.turns
+    if runs.empty:
+        return pd.DataFrame(columns=RUN_BEHAVIOUR_COLUMNS)
+    surface = run_surface(corpus).set_index("run_id")
+    tags = tag_transitions(turns)
+    entropy = {rid: entropy_bits(g["tag"].value_counts()) for rid, g in tags.groupby("run_id")}
+    reps = repeats.groupby("run_id")["repeat"].agg(["size", "sum"])
+    calls = turns[turns["tool"].notna()]
+    peeks = calls[calls["tool"] == "PKR"].groupby("run_id").size()
+    think = turns.groupby("run_id")["thinking_chars"].sum()
+    out = runs[["run_id", "model", "world", "task", "n_turns", "reason"]].copy()
+    out = out.rename(columns={"n_turns": "turns"})
+    out["own"] = (out["reason"] == "finalize").astype(float)
+    out["stuck"] = (out["reason"] == "malformed_limit").astype(float)
+    rid = out["run_id"]
+    out["calls"] = rid.map(reps["size"]).fillna(0).astype(int)
+    out["repeats"] = rid.map(reps["sum"]).fillna(0).astype(int)
+    out["peeks"] = rid.map(peeks).fillna(0).astype(int)
+    out["files"] = rid.map(surface["files_visited"]).fillna(0).astype(float)
+    out["architecture"] = (out["task"] == "architecture_analysis").astype(int)
+    out["thinking_chars"] = rid.map(think).fillna(0).astype(float)
+    out["tag_entropy"] = rid.map(entropy).astype(float)
+    return out[RUN_BEHAVIOUR_COLUMNS].reset_index(drop=True)
+
+
+def behaviour_intervals(per_run: pd.DataFrame, by: str | list[str] = "variant",
+                        n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+    """Per group of ``by``: each measure of :data:`INTERVAL_MEASURES` with its bootstrap
+    interval over runs (:func:`adakit.uncertainty.bootstrap_ratios`); a group of one run has
+    no interval (its ``note`` says so)."""
+    frame = per_run.assign(files_arch=per_run["files"] * per_run["architecture"])
+    return bootstrap_ratios(frame, by, INTERVAL_MEASURES, n_resamples=n_resamples, seed=seed)

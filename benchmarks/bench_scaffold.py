@@ -1,0 +1,158 @@
+"""The small-model scaffold ablation (issue 23): each scaffold variant's behaviour on one slice.
+
+The slice is the one of ``studies/bench-models.yaml`` (flask and requests x the four task
+families, natural condition, turn bound 15, seed 0, repeat 0) for Qwen2.5-Coder-1.5B. The
+baseline variant, "v3", is the reference corpus local-v3's own runs of that slice; every other
+variant is a folder of ``data/runs/bench-scaffold/`` recorded live by a study file
+``studies/bench-scaffold-<variant>.yaml`` (``adakit launch`` it first: hours on 2 cores, and
+resumable). This script records nothing: it reads what is there.
+
+Printed: one row per variant, one column per measure, each an estimate with its 95% bootstrap
+interval over runs (``adakit.variance.behaviour.behaviour_intervals``), then each variant's
+ratio to v3 side by side, and the issue's targets with "met" / "MISSED" for every variant.
+A measurement, never a test: it exits 0 either way.
+
+    python benchmarks/bench_scaffold.py [--variants FOLDER] [--reference FOLDER] [--quick]
+
+``--quick`` uses 200 bootstrap resamples instead of 2,000 (seconds instead of tens of seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from adakit import config
+from adakit.record import RunFile, corpus_from_runs, read_runs, skipped_note
+from adakit.variance.behaviour import (
+    behaviour_intervals,
+    behaviour_table,
+    call_repeats,
+    run_behaviour,
+)
+
+MODEL = "qwen2.5-coder-1.5b"
+WORLDS = ("flask", "requests")
+#: measure: (label, format, comparison, target) - targets of issue 23 for the 1.5B
+MEASURES = {
+    "own_conclusions": ("own conclusions", "{:.0%}", ">=", 0.50),
+    "repeat_rate": ("exact repeats", "{:.0%}", "<=", 0.10),
+    "stuck_endings": ("stuck endings", "{:.0%}", "<=", 0.15),
+    "peek_share": ("reads (PKR share)", "{:.0%}", ">=", 0.20),
+    "files_per_architecture_run": ("files / arch. run", "{:.1f}", ">=", 4.0),
+    "tag_entropy_run": ("tag entropy / run (bits)", "{:.2f}", "", None),
+    "thinking_chars": ("thinking chars / turn", "{:.0f}", "", None),
+}
+
+
+def in_slice(rf: RunFile) -> bool:
+    """Whether a run belongs to the ablation's slice."""
+    h = rf.header
+    return (h.model.name == MODEL and h.world.name in WORLDS and h.condition.name == "natural"
+            and h.repeat == 0 and h.turn_bound == 15)
+
+
+def variant_runs(reference: Path, variants: Path) -> dict[str, list[RunFile]]:
+    """The slice's runs per variant: "v3" from the reference corpus, then one per folder."""
+    found: dict[str, list[RunFile]] = {}
+    sources = [("v3", reference)]
+    if variants.is_dir():
+        sources += [(p.name, p) for p in sorted(variants.iterdir()) if p.is_dir()]
+    for name, folder in sources:
+        read = read_runs([folder])
+        if read.skipped:
+            print(skipped_note(read.skipped))
+        runs = [rf for rf in read.runs if in_slice(rf) and rf.end is not None]
+        if runs:
+            found[name] = runs
+    return found
+
+
+def measure_variants(found: dict[str, list[RunFile]], n_resamples: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The intervals table (one row per variant), and per variant the measures without an
+    interval: seconds per turn (p50, p95) and the pooled Table 5 tag entropy (as Fig. 7 pools)."""
+    per_run, speed = [], []
+    for name, runs in found.items():
+        corpus = corpus_from_runs(runs)
+        per_run.append(run_behaviour(corpus, call_repeats(runs)).assign(variant=name))
+        row = behaviour_table(corpus, call_repeats(runs)).iloc[0]
+        speed.append({"variant": name, "p50": row["s_per_turn_p50"], "p95": row["s_per_turn_p95"],
+                      "pooled": row["tag_entropy_bits"]})
+    table = behaviour_intervals(pd.concat(per_run, ignore_index=True), "variant", n_resamples)
+    order = {name: k for k, name in enumerate(found)}
+    table = table.sort_values("variant", key=lambda s: s.map(order)).reset_index(drop=True)
+    return table, pd.DataFrame(speed)
+
+
+def _cell(row: pd.Series, m: str, fmt: str) -> str:
+    if pd.isna(row[m]):
+        return "-"
+    est = fmt.format(row[m])
+    if pd.isna(row[f"{m}_lo"]):
+        return f"{est} (n={int(row[f'{m}_n'])})"
+    return f"{est} [{fmt.format(row[f'{m}_lo'])}, {fmt.format(row[f'{m}_hi'])}]"
+
+
+def _met(value: float, cmp: str, target: float) -> str:
+    if pd.isna(value):
+        return "-"
+    ok = value >= target if cmp == ">=" else value <= target
+    return "met" if ok else "MISSED"
+
+
+def report(table: pd.DataFrame, speed: pd.DataFrame) -> str:
+    """The printed tables: estimates with intervals, ratios to v3, and the targets."""
+    labels = {m: spec[0] for m, spec in MEASURES.items()}
+    est = pd.DataFrame({labels[m]: [_cell(r, m, spec[1]) for _, r in table.iterrows()]
+                        for m, spec in MEASURES.items()})
+    est.insert(0, "runs", table["n_runs"].astype(int).to_numpy())
+    est.insert(0, "variant", table["variant"].to_numpy())
+    speed = speed.set_index("variant").reindex(table["variant"])
+    est["tag entropy, pooled"] = [f"{v:.2f}" for v in speed["pooled"]]
+    est["s / turn p50 / p95"] = [f"{a:.1f} / {b:.1f}" for a, b in zip(speed["p50"], speed["p95"], strict=True)]
+    parts = ["estimate [95% bootstrap interval over runs]",
+             est.to_string(index=False)]
+    base = table[table["variant"] == "v3"]
+    if len(base):
+        ratios = pd.DataFrame({"variant": table["variant"]})
+        for m in MEASURES:
+            b = float(base[m].iloc[0])
+            ratios[labels[m]] = [("-" if pd.isna(v) or b == 0 else f"{v / b:.2f}x") for v in table[m]]
+        p50 = float(speed.loc["v3", "p50"])
+        ratios["s / turn p50"] = [f"{v / p50:.2f}x" if p50 else "-" for v in speed["p50"]]
+        parts += ["", "ratio to v3 (the shipped scaffold)", ratios.to_string(index=False)]
+    targets = pd.DataFrame({"variant": table["variant"]})
+    for m, (label, fmt, cmp, target) in MEASURES.items():
+        if target is not None:
+            targets[f"{label} {cmp} {fmt.format(target)}"] = [_met(v, cmp, target) for v in table[m]]
+    targets["tag entropy, pooled >= 1.50"] = [_met(v, ">=", 1.5) for v in speed["pooled"]]
+    targets["s / turn p50 <= 15"] = [_met(v, "<=", 15.0) for v in speed["p50"]]
+    parts += ["", "issue 23's targets for the 1.5B", targets.to_string(index=False)]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reference", type=Path, default=config.DATA / "reference" / "local-v3" / "runs",
+                    help="the v3 runs (default: the shipped reference corpus)")
+    ap.add_argument("--variants", type=Path, default=config.DATA / "runs" / "bench-scaffold",
+                    help="one folder per recorded variant")
+    ap.add_argument("--quick", action="store_true", help="200 bootstrap resamples (seconds)")
+    args = ap.parse_args(argv)
+    found = variant_runs(args.reference, args.variants)
+    if not found:
+        print(f"no run of the slice under {args.reference} or {args.variants}", file=sys.stderr)
+        return 0
+    table, speed = measure_variants(found, 200 if args.quick else 2000)
+    print(f"slice: {MODEL} x {', '.join(WORLDS)} x four tasks, natural, turn bound 15; "
+          f"variants: {', '.join(f'{k} ({len(v)} runs)' for k, v in found.items())}")
+    with pd.option_context("display.width", 200):
+        print(report(table, speed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
