@@ -127,3 +127,11 @@ def test_the_published_schema_is_the_generated_one_and_refuses_what_loading_refu
                 {"matrix": [{**block, "models": []}]}, {"turn_bound": 0, "matrix": [block]},
                 {"matrix": 5}, {"matrix": []}, {"matrix": [{**block, "repeats": True}]}):
         assert not validator.is_valid(bad), bad
+
+
+def test_the_study_file_doc_names_every_key():
+    from adakit.study.schema import JudgeBlock, StudyFile
+
+    doc = (ROOT / "docs" / "study-files.md").read_text(encoding="utf-8")
+    missing = [k for m in (StudyFile, JudgeBlock) for k in m.model_fields if f"`{k}`" not in doc]
+    assert not missing, f"docs/study-files.md does not describe {missing}"
