@@ -16,6 +16,7 @@ COMMAND_MODULES = [
     "adakit.apparatus.world",  # adakit worlds list|fetch|stats
     "adakit.apparatus.tools",  # adakit tool WORLD TOOL --param value
     "adakit.study.launch",  # adakit launch STUDY.yaml
+    "adakit.study.schema",  # adakit study-schema (the JSON Schema of study files)
     "adakit.judging.judges",  # adakit judge CORPUS
     "adakit.llm.models",  # adakit models list
     "adakit.study.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
@@ -50,8 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from adakit.study.schema import StudyError
+
     try:
         return int(args.func(args) or 0)
+    except StudyError as exc:  # a study file that does not fit, from any command that loads one
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted; everything recorded so far is on disk", file=sys.stderr)
         return 130

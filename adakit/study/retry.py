@@ -75,8 +75,11 @@ def failure_of(rf: RunFile) -> Failure | None:
 
 
 def fix_for(kind: str, spec: Any = None, model: str = "") -> str:
-    """One line saying what to do about a failure kind of the model ``spec`` (a ModelSpec)."""
+    """One line saying what to do about a failure kind of the model ``spec`` (a ModelSpec);
+    an embedded local model's says what to check of its llama.cpp server and weights."""
     name = getattr(spec, "name", model) or model
+    if getattr(spec, "kind", None) == "local":
+        return _local_fix(kind, spec)
     env = getattr(spec, "api_key_env", None)
     where = getattr(spec, "base_url", None) or getattr(spec, "endpoint", "") or "its endpoint"
     if kind == "missing_key":
@@ -94,6 +97,25 @@ def fix_for(kind: str, spec: Any = None, model: str = "") -> str:
         return "a bug or a broken input: read the error; the run resumes when launched again"
     return (f"{where} refused the request: check the registry entry of {name}, then launch "
             "again with --retry-any")
+
+
+def _local_fix(kind: str, spec: Any) -> str:
+    """What to do about a failure of the embedded local model ``spec``: its server runs on this
+    machine, so there is no endpoint, key or network to check."""
+    weights = (f"its GGUF file {spec.gguf}" if getattr(spec, "gguf", None)
+               else f"its weights ({spec.weights})")
+    if kind == "local":
+        return (f"{spec.name} runs on a llama.cpp server on this machine: check {weights} and "
+                "llama-cpp-python's server (its log, if it stopped); `make local-model` installs "
+                "or reinstalls both")
+    if kind in ("unreachable", "gave_up"):
+        return (f"the local llama.cpp server for {spec.name} did not answer (busy, out of memory, "
+                "or stopped): check its log and free memory or cores (ADAKIT_LLAMA_THREADS), then "
+                f"launch again; if it keeps failing, `make local-model` reinstalls it and {weights}")
+    if kind == "exception":
+        return "a bug or a broken input: read the error; the run resumes when launched again"
+    return (f"the local llama.cpp server for {spec.name} refused the request: check the registry "
+            "entry (model_id, constrain, context_window), then launch again with --retry-any")
 
 
 def attempts_beside(path: Path) -> list[Path]:

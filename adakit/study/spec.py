@@ -18,11 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from adakit import config
 from adakit.apparatus.conditions import get_condition
 from adakit.apparatus.tasks import task_families
+from adakit.study.schema import StudyError, check_study, read_study_file
 
 #: The run settings a study file may set at its top level or per matrix block.
 RUN_SETTINGS = (
@@ -71,8 +70,14 @@ class Study:
 
 def _as_list(value: Any, what: str, block: int) -> list[Any]:
     if value is None:
-        raise ValueError(f"matrix block {block}: '{what}' is missing")
+        raise StudyError(f"matrix block {block}: '{what}' is missing (here or at the top level)")
     return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _pick(block: dict[str, Any], data: dict[str, Any], key: str) -> Any:
+    """A block's value of ``key``, else the top level's (None when neither sets it)."""
+    value = block.get(key)
+    return data.get(key) if value is None else value
 
 
 def study_path(path: str | Path) -> Path:
@@ -91,59 +96,71 @@ def study_path(path: str | Path) -> Path:
 
 
 def load_study(path: str | Path, overrides: dict[str, Any] | None = None) -> Study:
-    """Parse a study file into run specs (``overrides`` replace top-level keys)."""
+    """Parse a study file into run specs (``overrides`` replace top-level keys). A file that
+    does not fit the study schema (:mod:`adakit.study.schema`), or names an unknown task or
+    condition, raises StudyError (a ValueError) with a one-line message naming the file."""
     path = study_path(path)
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = read_study_file(path)
     data.update(overrides or {})
+    check_study(data, path)
     name = data.get("name") or path.stem
     output = Path(data.get("output") or f"data/runs/{name}")
     if not output.is_absolute():
         output = config.ROOT / output
-    blocks = data.get("matrix")
-    if not blocks:
-        raise ValueError(f"{path}: a study needs a non-empty 'matrix' list")
+    try:
+        specs = _matrix_specs(data, name)
+    except StudyError as exc:
+        raise StudyError(f"{path}: {exc}") from None
+    return Study(
+        name=name,
+        output=output,
+        specs=specs,
+        concurrency=data.get("concurrency") or 1,
+        cache_mode=data.get("cache_mode") or "use",
+        hint_model=data.get("hint_model"),
+        coach_model=data.get("coach_model"),
+        description=data.get("description") or "",
+        raw=data,
+    )
+
+
+def _matrix_specs(data: dict[str, Any], name: str) -> list[RunSpec]:
+    """The run specs of a checked study's ``matrix`` blocks, in the order written; StudyError
+    for an unknown task or condition, or one run given two sets of settings."""
     families = task_families()
     specs: dict[str, RunSpec] = {}
-    base_seed = int(data.get("seed", 0))
-    for b, block in enumerate(blocks, 1):
-        tasks = _as_list(block.get("tasks", data.get("tasks")), "tasks", b)
+    base_seed = data.get("seed") or 0
+    for b, block in enumerate(data["matrix"], 1):
+        tasks = _as_list(_pick(block, data, "tasks"), "tasks", b)
         if tasks == ["all"]:
             tasks = families
         for t in tasks:
             if t not in families:
-                raise ValueError(f"matrix block {b}: unknown task {t!r}; known: {', '.join(families)}")
-        conditions = _as_list(block.get("conditions", data.get("conditions")), "conditions", b)
+                raise StudyError(f"matrix block {b}: unknown task {t!r}; known: {', '.join(families)}")
+        conditions = _as_list(_pick(block, data, "conditions"), "conditions", b)
         for c in conditions:
-            get_condition(c)  # raises with the known names
-        settings = {k: block.get(k, data.get(k)) for k in RUN_SETTINGS if block.get(k, data.get(k)) is not None}
-        repeats = int(block.get("repeats", data.get("repeats", 1)))
+            try:
+                get_condition(c)
+            except KeyError as exc:
+                raise StudyError(f"matrix block {b}: {exc.args[0]}") from None
+        settings = {k: _pick(block, data, k) for k in RUN_SETTINGS if _pick(block, data, k) is not None}
         for model, world, task, cond, rep in itertools.product(
-            _as_list(block.get("models", data.get("models")), "models", b),
-            _as_list(block.get("worlds", data.get("worlds")), "worlds", b),
+            _as_list(_pick(block, data, "models"), "models", b),
+            _as_list(_pick(block, data, "worlds"), "worlds", b),
             tasks,
             conditions,
-            range(repeats),
+            range(_pick(block, data, "repeats") or 1),
         ):
             spec = RunSpec(name, model, world, task, cond, rep, base_seed + rep, tuple(sorted(settings.items())))
             first = specs.setdefault(spec.run_id, spec)
             if first.settings != spec.settings:
                 # e.g. a repeat block whose r0 is also a grid run: one cell, one set of settings
-                raise ValueError(
+                raise StudyError(
                     f"matrix block {b}: run {spec.run_id} is also in an earlier block with other "
                     f"settings ({dict(first.settings)} vs {dict(spec.settings)}); give the "
                     "blocks the same settings or different cells"
                 )
-    return Study(
-        name=name,
-        output=output,
-        specs=list(specs.values()),
-        concurrency=max(1, int(data.get("concurrency", 1))),
-        cache_mode=data.get("cache_mode", "use"),
-        hint_model=data.get("hint_model"),
-        coach_model=data.get("coach_model"),
-        description=data.get("description", ""),
-        raw=data,
-    )
+    return list(specs.values())
 
 
 def spec_dict(spec: RunSpec) -> dict[str, Any]:

@@ -1,0 +1,137 @@
+"""Study files are checked when they are loaded (issue 25, item 5): every mistake is one line
+naming the file and the place, exit 2, nothing written; the published JSON Schema is the
+model's own and every shipped study fits it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from adakit.cli import main
+from adakit.study.schema import STUDY_SCHEMA_DOC, RunSettings, StudyError, study_json_schema
+from adakit.study.spec import RUN_SETTINGS, load_study
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted(p for p in (ROOT / "studies").glob("*.yaml") if not p.stem.endswith(".params"))
+SHIPPED += sorted((ROOT / "data" / "reference").glob("*/study.yaml"))
+BLOCK = "  - {models: [baseline-tracer], worlds: [flask], tasks: [feature_tracing], conditions: [natural]}\n"
+MATRIX = "matrix:\n" + BLOCK
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "study.yaml"
+    top = "" if text.startswith("- ") else f"output: {tmp_path / 'runs'}\n"  # a list has no keys
+    path.write_text(top + text, encoding="utf-8")
+    return path
+
+
+def _run(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+#: (the study file's text, what its one-line error must say) for each finding of item 5
+BAD = {
+    "yaml boolean": ("repeat_guard: off\n" + MATRIX,
+                     ["repeat_guard: must be one of 'off', 'note' or 'refuse', got false",
+                      'quote the word, e.g. repeat_guard: "off"']),
+    "unknown key": ("turn_bond: 5\n" + MATRIX, ["unknown key 'turn_bond' (did you mean 'turn_bound'?)"]),
+    "unknown block key": ("matrix:\n" + BLOCK.replace("}", ", ledgr: true}"),
+                          ["matrix block 1: unknown key 'ledgr' (did you mean 'ledger'?)"]),
+    "negative turn bound": ("turn_bound: -3\n" + MATRIX, ["turn_bound: must be more than 0, got -3"]),
+    "zero turn bound": ("turn_bound: 0\n" + MATRIX, ["turn_bound: must be more than 0, got 0"]),
+    "wordy turn bound": ("turn_bound: many\n" + MATRIX, ["turn_bound: must be a whole number, got 'many'"]),
+    "empty axis": ("matrix:\n" + BLOCK.replace("[baseline-tracer]", "[]"),
+                   ["matrix block 1, models: must not be empty"]),
+    "negative repeats": ("repeats: -2\n" + MATRIX, ["repeats: must be more than 0, got -2"]),
+    "yaml syntax": ("matrix: [a, b\n", ["not valid YAML", "line 3"]),
+    "top-level list": ("- a\n- b\n", ["a study file is a mapping of keys", "not a list"]),
+    "matrix a number": ("matrix: 5\n", ["matrix: must be a list, got 5"]),
+    "no matrix": ("name: x\n", ["matrix: is missing"]),
+    "yes for an enum": ("thinking_rule: yes\n" + MATRIX, ["thinking_rule: must be one of 'prose' or 'free', got true",
+                                                           "quote the word"]),
+    "judge key": ("judge: {judgez: [a]}\n" + MATRIX, ["judge: unknown key 'judgez' (did you mean 'judges'?)"]),
+    "unknown condition": ("matrix:\n" + BLOCK.replace("[natural]", "[calm]"),
+                          ["matrix block 1: unknown condition 'calm'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+@pytest.mark.parametrize("plan", [False, True], ids=["launch", "plan"])
+def test_a_bad_study_file_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, case, plan):
+    text, said = BAD[case]
+    path = _write(tmp_path, text)
+    code, out = _run(capsys, "launch", str(path), *(["--plan"] if plan else ["--yes"]))
+    assert code == 2 and "Traceback" not in out
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: "), out
+    assert all(s in out for s in said), out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["study.yaml"]  # no output folder
+
+
+def test_every_command_that_loads_a_study_says_it_in_one_line(tmp_path, capsys):
+    path = _write(tmp_path, "turn_bond: 5\n" + MATRIX)
+    for argv in (["study", str(path), "--stages", "launch"], ["stage", "summary", str(path)]):
+        code, out = _run(capsys, *argv)
+        assert code == 2 and out.strip().splitlines() == [f"error: {path}: unknown key 'turn_bond' "
+                                                          "(did you mean 'turn_bound'?)"], (argv, out)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_overrides_are_checked_like_the_file(tmp_path):
+    path = _write(tmp_path, MATRIX)
+    assert load_study(path, {"concurrency": 2}).concurrency == 2
+    with pytest.raises(StudyError, match="concurrency: must be more than 0, got 0"):
+        load_study(path, {"concurrency": 0})
+    with pytest.raises(StudyError, match="cache_mode: must be one of 'use', 'replay', 'refresh' or 'off'"):
+        load_study(path, {"cache_mode": "sometimes"})
+
+
+def test_what_the_schema_accepts_still_loads_as_before(tmp_path):
+    path = _write(tmp_path, 'repeat_guard: "off"\nclose_turn: true\nredraw_step: 1\nmodels: baseline-tracer\n'
+                  "matrix:\n  - {worlds: flask, tasks: all, conditions: [natural], close_turn: false,"
+                  " redraw_repeats: 0, repeats: 2}\n")
+    study = load_study(path)
+    assert len(study.specs) == 4 * 2 and {s.model for s in study.specs} == {"baseline-tracer"}
+    assert dict(study.specs[0].settings) == {"repeat_guard": "off", "close_turn": False,
+                                             "redraw_step": 1, "redraw_repeats": 0}
+
+
+def test_every_run_setting_has_a_field_in_the_schema():
+    assert set(RunSettings.model_fields) == set(RUN_SETTINGS)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_shipped_study_loads_and_fits_the_published_schema(path):
+    assert load_study(path).specs
+    schema = json.loads(STUDY_SCHEMA_DOC.read_text(encoding="utf-8"))
+    jsonschema.validators.validator_for(schema)(schema).validate(yaml.safe_load(path.read_text()))
+
+
+def test_the_published_schema_is_the_generated_one_and_refuses_what_loading_refuses(capsys):
+    schema = json.loads(STUDY_SCHEMA_DOC.read_text(encoding="utf-8"))
+    assert schema == json.loads(json.dumps(study_json_schema())), "run `adakit study-schema --write`"
+    code, out = _run(capsys, "study-schema")
+    assert code == 0 and json.loads(out) == schema
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    validator = cls(schema)
+    block = {"models": ["m"], "worlds": ["w"], "tasks": ["all"], "conditions": ["natural"]}
+    validator.validate({"repeat_guard": "off", "matrix": [block]})
+    for bad in ({"repeat_guard": False, "matrix": [block]}, {"turn_bond": 5, "matrix": [block]},
+                {"matrix": [{**block, "models": []}]}, {"turn_bound": 0, "matrix": [block]},
+                {"matrix": 5}, {"matrix": []}, {"matrix": [{**block, "repeats": True}]}):
+        assert not validator.is_valid(bad), bad
+
+
+def test_the_study_file_doc_names_every_key():
+    from adakit.study.schema import JudgeBlock, StudyFile
+
+    doc = (ROOT / "docs" / "study-files.md").read_text(encoding="utf-8")
+    missing = [k for m in (StudyFile, JudgeBlock) for k in m.model_fields if f"`{k}`" not in doc]
+    assert not missing, f"docs/study-files.md does not describe {missing}"
