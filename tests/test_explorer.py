@@ -248,6 +248,79 @@ def test_default_run_opens_on_an_instructive_run():
     assert explorer.default_run(open_[open_["run_id"].isin(["b1", "m1"])], turns) == "b1"
 
 
+def test_default_run_prefers_a_real_run_that_read_two_files_and_concluded():
+    """A concluded run of lookups that read no file (the quick corpus's first real run) loses
+    to a later real run that read two files and concluded; bookmarks and failed calls read
+    nothing; a real run that reads without concluding beats one that concludes without
+    reading."""
+    runs = pd.DataFrame({
+        "run_id": ["base", "lookups", "bookmarks", "reader", "wanderer"],
+        "model_kind": ["baseline", "local", "local", "local", "local"],
+        "conclusion": ["done", "a conclusion", "a conclusion", "a conclusion", None],
+    })
+    rows = [("base", "OVW", "a", None), ("base", "PKR", "b", None), ("base", "CON", None, None),
+            ("lookups", "EXP", None, None), ("lookups", "EXP", None, None),
+            ("lookups", "MEM", None, None), ("lookups", "CON", None, None),
+            ("bookmarks", "BKM", "a", None), ("bookmarks", "BKM", "b", None),
+            ("bookmarks", "PKR", "c", "tool_error"), ("bookmarks", "CON", None, None),
+            ("reader", "OVW", "a", None), ("reader", "PKR", "b", None),
+            ("reader", "CON", None, None),
+            ("wanderer", "OVW", "a", None), ("wanderer", "PKR", "b", None),
+            ("wanderer", "PKR", "c", None)]
+    turns = pd.DataFrame(rows, columns=["run_id", "tool", "file", "error_type"])
+    reads = pd.DataFrame({"run_id": ["reader", "wanderer", "bookmarks"],
+                          "file": ["b", "b", "a"], "start_line": [1, 1, 7],
+                          "end_line": [20, 80, 7]})
+    assert explorer.files_read(turns).to_dict() == {"base": 2, "reader": 2, "wanderer": 3}
+    assert explorer.default_run(runs, turns, reads) == "reader"
+    assert explorer.default_run(runs, turns) == "reader"
+    no_reader = runs[runs["run_id"] != "reader"]
+    assert explorer.default_run(no_reader, turns, reads) == "wanderer"
+    only_lookups = runs[runs["run_id"].isin(["base", "lookups", "bookmarks"])]
+    assert explorer.default_run(only_lookups, turns, reads) == "lookups"  # real, concluded
+    # ties among real readers that concluded: more tools, then more lines shown
+    twins = pd.DataFrame({"run_id": ["short", "long"], "model_kind": ["local"] * 2,
+                          "conclusion": ["c", "c"]})
+    t2 = pd.DataFrame([(r, tool, f, None) for r in ("short", "long")
+                       for tool, f in (("OVW", "a"), ("PKR", "b"), ("CON", None))],
+                      columns=["run_id", "tool", "file", "error_type"])
+    r2 = pd.DataFrame({"run_id": ["short", "long"], "file": ["b", "b"], "start_line": [1, 1],
+                       "end_line": [5, 50]})
+    assert explorer.default_run(twins, t2, r2) == "long"
+    assert explorer.default_run(twins, t2) == "short"  # without reads: the corpus order
+
+
+def _closed(rf: RunFile) -> RunFile:
+    """``rf`` as if its last turn were a closing turn (the one before showed the instruction)."""
+    text = "Write your conclusion now."
+    rf.header.scaffold["close_turn"] = text
+    rf.turns[-2].injected.append(Injection(source="system", text=text))
+    return rf
+
+
+def test_turn_wording_names_the_closing_turn():
+    bound = synthetic_run("b", tools=["OVW", "PKR", "PKR", "CON"], files=FILES, turn_bound=4,
+                          reason="turn_bound")
+    bound.header.turn_bound = 3  # the fourth turn is one past the bound: a closing turn
+    plain = explorer.turn_count_text(bound)
+    assert plain == "4 turns (bound 3), ended by turn_bound"
+    closed = explorer.turn_count_text(_closed(bound))
+    assert closed.startswith("4 turns: the bound of 3, then the fourth was the closing turn")
+    assert closed.endswith("ended by turn_bound") and "(bound 3)" not in closed
+    stuck = _closed(synthetic_run("s", tools=["OVW", "malformed", "malformed", "CON"],
+                                  files=FILES, turn_bound=15, reason="malformed_limit"))
+    words = explorer.turn_count_text(stuck)
+    assert words.startswith("4 turns (bound 15): the fourth was the closing turn")
+    assert words.endswith("ended by malformed_limit")
+    c = corpus_from_runs([bound])
+    view = explorer.RunView(c, "b", run_file=bound)
+    assert closed in view.summary()
+    assert explorer.turn_sections(bound, 4)["header"].startswith("turn 4 of 4 (the closing turn)")
+    assert "closing" not in explorer.turn_sections(bound, 3)["header"]
+    assert [explorer.ordinal(n) for n in (1, 7, 11, 12, 13, 21, 22, 23, 111)] == [
+        "first", "seventh", "11th", "12th", "13th", "21st", "22nd", "23rd", "111th"]
+
+
 # --------------------------------------------------------------------------- text and pictures
 
 
@@ -646,7 +719,10 @@ def test_notebooks_are_stripped_and_document_their_parameters(name):
     params = pm.inspect_notebook(str(path))
     assert set(params) == NOTEBOOKS[name]
     assert all(p["help"] for p in params.values())
-    assert params["corpus"]["default"] == '"data/runs/quick"'
+    # the explorer opens on the study's corpora (the quick profile's parameters)
+    study = (["data/runs/quick", "data/reference/local-v3/runs"] if name == "30_explorer.ipynb"
+             else "data/runs/quick")
+    assert json.loads(params["corpus"]["default"]) == study
 
 
 @pytest.fixture(scope="module")

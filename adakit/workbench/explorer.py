@@ -53,10 +53,12 @@ from adakit.lenses import journey
 from adakit.lenses.surface import distinct_lines
 from adakit.record import (
     CANONICAL_ORDER,
+    NAV,
     Corpus,
     RunFile,
     Turn,
     active_seconds,
+    closed_run,
     load_corpus,
     merge_ranges,
     read_run,
@@ -117,19 +119,29 @@ def axis_options(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None)
     return out
 
 
-#: Distinct tools and distinct files a run needs to count as navigating (:func:`default_run`).
+#: Distinct tools and distinct files read a run needs to count as navigating (:func:`default_run`).
 NAVIGATES = 2
 
 
-def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
+def files_read(turns: pd.DataFrame) -> pd.Series:
+    """Distinct files each run navigated into (a successful OVW, PKR or EXP call on a file),
+    by run id; a bookmark or a failed call reads nothing."""
+    ok = turns[turns["error_type"].isna()] if "error_type" in turns.columns else turns
+    nav = ok[ok["tool"].isin(NAV) & ok["file"].notna()]
+    return nav.groupby("run_id")["file"].nunique()
+
+
+def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None,
+                reads: pd.DataFrame | None = None) -> str:
     """The run to open first: an instructive one.
 
-    First a real model's run (not a scripted baseline) that ends with a conclusion (finalized,
-    or written on its closing turn); else a
-    real model's run that navigates (at least :data:`NAVIGATES` distinct tools and files,
-    given ``turns``), since an agent exploring without concluding shows more than a baseline;
-    else any concluded run; then the corpus order. Ties go to more distinct tools, then more
-    files. A corpus of baselines only opens on its most instructive baseline run the same way.
+    First a real model's run (not a scripted baseline) that read at least :data:`NAVIGATES`
+    files (:func:`files_read`, given ``turns``) with as many distinct tools and ended with a
+    conclusion (finalized, or written on its closing turn); else a real model's run that reads
+    that much without concluding, since exploring shows more than a lookup that concludes;
+    else a real model's concluded run; else any concluded run; then the corpus order. Ties go
+    to more distinct tools, then more lines shown (given ``reads``), then more files. A corpus
+    of baselines only opens on its most instructive baseline run the same way.
     """
     if runs.empty:
         raise ValueError("the corpus has no runs to explore")
@@ -143,20 +155,26 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
     else:
         concluded = order["reason"].eq("finalize") if "reason" in order.columns else none
     key["concluded"] = concluded.astype(int).to_numpy()
-    key["tools"] = 0
-    key["files"] = 0
+    key["tools"] = key["files"] = key["lines"] = 0
     if turns is not None and not turns.empty:
         ok = turns[turns["error_type"].isna()] if "error_type" in turns.columns else turns
-        tools = ok.groupby("run_id")["tool"].nunique()
-        files = ok.groupby("run_id")["file"].nunique()
-        key["tools"] = order["run_id"].map(tools).fillna(0).astype(int).to_numpy()
-        key["files"] = order["run_id"].map(files).fillna(0).astype(int).to_numpy()
+        key["tools"] = _per_run(order, ok.groupby("run_id")["tool"].nunique())
+        key["files"] = _per_run(order, files_read(turns))
+    if reads is not None and not reads.empty:
+        shown = (reads["end_line"] - reads["start_line"] + 1).groupby(reads["run_id"]).sum()
+        key["lines"] = _per_run(order, shown)
+    navigates = (key["tools"] >= NAVIGATES) & (key["files"] >= NAVIGATES)
+    key["real_concluded_navigates"] = key["real"] & key["concluded"] & navigates
+    key["real_navigates"] = key["real"] & navigates
     key["real_concluded"] = key["real"] & key["concluded"]
-    key["real_navigates"] = key["real"] & (key["tools"] >= NAVIGATES) & (key["files"] >= NAVIGATES)
-    key = key.sort_values(["real_concluded", "real_navigates", "concluded", "real", "tools",
-                           "files", "position"],
-                          ascending=[False, False, False, False, False, False, True])
+    ranks = ["real_concluded_navigates", "real_navigates", "real_concluded", "concluded",
+             "real", "tools", "lines", "files"]
+    key = key.sort_values([*ranks, "position"], ascending=[False] * len(ranks) + [True])
     return str(order["run_id"].iloc[int(key.index[0])])
+
+
+def _per_run(order: pd.DataFrame, values: pd.Series) -> Any:
+    return order["run_id"].map(values).fillna(0).astype(int).to_numpy()
 
 
 def hidden_values(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None,
@@ -187,6 +205,34 @@ def run_label(run: Mapping[str, Any] | pd.Series) -> str:
     reason = reason if isinstance(reason, str) else "unfinished"
     return (f"{run['model']} · {run['world']} · {run['task']} · {run['condition']} · "
             f"r{run.get('repeat', 0)} ({run.get('n_turns', '?')} turns, {reason})")
+
+
+def ordinal(n: int) -> str:
+    """``n`` as an English ordinal word or number: "first" .. "tenth", then "11th", "22nd"."""
+    words = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
+             "ninth", "tenth"]
+    if 1 <= n <= len(words):
+        return words[n - 1]
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def turn_count_text(rf: RunFile) -> str:
+    """How many turns a run took against its bound and what ended it, in words that name a
+    closing turn (``close_turn``: one more turn, offered only to write the conclusion) as
+    such, so "7 turns, bound 6" does not read as a bound broken."""
+    n, bound = len(rf.turns), rf.header.turn_bound
+    reason = rf.end.reason if rf.end else None
+    ending = f"ended by {reason}" if reason else "unfinished (no end record)"
+    plural = "turn" if n == 1 else "turns"
+    if not closed_run(rf):
+        return f"{n} {plural} (bound {bound}), {ending}"
+    last = ordinal(rf.turns[-1].turn)
+    if reason == "turn_bound":
+        return (f"{n} turns: the bound of {bound}, then the {last} was the closing turn "
+                f"(offered only to write the conclusion); {ending}")
+    return (f"{n} turns (bound {bound}): the {last} was the closing turn (offered only to "
+            f"write the conclusion); {ending}")
 
 
 # --------------------------------------------------------------------------- one turn
@@ -553,8 +599,9 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
     t = turn_record(rf, turn)
     h = rf.header
     n = len(rf.turns)
-    head = (f"turn {t.turn} of {n} · {h.model.name} ({h.model.kind}) · {h.world.name} · "
-            f"{h.task.family} · {h.condition.name}")
+    closing = " (the closing turn)" if t is rf.turns[-1] and closed_run(rf) else ""
+    head = (f"turn {t.turn} of {n}{closing} · {h.model.name} ({h.model.kind}) · "
+            f"{h.world.name} · {h.task.family} · {h.condition.name}")
     if turn_times_meaningful(rf):
         timing = (f"+{t.started_at - h.started_at:.1f} s from launch · "
                   f"this turn {t.ended_at - t.started_at:.2f} s")
@@ -927,13 +974,12 @@ class RunView:
     def summary(self) -> str:
         """The run in two lines: its axes and how it ended."""
         h, end = self.rf.header, self.rf.end
-        ending = f"ended by {end.reason}" if end else "unfinished (no end record)"
+        second = turn_count_text(self.rf)
         if end and end.error:
-            ending += f" ({clip(end.error, 200, marker=_LINE_CUT, within=False)})"
+            second += f" ({clip(end.error, 200, marker=_LINE_CUT, within=False)})"
         world = f"{h.world.name} {h.world.version}".strip()
         first = f"{self.run_id}: {h.model.name} ({h.model.kind}) on {world}, " \
                 f"task {h.task.family}, condition {h.condition.name}"
-        second = f"{self.n_turns} turns (bound {h.turn_bound}), {ending}"
         if end and end.conclusion:
             conclusion = clip(end.conclusion, 300, marker=_LINE_CUT, within=False)
             second += f"; conclusion: {conclusion}"
@@ -1072,7 +1118,7 @@ def render_static(corpus: Corpus | str | Path, run_id: str | None = None, turn: 
     the turns, the text of ``turns`` (default: :func:`landmark_turns`), and the arc and map
     figures at ``turn``."""
     data = _as_corpus(corpus)
-    run_id = run_id or default_run(data.runs, data.turns)
+    run_id = run_id or default_run(data.runs, data.turns, data.reads)
     view = RunView(data, run_id, axis=axis, fetch_world=fetch_world, firings=firings)
     if not view.n_turns:
         return StaticRendering(run_id, 0, [], view.summary() + "\n(no turns to show)")
@@ -1175,7 +1221,7 @@ class ExplorerWidgets:
         self.jump_prev.on_click(lambda _: self.jump(-1))
         self.jump_next.on_click(lambda _: self.jump(1))
         self._refresh_options()
-        self.select_run(run_id or default_run(corpus.runs, corpus.turns), turn)
+        self.select_run(run_id or default_run(corpus.runs, corpus.turns, corpus.reads), turn)
 
     # ------------------------------------------------------------------ selection
 
