@@ -551,6 +551,77 @@ def test_widget_jump_menu_filter_note_and_picture_sizes(small_corpus):
     assert "synth-A" in w.filter_note.value and "m-llm" in w.filter_note.value
 
 
+def _children(widget) -> list:
+    """Every widget under ``widget`` (depth first), itself included."""
+    out = [widget]
+    for child in getattr(widget, "children", ()):
+        out += _children(child)
+    return out
+
+
+def test_presentation_size_puts_the_map_beside_the_controls_in_larger_type(small_corpus):
+    w = explorer.build_explorer(small_corpus, run_id="syn-a", turn=4)
+    normal_text = w.turn_view.value
+    assert w.size is explorer.NORMAL and "adakit-present" not in w.ui._dom_classes
+    turn_row = next(c for c in w.ui.children if w.prev_button in _children(c))
+    assert w.map_image not in _children(turn_row)  # the map sits under the controls
+    w.present.value = True
+    assert w.size is explorer.PRESENTATION and "adakit-present" in w.ui._dom_classes
+    beside = next(c for c in w.ui.children if w.prev_button in _children(c))
+    left, right = beside.children
+    assert w.prev_button in _children(left) and w.turn_view in _children(left)
+    assert w.map_image in right.children and w.turn == 4  # the same turn, redrawn
+    assert explorer.png_size(bytes(w.map_image.value))[0] == explorer.PRESENTATION.map_px
+    assert explorer.png_size(bytes(w.arc_image.value))[0] == explorer.PRESENTATION.arc_px
+    assert w.turn_view.layout.max_height == f"{explorer.PRESENTATION.text_box_px}px"
+    assert "font-size:15.6px" in w.turn_view.value and "font-size:15.6px" not in normal_text
+    view = w.view
+    for fig in (view.map_figure(4, explorer.PRESENTATION), view.arc_figure(4, explorer.PRESENTATION)):
+        assert explorer.font_px(fig) >= explorer.PRESENTATION.min_font_px - 0.01
+    w.present.value = False
+    assert explorer.png_size(bytes(w.map_image.value))[0] == explorer.PICTURE_PX
+    assert "font-size:15.6px" not in w.turn_view.value
+    assert explorer.scale_fonts("<p style='font-size:10px'>", 1.5) == "<p style='font-size:15.0px'>"
+
+
+def test_the_map_names_the_files_the_run_touched(small_corpus):
+    view = explorer.RunView(small_corpus, "syn-a")
+    assert explorer.touched_until(small_corpus.turns, "syn-a", 8) == ["pkg/a.py", "pkg/b.py"]
+    fig = view.map_figure(1)  # turn 1 only outlined pkg/a.py: no lines, yet it is named
+    assert "a.py" in {t.get_text() for t in fig.axes[0].texts}
+    fig = view.map_figure(11)
+    names = {t.get_text() for t in fig.axes[0].texts}
+    assert {"a.py", "b.py", "c.py"} <= names
+    assert fig.axes[0].get_title(loc="center").startswith("toyworld by turn 11: 3 file(s) read")
+
+
+def test_host_paths_are_shortened_and_kept_on_one_line():
+    note = "World 'w': 3 source files from /srv/somewhere/deep/worlds/flask-3.1.3 (0 more)."
+    shown = explorer.host_paths_html(note)
+    assert "<span style='white-space:nowrap' title='/srv/somewhere/deep/worlds/flask-3.1.3'>" \
+        "…/worlds/flask-3.1.3</span> (0 more)." in shown
+    assert explorer.short_path(config.ROOT / "data" / "worlds" / "x") == "data/worlds/x"
+    assert explorer.host_paths_html("a <b> & c") == "a &lt;b&gt; &amp; c"
+
+
+def test_the_map_changes_with_the_text_when_the_world_changes(tmp_path):
+    folder = tmp_path / "runs"
+    write_run(scripted_run("in-toy"), folder / "in-toy.jsonl")
+    write_run(scripted_run("in-other", world="otherworld"), folder / "in-other.jsonl")
+    write_run(synthetic_run("reads-nothing", world="emptyworld", tools=["MEM", "CON"],
+                            files=FILES), folder / "reads-nothing.jsonl")
+    w = explorer.build_explorer(load_corpus(folder, cache=False), run_id="in-toy")
+    toy = bytes(w.map_image.value)
+    w.selectors["world"].value = "otherworld"
+    assert w.view.run_id == "in-other" and "otherworld" in w.turn_view.value
+    assert bytes(w.map_image.value) != toy and w.map_image.layout.display is None
+    # a world with nothing to draw hides the map instead of leaving the last one up
+    w.selectors["world"].value = "emptyworld"
+    assert w.view.run_id == "reads-nothing"
+    assert w.map_image.value == b"" and w.map_image.layout.display == "none"
+    assert "no files to draw" in w.map_note.value
+
+
 def test_the_explorer_opens_on_a_concluded_run_when_there_is_one(tmp_path):
     unfinished = synthetic_run("a-first", model="synth-A", tools=["OVW", "BKM", "BKM"],
                                files=FILES, reason="turn_bound")
@@ -700,7 +771,8 @@ def test_the_committed_tour_ships_blank_answers():
 # --------------------------------------------------------------------------- notebooks
 
 NOTEBOOKS = {
-    "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "arc_axis", "fetch_world",
+    "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "presentation",
+                          "arc_axis", "fetch_world",
                           "labels_file", "labeller", "label_families", "items_per_family",
                           "blind"},
     "00_tour.ipynb": {"corpus", "world", "baseline", "task", "condition", "turn_bound",
