@@ -608,6 +608,9 @@ def test_the_map_changes_with_the_text_when_the_world_changes(tmp_path):
     folder = tmp_path / "runs"
     write_run(scripted_run("in-toy"), folder / "in-toy.jsonl")
     write_run(scripted_run("in-other", world="otherworld"), folder / "in-other.jsonl")
+    # first in corpus order in otherworld, but it reads nothing: the menu skips it
+    write_run(synthetic_run("in-other-0", world="otherworld", tools=["MEM", "CON"],
+                            files=FILES), folder / "in-other-0.jsonl")
     write_run(synthetic_run("reads-nothing", world="emptyworld", tools=["MEM", "CON"],
                             files=FILES), folder / "reads-nothing.jsonl")
     w = explorer.build_explorer(load_corpus(folder, cache=False), run_id="in-toy")

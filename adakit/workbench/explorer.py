@@ -709,6 +709,18 @@ def turn_sections_text(rf: RunFile, turn: int, reads: pd.DataFrame | None = None
 WRAP = "white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;"
 PRE_STYLE = f"{WRAP}margin:0;font-size:12px;line-height:1.4;"
 
+def keep_hyphenated(escaped: str, longest: int = 30) -> str:
+    """Escaped HTML text with each word of up to ``longest`` characters that holds a hyphen
+    (``L546-667``, ``scikit-learn``) kept on one line: browsers break lines after a hyphen,
+    which splits a line range or a name in two."""
+    def keep(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return f"<span style='white-space:nowrap'>{word}</span>" if len(word) <= longest \
+            else word
+
+    return re.sub(r"[^\s<>]*\w-\w[^\s<>]*", keep, escaped)
+
+
 _SECTION_STYLE = {
     "call": "color:#0B3C5D;font-weight:bold", "coach": f"color:{figures.COACH_COLOR}",
     "injected": "color:#8A5A00",
@@ -730,13 +742,13 @@ def turn_html(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
         if key == "header":
             first, _, second = body.partition("\n")
             blocks.append(f"<div style='font-weight:bold;line-height:1.35;{WRAP}'>"
-                          f"{html.escape(first)}</div>"
+                          f"{keep_hyphenated(html.escape(first))}</div>"
                           f"<div style='font-size:12px;color:#555;line-height:1.35;"
-                          f"margin-top:2px;{WRAP}'>{html.escape(second)}</div>")
+                          f"margin-top:2px;{WRAP}'>{keep_hyphenated(html.escape(second))}</div>")
             continue
         blocks.append(
             f"<div style='margin-top:8px;font-size:11px;color:#555'>{html.escape(title)}</div>"
-            f"<pre style='{PRE_STYLE}{style}'>{html.escape(body)}</pre>")
+            f"<pre style='{PRE_STYLE}{style}'>{keep_hyphenated(html.escape(body))}</pre>")
     return "<div>" + "".join(blocks) + "</div>"
 
 
@@ -1256,11 +1268,11 @@ def host_paths_html(text: str) -> str:
     out, last = [], 0
     for m in re.finditer(r"(?<![\w.])/[^\s()'\",;]+", text):
         full = m.group(0).rstrip(".")
-        out.append(html.escape(text[last:m.start()]))
+        out.append(keep_hyphenated(html.escape(text[last:m.start()])))
         out.append(f"<span style='white-space:nowrap' title='{html.escape(full, quote=True)}'>"
                    f"{html.escape(short_path(full))}</span>")
         last = m.start() + len(full)
-    out.append(html.escape(text[last:]))
+    out.append(keep_hyphenated(html.escape(text[last:])))
     return "".join(out)
 
 
@@ -1318,6 +1330,9 @@ class ExplorerWidgets:
         self.map_image = w.Image(format="png", layout=w.Layout(width=f"{PICTURE_PX}px"))
         self.map_note = w.HTML()
         self._style = w.HTML(PRESENT_CSS)
+        for widget, name in ((self.turn_view, "turn"), (self.arc_image, "arc"),
+                             (self.map_image, "map"), (self.present, "size")):
+            widget.add_class(f"adakit-{name}")  # for page scripts and tests
         self.ui = w.VBox(layout=w.Layout(width="100%", max_width="100%"))
         self.ui.add_class("adakit-explorer")
         self._arrange()
@@ -1356,9 +1371,10 @@ class ExplorerWidgets:
                     "overflow": "hidden auto" if size.text_box_px else None}
         self.turn_view.layout = w.Layout(flex="1 1 380px", min_width="300px", **text_box)
         self.map_note.layout = w.Layout(width=f"{size.map_px}px", max_width="100%")
-        controls = [w.HBox([self.prev_button, self.slider, self.next_button, self.jump_select,
-                            self.jump_prev, self.jump_next], layout=w.Layout(**wrap)),
-                    self.firing_strip, self.jump_note]
+        steps = w.HBox([self.prev_button, self.slider, self.next_button, self.jump_select,
+                        self.jump_prev, self.jump_next], layout=w.Layout(**wrap))
+        steps.add_class("adakit-controls")
+        controls = [steps, self.firing_strip, self.jump_note]
         maps = [self.map_image, self.map_note] if self.show_map else []
         column = {"flex_flow": "row wrap", "align_items": "flex-start", "width": "100%",
                   "grid_gap": "12px"}
@@ -1413,6 +1429,9 @@ class ExplorerWidgets:
             self.run_select.options = [(run_label(r), r["run_id"]) for _, r in runs.iterrows()]
             if current in set(runs["run_id"]):
                 self.run_select.value = current
+            elif not runs.empty:  # the filters left the run out: their most instructive run
+                c = self.corpus
+                self.run_select.value = default_run(runs, c.turns, c.reads)
             note = hidden_note(self.corpus.runs, self._selection(), "model")
             self.filter_note.value = self._html(
                 f"<div style='font-size:12px;color:#8A5A00;{WRAP}'>{html.escape(note)}</div>"
@@ -1466,7 +1485,7 @@ class ExplorerWidgets:
         finally:
             self._busy = False
         self.summary.value = self._html(f"<pre style='{PRE_STYLE}'>"
-                                        f"{html.escape(view.summary())}</pre>")
+                                        f"{keep_hyphenated(html.escape(view.summary()))}</pre>")
         self.render()
 
     # ------------------------------------------------------------------ turns
@@ -1634,7 +1653,7 @@ __all__ = [
     "ANY", "AXES", "ENV_VAR", "NORMAL", "PRESENTATION", "DisplaySize", "ExplorerWidgets",
     "RunView", "StaticRendering", "apply_change",
     "arc_data", "axis_options", "build_explorer", "default_run", "explore", "figure_png",
-    "files_read", "host_paths_html", "ordinal", "scale_fonts", "short_path", "touched_until",
+    "files_read", "host_paths_html", "keep_hyphenated", "ordinal", "scale_fonts", "short_path", "touched_until",
     "turn_count_text",
     "firing_jumps", "firing_marks", "firing_strip_html", "firing_strip_text", "firings_at",
     "run_firings",
