@@ -77,8 +77,8 @@ class LabellingWidgets:
                                   layout=w.Layout(width="150px"))
         self.position = w.HTML()
         #: how many cards each family has and why (:func:`adakit.workbench.labels.plan_note`)
-        self.plan = w.HTML(f"<pre style='{PRE_STYLE}color:#555'>{html.escape(note)}</pre>"
-                           if note else "")
+        self.plan = w.HTML(f"<div style='{WRAP}font-size:12px;line-height:1.4;color:#555'>"
+                           f"{html.escape(note)}</div>" if note else "")
         # no width of 100%: widgets carry a 2 px margin and would stick out of the output
         self.evidence = w.HTML()
         self.rows = w.VBox()

@@ -240,7 +240,7 @@ def plan_note(candidates: Sequence[LabelItem], items: Sequence[LabelItem], n_car
         if per_family is None or there <= per_family:
             cap = "" if per_family is None else f", fewer than the {per_family} asked for"
             return f"all {there} {unit} of the corpus{cap}"
-        return f"{drawn} drawn from {there} {unit} ({per_family} per family)"
+        return f"{drawn} drawn at random from {there} {unit}"
 
     source = "judged items" if judged else "items the judges would build"
     lines = []
