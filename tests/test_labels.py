@@ -339,12 +339,12 @@ def test_the_plan_says_how_many_cards_and_why_and_opens_on_a_real_model(tmp_path
     assert lines[0] == "24 cards from 32 items the judges would build (at most 50 per family):"
     assert lines[1].startswith("4 conclusion card(s), one per concluded run, each labelled on "
                                "Task relevance, Trace grounding, Termination calibration: "
-                               "all 4 concluded runs of the corpus, fewer than the 50 asked")
-    assert any(line.startswith("12 step card(s) for Navigation prior") and "all 12 steps" in line
+                               "all 4 concluded runs in the corpus, fewer than the 50 asked")
+    assert any(line.startswith("12 step card(s) for Navigation prior") and "all 12 steps in the corpus" in line
                for line in lines)
     small = labels.plan_labels(corpus, per_family=2)
-    assert "2 drawn at random from 4 concluded runs" in small.note
-    assert "2 drawn at random from 12 steps" in small.note and len(small.cards) == 2 + 2 + 2
+    assert "2 drawn at random from 4 concluded runs in the corpus" in small.note
+    assert "2 drawn at random from 12 steps in the corpus" in small.note and len(small.cards) == 2 + 2 + 2
     # the deck opens on a real model's conclusion, whatever the seed's shuffle
     for seed in range(5):
         first = labels.plan_labels(corpus, per_family=50, seed=seed).cards[0]

@@ -239,7 +239,7 @@ def plan_note(candidates: Sequence[LabelItem], items: Sequence[LabelItem], n_car
     def why(drawn: int, there: int, unit: str) -> str:
         if per_family is None or there <= per_family:
             cap = "" if per_family is None else f", fewer than the {per_family} asked for"
-            return f"all {there} {unit} of the corpus{cap}"
+            return f"all {there} {unit}{cap}"
         return f"{drawn} drawn at random from {there} {unit}"
 
     source = "judged items" if judged else "items the judges would build"
@@ -249,7 +249,7 @@ def plan_note(candidates: Sequence[LabelItem], items: Sequence[LabelItem], n_car
         runs = len({i.run_id for i in items if i.family in conclusion})
         there = len({i.run_id for i in candidates if i.family in conclusion})
         titles = ", ".join(judges.get_family(f).title for f in conclusion)
-        unit = "judged concluded runs" if judged else "concluded runs"
+        unit = "judged concluded runs" if judged else "concluded runs in the corpus"
         lines.append(f"{runs} conclusion card(s), one per concluded run, each labelled on "
                      f"{titles}: {why(runs, there, unit)}")
     for name in families:
@@ -258,7 +258,7 @@ def plan_note(candidates: Sequence[LabelItem], items: Sequence[LabelItem], n_car
         drawn = sum(i.family == name for i in items)
         there = sum(i.family == name for i in candidates)
         lines.append(f"{drawn} step card(s) for {judges.get_family(name).title}: "
-                     f"{why(drawn, there, 'steps the judges judged' if judged else 'steps')}")
+                     f"{why(drawn, there, 'steps the judges judged' if judged else 'steps in the corpus')}")
     cap = "every item" if per_family is None else f"at most {per_family} per family"
     head = f"{n_cards} cards from {len(items)} {source} ({cap}):"
     return "\n".join([head, *lines])
