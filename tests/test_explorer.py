@@ -248,6 +248,79 @@ def test_default_run_opens_on_an_instructive_run():
     assert explorer.default_run(open_[open_["run_id"].isin(["b1", "m1"])], turns) == "b1"
 
 
+def test_default_run_prefers_a_real_run_that_read_two_files_and_concluded():
+    """A concluded run of lookups that read no file (the quick corpus's first real run) loses
+    to a later real run that read two files and concluded; bookmarks and failed calls read
+    nothing; a real run that reads without concluding beats one that concludes without
+    reading."""
+    runs = pd.DataFrame({
+        "run_id": ["base", "lookups", "bookmarks", "reader", "wanderer"],
+        "model_kind": ["baseline", "local", "local", "local", "local"],
+        "conclusion": ["done", "a conclusion", "a conclusion", "a conclusion", None],
+    })
+    rows = [("base", "OVW", "a", None), ("base", "PKR", "b", None), ("base", "CON", None, None),
+            ("lookups", "EXP", None, None), ("lookups", "EXP", None, None),
+            ("lookups", "MEM", None, None), ("lookups", "CON", None, None),
+            ("bookmarks", "BKM", "a", None), ("bookmarks", "BKM", "b", None),
+            ("bookmarks", "PKR", "c", "tool_error"), ("bookmarks", "CON", None, None),
+            ("reader", "OVW", "a", None), ("reader", "PKR", "b", None),
+            ("reader", "CON", None, None),
+            ("wanderer", "OVW", "a", None), ("wanderer", "PKR", "b", None),
+            ("wanderer", "PKR", "c", None)]
+    turns = pd.DataFrame(rows, columns=["run_id", "tool", "file", "error_type"])
+    reads = pd.DataFrame({"run_id": ["reader", "wanderer", "bookmarks"],
+                          "file": ["b", "b", "a"], "start_line": [1, 1, 7],
+                          "end_line": [20, 80, 7]})
+    assert explorer.files_read(turns).to_dict() == {"base": 2, "reader": 2, "wanderer": 3}
+    assert explorer.default_run(runs, turns, reads) == "reader"
+    assert explorer.default_run(runs, turns) == "reader"
+    no_reader = runs[runs["run_id"] != "reader"]
+    assert explorer.default_run(no_reader, turns, reads) == "wanderer"
+    only_lookups = runs[runs["run_id"].isin(["base", "lookups", "bookmarks"])]
+    assert explorer.default_run(only_lookups, turns, reads) == "lookups"  # real, concluded
+    # ties among real readers that concluded: more tools, then more lines shown
+    twins = pd.DataFrame({"run_id": ["short", "long"], "model_kind": ["local"] * 2,
+                          "conclusion": ["c", "c"]})
+    t2 = pd.DataFrame([(r, tool, f, None) for r in ("short", "long")
+                       for tool, f in (("OVW", "a"), ("PKR", "b"), ("CON", None))],
+                      columns=["run_id", "tool", "file", "error_type"])
+    r2 = pd.DataFrame({"run_id": ["short", "long"], "file": ["b", "b"], "start_line": [1, 1],
+                       "end_line": [5, 50]})
+    assert explorer.default_run(twins, t2, r2) == "long"
+    assert explorer.default_run(twins, t2) == "short"  # without reads: the corpus order
+
+
+def _closed(rf: RunFile) -> RunFile:
+    """``rf`` as if its last turn were a closing turn (the one before showed the instruction)."""
+    text = "Write your conclusion now."
+    rf.header.scaffold["close_turn"] = text
+    rf.turns[-2].injected.append(Injection(source="system", text=text))
+    return rf
+
+
+def test_turn_wording_names_the_closing_turn():
+    bound = synthetic_run("b", tools=["OVW", "PKR", "PKR", "CON"], files=FILES, turn_bound=4,
+                          reason="turn_bound")
+    bound.header.turn_bound = 3  # the fourth turn is one past the bound: a closing turn
+    plain = explorer.turn_count_text(bound)
+    assert plain == "4 turns (bound 3), ended by turn_bound"
+    closed = explorer.turn_count_text(_closed(bound))
+    assert closed.startswith("4 turns: the bound of 3, then the fourth was the closing turn")
+    assert closed.endswith("ended by turn_bound") and "(bound 3)" not in closed
+    stuck = _closed(synthetic_run("s", tools=["OVW", "malformed", "malformed", "CON"],
+                                  files=FILES, turn_bound=15, reason="malformed_limit"))
+    words = explorer.turn_count_text(stuck)
+    assert words.startswith("4 turns (bound 15): the fourth was the closing turn")
+    assert words.endswith("ended by malformed_limit")
+    c = corpus_from_runs([bound])
+    view = explorer.RunView(c, "b", run_file=bound)
+    assert closed in view.summary()
+    assert explorer.turn_sections(bound, 4)["header"].startswith("turn 4 of 4 (the closing turn)")
+    assert "closing" not in explorer.turn_sections(bound, 3)["header"]
+    assert [explorer.ordinal(n) for n in (1, 7, 11, 12, 13, 21, 22, 23, 111)] == [
+        "first", "seventh", "11th", "12th", "13th", "21st", "22nd", "23rd", "111th"]
+
+
 # --------------------------------------------------------------------------- text and pictures
 
 
@@ -478,6 +551,80 @@ def test_widget_jump_menu_filter_note_and_picture_sizes(small_corpus):
     assert "synth-A" in w.filter_note.value and "m-llm" in w.filter_note.value
 
 
+def _children(widget) -> list:
+    """Every widget under ``widget`` (depth first), itself included."""
+    out = [widget]
+    for child in getattr(widget, "children", ()):
+        out += _children(child)
+    return out
+
+
+def test_presentation_size_puts_the_map_beside_the_controls_in_larger_type(small_corpus):
+    w = explorer.build_explorer(small_corpus, run_id="syn-a", turn=4)
+    normal_text = w.turn_view.value
+    assert w.size is explorer.NORMAL and "adakit-present" not in w.ui._dom_classes
+    turn_row = next(c for c in w.ui.children if w.prev_button in _children(c))
+    assert w.map_image not in _children(turn_row)  # the map sits under the controls
+    w.present.value = True
+    assert w.size is explorer.PRESENTATION and "adakit-present" in w.ui._dom_classes
+    beside = next(c for c in w.ui.children if w.prev_button in _children(c))
+    left, right = beside.children
+    assert w.prev_button in _children(left) and w.turn_view in _children(left)
+    assert w.map_image in right.children and w.turn == 4  # the same turn, redrawn
+    assert explorer.png_size(bytes(w.map_image.value))[0] == explorer.PRESENTATION.map_px
+    assert explorer.png_size(bytes(w.arc_image.value))[0] == explorer.PRESENTATION.arc_px
+    assert w.turn_view.layout.max_height == f"{explorer.PRESENTATION.text_box_px}px"
+    assert "font-size:15.6px" in w.turn_view.value and "font-size:15.6px" not in normal_text
+    view = w.view
+    for fig in (view.map_figure(4, explorer.PRESENTATION), view.arc_figure(4, explorer.PRESENTATION)):
+        assert explorer.font_px(fig) >= explorer.PRESENTATION.min_font_px - 0.01
+    w.present.value = False
+    assert explorer.png_size(bytes(w.map_image.value))[0] == explorer.PICTURE_PX
+    assert "font-size:15.6px" not in w.turn_view.value
+    assert explorer.scale_fonts("<p style='font-size:10px'>", 1.5) == "<p style='font-size:15.0px'>"
+
+
+def test_the_map_names_the_files_the_run_touched(small_corpus):
+    view = explorer.RunView(small_corpus, "syn-a")
+    assert explorer.touched_until(small_corpus.turns, "syn-a", 8) == ["pkg/a.py", "pkg/b.py"]
+    fig = view.map_figure(1)  # turn 1 only outlined pkg/a.py: no lines, yet it is named
+    assert "a.py" in {t.get_text() for t in fig.axes[0].texts}
+    fig = view.map_figure(11)
+    names = {t.get_text() for t in fig.axes[0].texts}
+    assert {"a.py", "b.py", "c.py"} <= names
+    assert fig.axes[0].get_title(loc="center").startswith("toyworld by turn 11: 3 file(s) read")
+
+
+def test_host_paths_are_shortened_and_kept_on_one_line():
+    note = "World 'w': 3 source files from /srv/somewhere/deep/worlds/flask-3.1.3 (0 more)."
+    shown = explorer.host_paths_html(note)
+    assert "<span style='white-space:nowrap' title='/srv/somewhere/deep/worlds/flask-3.1.3'>" \
+        "…/worlds/flask-3.1.3</span> (0 more)." in shown
+    assert explorer.short_path(config.ROOT / "data" / "worlds" / "x") == "data/worlds/x"
+    assert explorer.host_paths_html("a <b> & c") == "a &lt;b&gt; &amp; c"
+
+
+def test_the_map_changes_with_the_text_when_the_world_changes(tmp_path):
+    folder = tmp_path / "runs"
+    write_run(scripted_run("in-toy"), folder / "in-toy.jsonl")
+    write_run(scripted_run("in-other", world="otherworld"), folder / "in-other.jsonl")
+    # first in corpus order in otherworld, but it reads nothing: the menu skips it
+    write_run(synthetic_run("in-other-0", world="otherworld", tools=["MEM", "CON"],
+                            files=FILES), folder / "in-other-0.jsonl")
+    write_run(synthetic_run("reads-nothing", world="emptyworld", tools=["MEM", "CON"],
+                            files=FILES), folder / "reads-nothing.jsonl")
+    w = explorer.build_explorer(load_corpus(folder, cache=False), run_id="in-toy")
+    toy = bytes(w.map_image.value)
+    w.selectors["world"].value = "otherworld"
+    assert w.view.run_id == "in-other" and "otherworld" in w.turn_view.value
+    assert bytes(w.map_image.value) != toy and w.map_image.layout.display is None
+    # a world with nothing to draw hides the map instead of leaving the last one up
+    w.selectors["world"].value = "emptyworld"
+    assert w.view.run_id == "reads-nothing"
+    assert w.map_image.value == b"" and w.map_image.layout.display == "none"
+    assert "no files to draw" in w.map_note.value
+
+
 def test_the_explorer_opens_on_a_concluded_run_when_there_is_one(tmp_path):
     unfinished = synthetic_run("a-first", model="synth-A", tools=["OVW", "BKM", "BKM"],
                                files=FILES, reason="turn_bound")
@@ -627,7 +774,8 @@ def test_the_committed_tour_ships_blank_answers():
 # --------------------------------------------------------------------------- notebooks
 
 NOTEBOOKS = {
-    "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "arc_axis", "fetch_world",
+    "30_explorer.ipynb": {"corpus", "run_id", "turn", "interactive", "presentation",
+                          "arc_axis", "fetch_world",
                           "labels_file", "labeller", "label_families", "items_per_family",
                           "blind"},
     "00_tour.ipynb": {"corpus", "world", "baseline", "task", "condition", "turn_bound",
@@ -646,7 +794,10 @@ def test_notebooks_are_stripped_and_document_their_parameters(name):
     params = pm.inspect_notebook(str(path))
     assert set(params) == NOTEBOOKS[name]
     assert all(p["help"] for p in params.values())
-    assert params["corpus"]["default"] == '"data/runs/quick"'
+    # the explorer opens on the study's corpora (the quick profile's parameters)
+    study = (["data/runs/quick", "data/reference/local-v3/runs"] if name == "30_explorer.ipynb"
+             else "data/runs/quick")
+    assert json.loads(params["corpus"]["default"]) == study
 
 
 @pytest.fixture(scope="module")

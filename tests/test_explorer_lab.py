@@ -33,6 +33,7 @@ from lab import (
     write_notebook,
 )
 
+from adakit import config
 from adakit.record import load_corpus
 from adakit.synthetic import synthetic_run, write_run
 from adakit.workbench import explorer
@@ -82,6 +83,13 @@ def lab(tmp_path: Path) -> Iterator[ExplorerLab]:
         "from adakit.workbench.explorer import explore\n"
         f"ui = explore({str(corpus)!r}, run_id={RUN_ID!r}, interactive=True)\n"
         "print(type(ui).__name__)\n"
+        "ui"])
+    # the shipped reference corpus (real models on real worlds), read without a cache file
+    write_notebook(root / "present.ipynb", [
+        "from adakit.record import load_corpus\n"
+        "from adakit.workbench.explorer import explore\n"
+        f"ui = explore(load_corpus({str(config.REFERENCE_RUNS)!r}, cache=False), "
+        "interactive=True, presentation=True)\n"
         "ui"])
     write_notebook(root / "default.ipynb", [
         "from adakit.workbench.explorer import explore\n"
@@ -180,6 +188,110 @@ def test_explorer_fits_1280x720_with_and_without_the_file_browser(lab: ExplorerL
                 assert fit["viewport"] == [1280, 720] and fit["left_open"] is open_
                 assert_fits(fit, what)
                 assert [n for n, _ in fit["images"]] == [explorer.PICTURE_PX] * 2
+        except BaseException:
+            print("--- console errors:", *page.errors, sep="\n")
+            print("--- jupyter lab log:\n" + lab.lab.log.read_text()[-4000:])
+            raise
+
+
+# The turn controls scrolled to the top of the notebook, then the boxes (left, top, right,
+# bottom) of the notebook's visible area and of one turn's parts, the fonts, the map's source.
+PRESENT_BOXES = """(async () => {
+  const ui = document.querySelector('.adakit-explorer');
+  if (!ui) return null;
+  const controls = ui.querySelector('.adakit-controls');
+  if (!controls) return null;
+  if (window.__scrolled !== true) {
+    controls.scrollIntoView({block: 'start'});
+    window.__scrolled = true;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const box = (el) => {
+    if (!el) return null;
+    const r = el.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom].map(Math.round);
+  };
+  const button = (t) => [...ui.querySelectorAll('button')].find((b) => b.textContent.trim() === t);
+  const panel = ui.closest('.jp-WindowedPanel-outer') || ui.closest('.jp-Notebook');
+  const pre = ui.querySelector('.adakit-turn pre');
+  const map = ui.querySelector('img.adakit-map');
+  return {
+    panel: box(panel), viewport: [innerWidth, innerHeight],
+    parts: {prev: box(button('◀ prev')), next: box(button('next ▶')),
+            slider: box(ui.querySelector('.widget-slider')), match: box(button('match ▶')),
+            text: box(ui.querySelector('.adakit-turn')), arc: box(ui.querySelector('img.adakit-arc')),
+            map: box(map)},
+    fonts: {text: pre ? parseFloat(getComputedStyle(pre).fontSize) : 0,
+            button: parseFloat(getComputedStyle(button('next ▶')).fontSize)},
+    present: ui.classList.contains('adakit-present'),
+    map_src: map ? map.src : '', map_shown: map ? map.naturalWidth : 0,
+    text: ui.textContent,
+  };
+})()"""
+
+# choose ``value`` in the explorer's world menu, as a person would
+CHOOSE_WORLD = """((value) => {
+  const ui = document.querySelector('.adakit-explorer');
+  const select = [...ui.querySelectorAll('.widget-dropdown')]
+    .find((d) => (d.querySelector('label') || {}).textContent === 'world').querySelector('select');
+  select.value = value;
+  select.dispatchEvent(new Event('change', {bubbles: true}));
+  return select.value === value;
+})(%s)"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_explorer_in_presentation_size_fits_one_turn_at_1280x720(lab: ExplorerLab,
+                                                                tmp_path: Path):
+    """On the reference corpus, the explorer opens on a real model's run that read at least
+    two files and concluded; in presentation size at 1280x720 (file browser closed) the turn
+    controls, the turn text, the arc and the map lie on one screen, the map beside the
+    controls, in type of at least 15 px; switching the world redraws the map with the text."""
+    chromium = find_chromium()
+    assert chromium, "headless Chromium is needed (make test installs Debian's chromium)"
+    corpus = load_corpus(config.REFERENCE_RUNS, cache=False)
+    run = explorer.default_run(corpus.runs, corpus.turns, corpus.reads)
+    row = corpus.runs.set_index("run_id").loc[run]
+    assert row["model_kind"] != "baseline" and str(row["conclusion"] or "").strip()
+    assert explorer.files_read(corpus.turns)[run] >= 2
+    with start_chromium(chromium, tmp_path / "chromium", tmp_path / "chromium.log") as page:
+        try:
+            set_viewport(page, 1280, 720)
+            open_and_run(page, lab.lab, "present.ipynb")
+            page.wait_for(OUTPUT_STATE, 90, "the explorer to show turn 1",
+                          until=lambda s: bool(s) and s["run"] == "done"
+                          and any(h.startswith("turn 1 of") for h in s["html"]))
+            left_area(page, False)
+            state = page.wait_for(PRESENT_BOXES, 30, "the explorer's parts",
+                                  until=lambda s: bool(s) and s["map_shown"] > 0
+                                  and all(s["parts"].values()))
+            screenshot(page, tmp_path / "explorer-presentation.png")
+            assert state["present"] and run in state["text"], state["text"][:300]
+            left, top, right, bottom = state["panel"]
+            for name, (x0, y0, x1, y1) in state["parts"].items():
+                assert left - 1 <= x0 and x1 <= right + 1, (name, state)
+                assert top - 1 <= y0 and y1 <= bottom + 1, (name, state)
+            parts = state["parts"]
+            assert parts["map"][0] >= parts["slider"][2]  # the map beside the controls
+            assert parts["map"][1] < parts["text"][3]  # ... and beside the text
+            assert state["fonts"]["text"] >= 15 and state["fonts"]["button"] >= 15, state["fonts"]
+            assert_fits(page.evaluate(LAYOUT_OF_EXPLORER), "presentation size")
+            print("presentation boxes:", state["panel"], parts, state["fonts"])
+
+            # another world: the map is redrawn together with the text
+            before = state["map_src"]
+            assert page.evaluate(CHOOSE_WORLD % json.dumps("requests"))
+            t0 = time.monotonic()
+            page.wait_for(PRESENT_BOXES, 30, "the text of a requests run",
+                          until=lambda s: bool(s) and "· requests ·" in s["text"])
+            t_text = time.monotonic() - t0
+            moved = page.wait_for(PRESENT_BOXES, 10, "the map of requests",
+                                  until=lambda s: bool(s) and s["map_src"] != before)
+            t_map = time.monotonic() - t0
+            assert t_map - t_text < 1.0, (t_text, t_map)
+            assert moved["map_shown"] > 0
+            screenshot(page, tmp_path / "explorer-presentation-requests.png")
         except BaseException:
             print("--- console errors:", *page.errors, sep="\n")
             print("--- jupyter lab log:\n" + lab.lab.log.read_text()[-4000:])

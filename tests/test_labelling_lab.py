@@ -38,8 +38,11 @@ GROUPS = """(() => {
   const ui = document.querySelector('.adakit-labelling');
   if (!ui) return null;
   const groups = [...ui.querySelectorAll('.widget-toggle-buttons')];
-  const position = (ui.textContent.match(/card \\d+ of \\d+ · \\d+ labelled by \\S+/) || [''])[0];
-  return {position, run: window.__runAll,
+  const position = (ui.textContent.match(
+    /card \\d+ of \\d+ · \\d+ of \\d+ labels by \\S+ · \\d+ of \\d+ cards complete/) || [''])[0];
+  const status = [...ui.querySelectorAll('.widget-html-content')].map((h) => h.textContent)
+    .find((t) => /saved: /.test(t)) || '';
+  return {position, status, text: ui.textContent, run: window.__runAll,
           groups: groups.map((g) => [
             [...g.classList].find((c) => c.startsWith('adakit-label-')) || '',
             [...g.querySelectorAll('button')].map((b) => b.textContent.trim()),
@@ -100,6 +103,9 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
         f"           per_family={PER_FAMILY}, interactive=True)\n"
         "ui"])
     log = labels.LabelLog(label_file)
+    plan = labels.plan_labels(load_corpus(corpus, cache=False), pd.read_parquet(judgments),
+                              per_family=PER_FAMILY)
+    n_items = sum(len(c.items) for c in plan.cards)
     clicked: list[tuple[str, str]] = []  # (family, label) in click order
     with start_lab(tmp_path, root) as lab, \
             start_chromium(chromium, tmp_path / "chromium", tmp_path / "chromium.log") as page:
@@ -110,7 +116,8 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
                                   until=lambda s: bool(s) and s["run"] == "done"
                                   and bool(s["groups"]))
             assert state["position"].startswith("card 1 of ")
-            assert "0 labelled by ana" in state["position"]
+            assert f"0 of {n_items} labels by ana" in state["position"]
+            assert plan.note.splitlines()[0] in state["text"]  # how many cards, and why
             assert_fits(layout(page, "adakit-labelling"), "labelling widget")
             assert screenshot(page, tmp_path / "labelling.png") == (1280, 720)
             while len(clicked) < 3:
@@ -124,13 +131,20 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
                     n = len(clicked)
                     page.wait_for(GROUPS, 20, f"label {n} to be saved",
                                   until=lambda s, n=n: len(log.rows()) >= n)
+                    # the header counts the label as soon as it is saved
+                    state = page.wait_for(
+                        GROUPS, 20, f"the header to count label {n}",
+                        until=lambda s, n=n: f"· {n} of {n_items} labels by ana" in s["position"])
+                    assert "saved: " in state["status"]
                     if len(clicked) == 3:
                         break
                 else:
                     before = state["position"]
                     page.evaluate(NEXT_CARD)
-                    page.wait_for(GROUPS, 20, "the next card",
-                                  until=lambda s, b=before: bool(s) and s["position"] != b)
+                    state = page.wait_for(GROUPS, 20, "the next card",
+                                          until=lambda s, b=before: bool(s)
+                                          and s["position"] != b)
+                    assert state["status"] == ""  # the last card's "saved" stays with it
             time.sleep(2.0)  # anything a double click would have written has arrived by now
             rows = log.rows()
             assert len(rows) == 3, rows
@@ -140,9 +154,7 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
             # reload the page and run the notebook again: the labels come back from the file
             save_notebook(page)
             open_and_run(page, lab, "label.ipynb")
-            items = labels.label_items(load_corpus(corpus, cache=False),
-                                       pd.read_parquet(judgments), per_family=PER_FAMILY)
-            cards = labels.label_cards(items)
+            cards = plan.cards
             mine = log.latest("ana")
             done = sum(all((i.item_id, i.family) in mine for i in c.items) for c in cards)
             expect = [mine.get((i.item_id, i.family), "") for i in cards[0].items]
@@ -151,7 +163,8 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
                 until=lambda s: bool(s) and s["run"] == "done"
                 and s["position"].startswith("card 1 of ")
                 and [a for _, _, a in s["groups"]] == expect)
-            assert f"{done} labelled by ana" in state["position"]
+            assert state["position"].endswith(f"{done} of {len(cards)} cards complete")
+            assert f"· {len(mine)} of {n_items} labels by ana" in state["position"]
             assert len(log.rows()) == 3  # reloading wrote nothing
         except BaseException:
             print("--- console errors:", *page.errors, sep="\n")

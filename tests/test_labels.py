@@ -312,11 +312,78 @@ def test_labelling_widget_saves_each_click_once(corpus, tmp_path):
     assert next(iter(again.buttons.values())).value == done[0][2]
     again.labeller.value = "bo"
     assert next(iter(again.buttons.values())).value is None
-    assert "card 1 of" in again.position.value and "0 labelled by bo" in again.position.value
+    assert "card 1 of" in again.position.value and "0 of 19 labels by bo" in again.position.value
     html = again.evidence.value
     assert "run-a" not in html and "run-b" not in html and "synth-A" not in html  # blind
     again.blind.value = False
     assert "synth-A" in again.evidence.value
+
+
+def _mixed_corpus(folder) -> object:
+    """Scripted baselines first in corpus order, then two runs of a real (local) model."""
+    for rid, kind in (("a-base", "baseline"), ("b-base", "baseline"), ("c-real", "local"),
+                      ("d-real", "local")):
+        rf = synthetic_run(rid, tools=TOOLS, files=FILES, seed=1)
+        rf.header.model.kind = kind
+        write_run(rf, folder / f"{rid}.jsonl")
+    return load_corpus(folder, cache=False)
+
+
+def test_the_plan_says_how_many_cards_and_why_and_opens_on_a_real_model(tmp_path):
+    corpus = _mixed_corpus(tmp_path / "runs")
+    plan = labels.plan_labels(corpus, per_family=50)
+    # 4 concluded runs (3 families each), 2 navigation steps (OVW, PKR; the failed PKR
+    # too) and 2 reasoning steps (MEM, CON) per run
+    assert len(plan.items) == 4 * 3 + 4 * 3 + 4 * 2 and len(plan.cards) == 4 + 12 + 8
+    lines = plan.note.splitlines()
+    assert lines[0] == "24 cards from 32 items the judges would build (at most 50 per family):"
+    assert lines[1].startswith("4 conclusion card(s), one per concluded run, each labelled on "
+                               "Task relevance, Trace grounding, Termination calibration: "
+                               "all 4 concluded runs in the corpus, fewer than the 50 asked")
+    assert any(line.startswith("12 step card(s) for Navigation prior") and "all 12 steps in the corpus" in line
+               for line in lines)
+    small = labels.plan_labels(corpus, per_family=2)
+    assert "2 drawn at random from 4 concluded runs in the corpus" in small.note
+    assert "2 drawn at random from 12 steps in the corpus" in small.note and len(small.cards) == 2 + 2 + 2
+    # the deck opens on a real model's conclusion, whatever the seed's shuffle
+    for seed in range(5):
+        first = labels.plan_labels(corpus, per_family=50, seed=seed).cards[0]
+        assert first.run_id in {"c-real", "d-real"} and first.kind == "conclusion"
+    shuffled = labels.label_cards(plan.items, seed=0)
+    assert labels.label_cards(plan.items, seed=0, lead={"zzz"}) == shuffled  # no such run
+    led = labels.label_cards(plan.items, seed=0, lead={"c-real"})
+    assert sorted(map(repr, led)) == sorted(map(repr, shuffled)) and led[0].run_id == "c-real"
+
+
+def test_labelling_counts_and_messages_stay_right_card_to_card(tmp_path):
+    corpus = _mixed_corpus(tmp_path / "runs")
+    plan = labels.plan_labels(corpus, per_family=50)
+    path = tmp_path / "labels.jsonl"
+    w = labelling.LabellingWidgets(corpus, plan.cards, labels.LabelLog(path), labeller="nc",
+                                   note=plan.note)
+    assert "24 cards from 32 items" in w.plan.value
+    assert "0 of 32 labels by nc · 0 of 24 cards complete" in w.position.value
+    conclusion = w.card
+    assert conclusion.kind == "conclusion" and len(w.buttons) == 3
+    w.buttons["task_relevance"].value = w.buttons["task_relevance"].options[0]
+    # the header counts the label right after the save
+    assert "1 row by nc" in w.status.value
+    assert "1 of 32 labels by nc · 0 of 24 cards complete" in w.position.value
+    for family in ("trace_grounding", "termination_calibration"):
+        w.buttons[family].value = w.buttons[family].options[1]
+    assert "3 rows by nc" in w.status.value
+    assert "3 of 32 labels by nc · 1 of 24 cards complete" in w.position.value
+    assert w.counts() == (3, 1)
+    # another card (of other families): the saved line does not carry over
+    step = next(k for k, c in enumerate(w.cards) if c.kind == "step")
+    w.go(step)
+    assert w.status.value == "" and "3 of 32 labels" in w.position.value
+    w.go(step)  # the same card again keeps a message
+    w.buttons[w.card.items[0].family].value = w.buttons[w.card.items[0].family].options[0]
+    w.go(step)
+    assert "saved:" in w.status.value
+    w.go(0)
+    assert w.status.value == "" and "4 of 32 labels by nc · 2 of 24" in w.position.value  # a step card: one label
 
 
 def test_a_bookmarked_run_shows_its_bookmarks_blind():

@@ -31,6 +31,7 @@ import base64
 import html
 import io
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,10 +54,12 @@ from adakit.lenses import journey
 from adakit.lenses.surface import distinct_lines
 from adakit.record import (
     CANONICAL_ORDER,
+    NAV,
     Corpus,
     RunFile,
     Turn,
     active_seconds,
+    closed_run,
     load_corpus,
     merge_ranges,
     read_run,
@@ -82,6 +85,30 @@ MIN_TURN_SECONDS = 0.05
 PICTURE_PX = 460
 DISPLAY_DPI = 100
 MIN_FONT_PX = 10.0
+
+
+@dataclass(frozen=True)
+class DisplaySize:
+    """How large the explorer draws one turn: its text, its pictures and where they sit."""
+
+    name: str
+    #: the turn text's base size, and the factor on every inline font size of the HTML
+    text_px: int
+    font_scale: float
+    arc_px: int  # width of the journey arc
+    map_px: int  # width of the footprint map
+    min_font_px: float  # the smallest text of a picture
+    #: the turn text scrolls inside a box this high (None: as high as its text)
+    text_box_px: int | None
+    #: the map beside the turn controls (True) or under the arc beside the text (False)
+    map_beside_controls: bool
+
+
+#: The notebook size: pictures at :data:`PICTURE_PX`, texts at 11-13 px.
+NORMAL = DisplaySize("normal", 13, 1.0, PICTURE_PX, PICTURE_PX, MIN_FONT_PX, None, False)
+#: The projector size (1280x720): larger type, the map beside the controls, the turn text in
+#: a scrolling box, so the controls, the text, the arc and the map of one turn share a screen.
+PRESENTATION = DisplaySize("presentation", 16, 1.3, 560, 430, 13.0, 230, True)
 
 
 # --------------------------------------------------------------------------- choosing a run
@@ -117,19 +144,29 @@ def axis_options(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None)
     return out
 
 
-#: Distinct tools and distinct files a run needs to count as navigating (:func:`default_run`).
+#: Distinct tools and distinct files read a run needs to count as navigating (:func:`default_run`).
 NAVIGATES = 2
 
 
-def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
+def files_read(turns: pd.DataFrame) -> pd.Series:
+    """Distinct files each run navigated into (a successful OVW, PKR or EXP call on a file),
+    by run id; a bookmark or a failed call reads nothing."""
+    ok = turns[turns["error_type"].isna()] if "error_type" in turns.columns else turns
+    nav = ok[ok["tool"].isin(NAV) & ok["file"].notna()]
+    return nav.groupby("run_id")["file"].nunique()
+
+
+def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None,
+                reads: pd.DataFrame | None = None) -> str:
     """The run to open first: an instructive one.
 
-    First a real model's run (not a scripted baseline) that ends with a conclusion (finalized,
-    or written on its closing turn); else a
-    real model's run that navigates (at least :data:`NAVIGATES` distinct tools and files,
-    given ``turns``), since an agent exploring without concluding shows more than a baseline;
-    else any concluded run; then the corpus order. Ties go to more distinct tools, then more
-    files. A corpus of baselines only opens on its most instructive baseline run the same way.
+    First a real model's run (not a scripted baseline) that read at least :data:`NAVIGATES`
+    files (:func:`files_read`, given ``turns``) with as many distinct tools and ended with a
+    conclusion (finalized, or written on its closing turn); else a real model's run that reads
+    that much without concluding, since exploring shows more than a lookup that concludes;
+    else a real model's concluded run; else any concluded run; then the corpus order. Ties go
+    to more distinct tools, then more lines shown (given ``reads``), then more files. A corpus
+    of baselines only opens on its most instructive baseline run the same way.
     """
     if runs.empty:
         raise ValueError("the corpus has no runs to explore")
@@ -143,20 +180,26 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None) -> str:
     else:
         concluded = order["reason"].eq("finalize") if "reason" in order.columns else none
     key["concluded"] = concluded.astype(int).to_numpy()
-    key["tools"] = 0
-    key["files"] = 0
+    key["tools"] = key["files"] = key["lines"] = 0
     if turns is not None and not turns.empty:
         ok = turns[turns["error_type"].isna()] if "error_type" in turns.columns else turns
-        tools = ok.groupby("run_id")["tool"].nunique()
-        files = ok.groupby("run_id")["file"].nunique()
-        key["tools"] = order["run_id"].map(tools).fillna(0).astype(int).to_numpy()
-        key["files"] = order["run_id"].map(files).fillna(0).astype(int).to_numpy()
+        key["tools"] = _per_run(order, ok.groupby("run_id")["tool"].nunique())
+        key["files"] = _per_run(order, files_read(turns))
+    if reads is not None and not reads.empty:
+        shown = (reads["end_line"] - reads["start_line"] + 1).groupby(reads["run_id"]).sum()
+        key["lines"] = _per_run(order, shown)
+    navigates = (key["tools"] >= NAVIGATES) & (key["files"] >= NAVIGATES)
+    key["real_concluded_navigates"] = key["real"] & key["concluded"] & navigates
+    key["real_navigates"] = key["real"] & navigates
     key["real_concluded"] = key["real"] & key["concluded"]
-    key["real_navigates"] = key["real"] & (key["tools"] >= NAVIGATES) & (key["files"] >= NAVIGATES)
-    key = key.sort_values(["real_concluded", "real_navigates", "concluded", "real", "tools",
-                           "files", "position"],
-                          ascending=[False, False, False, False, False, False, True])
+    ranks = ["real_concluded_navigates", "real_navigates", "real_concluded", "concluded",
+             "real", "tools", "lines", "files"]
+    key = key.sort_values([*ranks, "position"], ascending=[False] * len(ranks) + [True])
     return str(order["run_id"].iloc[int(key.index[0])])
+
+
+def _per_run(order: pd.DataFrame, values: pd.Series) -> Any:
+    return order["run_id"].map(values).fillna(0).astype(int).to_numpy()
 
 
 def hidden_values(runs: pd.DataFrame, selection: Mapping[str, Any] | None = None,
@@ -187,6 +230,34 @@ def run_label(run: Mapping[str, Any] | pd.Series) -> str:
     reason = reason if isinstance(reason, str) else "unfinished"
     return (f"{run['model']} · {run['world']} · {run['task']} · {run['condition']} · "
             f"r{run.get('repeat', 0)} ({run.get('n_turns', '?')} turns, {reason})")
+
+
+def ordinal(n: int) -> str:
+    """``n`` as an English ordinal word or number: "first" .. "tenth", then "11th", "22nd"."""
+    words = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth",
+             "ninth", "tenth"]
+    if 1 <= n <= len(words):
+        return words[n - 1]
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def turn_count_text(rf: RunFile) -> str:
+    """How many turns a run took against its bound and what ended it, in words that name a
+    closing turn (``close_turn``: one more turn, offered only to write the conclusion) as
+    such, so "7 turns, bound 6" does not read as a bound broken."""
+    n, bound = len(rf.turns), rf.header.turn_bound
+    reason = rf.end.reason if rf.end else None
+    ending = f"ended by {reason}" if reason else "unfinished (no end record)"
+    plural = "turn" if n == 1 else "turns"
+    if not closed_run(rf):
+        return f"{n} {plural} (bound {bound}), {ending}"
+    last = ordinal(rf.turns[-1].turn)
+    if reason == "turn_bound":
+        return (f"{n} turns: the bound of {bound}, then the {last} was the closing turn "
+                f"(offered only to write the conclusion); {ending}")
+    return (f"{n} turns (bound {bound}): the {last} was the closing turn (offered only to "
+            f"write the conclusion); {ending}")
 
 
 # --------------------------------------------------------------------------- one turn
@@ -553,8 +624,9 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
     t = turn_record(rf, turn)
     h = rf.header
     n = len(rf.turns)
-    head = (f"turn {t.turn} of {n} · {h.model.name} ({h.model.kind}) · {h.world.name} · "
-            f"{h.task.family} · {h.condition.name}")
+    closing = " (the closing turn)" if t is rf.turns[-1] and closed_run(rf) else ""
+    head = (f"turn {t.turn} of {n}{closing} · {h.model.name} ({h.model.kind}) · "
+            f"{h.world.name} · {h.task.family} · {h.condition.name}")
     if turn_times_meaningful(rf):
         timing = (f"+{t.started_at - h.started_at:.1f} s from launch · "
                   f"this turn {t.ended_at - t.started_at:.2f} s")
@@ -637,6 +709,18 @@ def turn_sections_text(rf: RunFile, turn: int, reads: pd.DataFrame | None = None
 WRAP = "white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere;"
 PRE_STYLE = f"{WRAP}margin:0;font-size:12px;line-height:1.4;"
 
+def keep_hyphenated(escaped: str, longest: int = 30) -> str:
+    """Escaped HTML text with each word of up to ``longest`` characters that holds a hyphen
+    (``L546-667``, ``scikit-learn``) kept on one line: browsers break lines after a hyphen,
+    which splits a line range or a name in two."""
+    def keep(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return f"<span style='white-space:nowrap'>{word}</span>" if len(word) <= longest \
+            else word
+
+    return re.sub(r"[^\s<>]*\w-\w[^\s<>]*", keep, escaped)
+
+
 _SECTION_STYLE = {
     "call": "color:#0B3C5D;font-weight:bold", "coach": f"color:{figures.COACH_COLOR}",
     "injected": "color:#8A5A00",
@@ -658,13 +742,13 @@ def turn_html(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
         if key == "header":
             first, _, second = body.partition("\n")
             blocks.append(f"<div style='font-weight:bold;line-height:1.35;{WRAP}'>"
-                          f"{html.escape(first)}</div>"
+                          f"{keep_hyphenated(html.escape(first))}</div>"
                           f"<div style='font-size:12px;color:#555;line-height:1.35;"
-                          f"margin-top:2px;{WRAP}'>{html.escape(second)}</div>")
+                          f"margin-top:2px;{WRAP}'>{keep_hyphenated(html.escape(second))}</div>")
             continue
         blocks.append(
             f"<div style='margin-top:8px;font-size:11px;color:#555'>{html.escape(title)}</div>"
-            f"<pre style='{PRE_STYLE}{style}'>{html.escape(body)}</pre>")
+            f"<pre style='{PRE_STYLE}{style}'>{keep_hyphenated(html.escape(body))}</pre>")
     return "<div>" + "".join(blocks) + "</div>"
 
 
@@ -692,11 +776,11 @@ def arc_data(corpus: Corpus, run_id: str, turn: int,
 
 def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Literal["turn", "time"] = "turn",
              title: str | None = None, width_px: int = PICTURE_PX, dpi: int = DISPLAY_DPI,
-             note: str = "") -> Figure:
+             note: str = "", min_font_px: float = MIN_FONT_PX) -> Figure:
     """One run's journey arc (lens 1 markers) with the current turn ringed and the turns
     still to come faded, drawn ``width_px`` pixels wide at ``dpi`` (show it with
     :func:`figure_png` ``tight=False`` at that width) with every text at least
-    :data:`MIN_FONT_PX` high. ``note`` goes under the title (e.g. why the turn axis)."""
+    ``min_font_px`` high. ``note`` goes under the title (e.g. why the turn axis)."""
     if arc.empty:
         raise ValueError("the run has no turns: no arc to draw")
     run_ids = set(arc["run_id"])
@@ -739,9 +823,10 @@ def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Literal["turn", "time"
     if handles:
         fig.legend(handles, labels, loc="outside lower center", ncol=ncol,
                    handletextpad=0.3, columnspacing=0.8, frameon=False)
-    height_px = 118 + 16 * rows + (16 if note else 0)
+    grow = min_font_px / MIN_FONT_PX
+    height_px = round((118 + 16 * rows + (16 if note else 0)) * grow)
     fig.set_size_inches(width_px / dpi, height_px / dpi)
-    legible(fig, dpi=dpi)
+    legible(fig, min_font_px, dpi=dpi)
     return fig
 
 
@@ -792,8 +877,18 @@ def outlined_until(turns: pd.DataFrame, run_id: str, turn: int) -> list[str]:
     return list(dict.fromkeys(t["file"].astype(str)))
 
 
-MAP_LEGEND = ("grey: no lines shown yet · dashed ring: outlined only (structure,\n"
-              "no lines; the census counts it as visited) · black ring: this turn's file")
+def touched_until(turns: pd.DataFrame, run_id: str, turn: int) -> list[str]:
+    """Files one run's successful calls named (read, outlined, searched, bookmarked) at turns
+    1..``turn``, in first-touched order."""
+    t = turns[(turns["run_id"] == run_id) & (pd.to_numeric(turns["turn"]) <= turn)
+              & turns["file"].notna()]
+    if "error_type" in t.columns:
+        t = t[t["error_type"].isna()]
+    return list(dict.fromkeys(t["file"].astype(str)))
+
+
+MAP_LEGEND = ("grey: no lines shown yet · dashed ring: outlined only (structure, no lines; "
+              "the census counts it as visited) · black ring: this turn's file")
 
 
 def _luminance(rgba: Sequence[float]) -> float:
@@ -801,47 +896,80 @@ def _luminance(rgba: Sequence[float]) -> float:
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
+def _overlaps(box: Any, placed: Sequence[Any]) -> bool:
+    return any(box.overlaps(other) for other in placed)
+
+
 def _label_files(fig: Figure, ax: Any, lay: pd.DataFrame, values: pd.Series, cmap: Any,
-                 norm: Any, top: int) -> None:
-    """Name the ``top`` files with the most lines shown: inside the circle in a colour that
-    contrasts with its fill when the name fits, else just above it, on white."""
-    leaf = lay[(lay["kind"] == "file") & lay["path"].isin(values[values > 0].index)]
-    if leaf.empty or top <= 0:
-        return
-    leaf = leaf.assign(v=leaf["path"].map(values).astype(float)).nlargest(top, "v")
+                 norm: Any, top: int, touched: Sequence[str] = (),
+                 current: str | None = None) -> list[str]:
+    """Name up to ``top`` files: ``current`` (this turn's file), those with lines shown (most
+    first), then the other files in ``touched``. A name sits inside its circle, in a colour that contrasts with the fill, when
+    it fits; else just above the circle (or below), dark on a white halo, kept inside the map.
+    A name that would cover another is left out; the names left out are returned."""
+    files = lay[lay["kind"] == "file"].drop_duplicates("path").set_index("path")
+    read = values[values > 0].sort_values(ascending=False, kind="stable")
+    first = [current] if current else []
+    order = [p for p in dict.fromkeys([*first, *read.index, *touched])
+             if p in files.index][:max(top, 0)]
+    if not order:
+        return []
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     to_px = ax.transData
     halo = [pe.withStroke(linewidth=2.5, foreground="white")]
-    for row in leaf.itertuples():
-        name = fp._short(row.name, 22)
-        fill = cmap(norm(row.v))
-        dark_fill = _luminance(fill) < 0.5
-        text = ax.text(row.x, row.y, name, ha="center", va="center", zorder=9,
-                       color="white" if dark_fill else "#1F1F1F")
-        width = text.get_window_extent(renderer).width
-        diameter = abs(to_px.transform((row.r, 0))[0] - to_px.transform((-row.r, 0))[0])
-        if width <= diameter * 0.92:
+    placed = [t.get_window_extent(renderer) for t in ax.texts if t.get_text().strip()]
+    lo, hi = ax.get_xlim()
+    frame = max(ax.get_window_extent(renderer).width, 1.0)
+    left_out = []
+    for path in order:
+        row = files.loc[path]
+        v = float(values.get(path, 0.0))
+        fill = cmap(norm(v)) if v > 0 else fp.UNVISITED_COLOR
+        dark_fill = v > 0 and _luminance(fill) < 0.5
+        text = ax.text(row["x"], row["y"], fp._short(str(row["name"]), 22), ha="center",
+                       va="center", zorder=9, color="white" if dark_fill else "#1F1F1F")
+        box = text.get_window_extent(renderer)
+        diameter = abs(to_px.transform((row["r"], 0))[0] - to_px.transform((-row["r"], 0))[0])
+        if box.width <= diameter * 0.92 and not _overlaps(box, placed):
+            placed.append(box)
             continue
-        # above the circle, on a white halo, kept inside the map
-        lo, hi = ax.get_xlim()
-        half = (hi - lo) * width / max(ax.get_window_extent(renderer).width, 1.0) / 2
-        text.set_position((min(max(row.x, lo + half), hi - half), row.y + row.r))
-        text.set_verticalalignment("bottom")
+        half = (hi - lo) * box.width / frame / 2
         text.set_color("#1F1F1F")
         text.set_path_effects(halo)
+        x = min(max(row["x"], lo + half), hi - half)
+        for y, va in ((row["y"] + row["r"], "bottom"), (row["y"] - row["r"], "top")):
+            text.set_position((x, y))
+            text.set_verticalalignment(va)
+            box = text.get_window_extent(renderer)
+            if not _overlaps(box, placed):
+                placed.append(box)
+                break
+        else:
+            text.remove()
+            left_out.append(path)
+    return left_out
+
+
+def _legend_lines(width_px: int, font_px: float) -> str:
+    """:data:`MAP_LEGEND` broken into lines that fit ``width_px`` at ``font_px``."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(MAP_LEGEND, max(int(width_px / (0.56 * font_px)), 20)))
 
 
 def plot_turn_map(files: pd.DataFrame, values: pd.Series, current_file: str | None = None,
                   layout: pd.DataFrame | None = None, title: str | None = None,
                   outlined: Sequence[str] = (), vmax: float | None = None,
-                  label_top: int = 4, width_px: int = PICTURE_PX,
-                  dpi: int = DISPLAY_DPI) -> Figure:
+                  label_top: int = 12, width_px: int = PICTURE_PX,
+                  dpi: int = DISPLAY_DPI, touched: Sequence[str] = (),
+                  min_font_px: float = MIN_FONT_PX) -> Figure:
     """The world's footprint map (lens 4) coloured by the lines read so far, drawn
-    ``width_px`` wide at ``dpi`` with texts of at least :data:`MIN_FONT_PX`: files outlined
-    without lines (``outlined``) get a dashed ring, the current turn's file a black one, the
-    ``label_top`` most-read files their names; the colour bar counts whole lines up to ``vmax``
-    (e.g. the run's final maximum, so colours mean the same at every turn)."""
+    ``width_px`` wide at ``dpi`` with texts of at least ``min_font_px``: files outlined
+    without lines (``outlined``) get a dashed ring, the current turn's file a black one; up
+    to ``label_top`` files get their names (the current file, the files read, then the
+    others the run ``touched``); the colour bar counts whole lines up to ``vmax`` (e.g.
+    the run's final maximum, so colours mean the same at every turn)."""
     values = values.astype(float) if len(values) else pd.Series(dtype=float)
     lay = layout if layout is not None else fp.repo_layout(files, values)
     top = max(1.0, float(vmax) if vmax else float(values.max()) if len(values) else 1.0)
@@ -849,7 +977,7 @@ def plot_turn_map(files: pd.DataFrame, values: pd.Series, current_file: str | No
                            colorbar_label="lines shown so far", vmax=top)
     ax, bar = fig.axes[0], fig.axes[-1]
     bar.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
-    files_at = lay[lay["kind"] == "file"].set_index("path")
+    files_at = lay[lay["kind"] == "file"].drop_duplicates("path").set_index("path")
     shown = set(values[values > 0].index)
     for path in outlined:
         if path in files_at.index and path not in shown:
@@ -861,13 +989,19 @@ def plot_turn_map(files: pd.DataFrame, values: pd.Series, current_file: str | No
         row = files_at.loc[current_file]
         ax.add_patch(Circle((row["x"], row["y"]), max(row["r"], 0.012), fill=False,
                             edgecolor=HIGHLIGHT_COLOR, linewidth=2.0, zorder=8))
-    fig.set_size_inches(width_px / dpi, (width_px - 10) / dpi)
-    fig.text(0.01, 0.005, MAP_LEGEND, ha="left", va="bottom", color="#444444")
-    fig.get_layout_engine().set(rect=(0, 0.07, 1, 0.93))
-    legible(fig, dpi=dpi)
+    height_px = width_px - 10
+    fig.set_size_inches(width_px / dpi, height_px / dpi)
+    legend = _legend_lines(width_px, min_font_px)
+    text = fig.text(0.01, 0.005, legend, ha="left", va="bottom", color="#444444",
+                    fontsize=min_font_px * 72.0 / dpi)
+    bottom = (legend.count("\n") + 1) * min_font_px * 1.3 / height_px + 0.015
+    fig.get_layout_engine().set(rect=(0, bottom, 1, 1 - bottom))
+    legible(fig, min_font_px, dpi=dpi)
     norm = Normalize(0.0, top)
-    _label_files(fig, ax, lay, values, colormaps[fp.DENSITY_CMAP], norm, label_top)
-    legible(fig, dpi=dpi)
+    _label_files(fig, ax, lay, values, colormaps[fp.DENSITY_CMAP], norm, label_top,
+                 [*outlined, *touched], current_file)
+    legible(fig, min_font_px, dpi=dpi)
+    text.set_zorder(10)
     return fig
 
 
@@ -927,13 +1061,12 @@ class RunView:
     def summary(self) -> str:
         """The run in two lines: its axes and how it ended."""
         h, end = self.rf.header, self.rf.end
-        ending = f"ended by {end.reason}" if end else "unfinished (no end record)"
+        second = turn_count_text(self.rf)
         if end and end.error:
-            ending += f" ({clip(end.error, 200, marker=_LINE_CUT, within=False)})"
+            second += f" ({clip(end.error, 200, marker=_LINE_CUT, within=False)})"
         world = f"{h.world.name} {h.world.version}".strip()
         first = f"{self.run_id}: {h.model.name} ({h.model.kind}) on {world}, " \
                 f"task {h.task.family}, condition {h.condition.name}"
-        second = f"{self.n_turns} turns (bound {h.turn_bound}), {ending}"
         if end and end.conclusion:
             conclusion = clip(end.conclusion, 300, marker=_LINE_CUT, within=False)
             second += f"; conclusion: {conclusion}"
@@ -963,10 +1096,11 @@ class RunView:
                  if note else "")
         return turn_html(self.rf, turn, self.reads) + extra
 
-    def arc_figure(self, turn: int) -> Figure:
-        """The run's journey arc with ``turn`` ringed (:func:`plot_arc`)."""
+    def arc_figure(self, turn: int, size: DisplaySize = NORMAL) -> Figure:
+        """The run's journey arc with ``turn`` ringed (:func:`plot_arc`), drawn at ``size``."""
         return plot_arc(arc_data(self.corpus, self.run_id, turn, self.axis), self.corpus.runs,
-                        axis=self.axis, note=self.axis_note)
+                        axis=self.axis, note=self.axis_note, width_px=size.arc_px,
+                        min_font_px=size.min_font_px)
 
     def files(self) -> tuple[pd.DataFrame, str]:
         """The world's files table for the map and a note on where it came from."""
@@ -985,17 +1119,22 @@ class RunView:
                                                             10**9))
         return self._layout
 
-    def map_figure(self, turn: int) -> Figure:
-        """The footprint map of the lines read up to ``turn`` (:func:`plot_turn_map`)."""
+    def map_figure(self, turn: int, size: DisplaySize = NORMAL) -> Figure:
+        """The footprint map of the lines read up to ``turn`` (:func:`plot_turn_map`), the
+        files the run touched so far named, drawn at ``size``."""
         files, _ = self.files()
         values = map_values(self.reads, self.run_id, turn)
         current = turn_record(self.rf, turn).metrics.file
         shown = int(values.sum()) if len(values) else 0
-        title = f"read by turn {turn}: {len(values)} file(s), {shown} lines shown"
+        title = (f"{self.run['world']} by turn {turn}: {len(values)} file(s) read, "
+                 f"{shown} lines shown")
         final = map_values(self.reads, self.run_id, 10**9)
-        outlined = outlined_until(self.corpus.turns, self.run_id, turn)
-        return plot_turn_map(files, values, current, self.layout(), title, outlined=outlined,
-                             vmax=float(final.max()) if len(final) else 1.0)
+        turns = self.corpus.turns
+        return plot_turn_map(files, values, current, self.layout(), title,
+                             outlined=outlined_until(turns, self.run_id, turn),
+                             vmax=float(final.max()) if len(final) else 1.0,
+                             touched=touched_until(turns, self.run_id, turn),
+                             width_px=size.map_px, min_font_px=size.min_font_px)
 
 
 def _map_files(world: str, reads: pd.DataFrame, fetch: bool,
@@ -1072,7 +1211,7 @@ def render_static(corpus: Corpus | str | Path, run_id: str | None = None, turn: 
     the turns, the text of ``turns`` (default: :func:`landmark_turns`), and the arc and map
     figures at ``turn``."""
     data = _as_corpus(corpus)
-    run_id = run_id or default_run(data.runs, data.turns)
+    run_id = run_id or default_run(data.runs, data.turns, data.reads)
     view = RunView(data, run_id, axis=axis, fetch_world=fetch_world, firings=firings)
     if not view.n_turns:
         return StaticRendering(run_id, 0, [], view.summary() + "\n(no turns to show)")
@@ -1097,6 +1236,45 @@ def render_static(corpus: Corpus | str | Path, run_id: str | None = None, turn: 
 
 # --------------------------------------------------------------------------- widgets
 
+#: The projector size's type: the widgets' own font and line height, scaled with the text.
+PRESENT_CSS = ("<style>.adakit-present{--jp-widgets-font-size:16px;"
+               "--jp-widgets-inline-height:32px;--jp-widgets-inline-label-width:90px}"
+               ".adakit-present .widget-html-content{font-size:16px;line-height:1.4}</style>")
+
+
+def scale_fonts(fragment: str, factor: float) -> str:
+    """An HTML fragment with every inline ``font-size:Npx`` multiplied by ``factor``."""
+    if factor == 1.0:
+        return fragment
+    return re.sub(r"font-size:\s*(\d+(?:\.\d+)?)px",
+                  lambda m: f"font-size:{float(m.group(1)) * factor:.1f}px", fragment)
+
+
+def short_path(path: str | Path) -> str:
+    """A host path as shown: relative to the project root when inside it, else its last two
+    parts after "…/" (a path of three parts or fewer stays whole)."""
+    from adakit import config
+
+    p = Path(path)
+    try:
+        return str(p.relative_to(config.ROOT))
+    except ValueError:
+        return str(p) if len(p.parts) <= 3 else "…/" + "/".join(p.parts[-2:])
+
+
+def host_paths_html(text: str) -> str:
+    """``text`` escaped as HTML with each absolute host path shortened (:func:`short_path`)
+    and kept on one line, its full path as the tooltip."""
+    out, last = [], 0
+    for m in re.finditer(r"(?<![\w.])/[^\s()'\",;]+", text):
+        full = m.group(0).rstrip(".")
+        out.append(keep_hyphenated(html.escape(text[last:m.start()])))
+        out.append(f"<span style='white-space:nowrap' title='{html.escape(full, quote=True)}'>"
+                   f"{html.escape(short_path(full))}</span>")
+        last = m.start() + len(full)
+    out.append(keep_hyphenated(html.escape(text[last:])))
+    return "".join(out)
+
 
 class ExplorerWidgets:
     """The interactive explorer (ipywidgets): run selectors that filter each other, a turn
@@ -1105,7 +1283,7 @@ class ExplorerWidgets:
 
     def __init__(self, corpus: Corpus, run_id: str | None = None, turn: int = 1,
                  axis: Axis = "turn", fetch_world: bool = False, show_map: bool = True,
-                 firings: pd.DataFrame | None = None) -> None:
+                 firings: pd.DataFrame | None = None, presentation: bool = False) -> None:
         import ipywidgets as w
 
         if corpus.runs.empty:
@@ -1119,7 +1297,6 @@ class ExplorerWidgets:
         self._files: dict[str, tuple[pd.DataFrame, str]] = {}
         self._busy = False
         label = {"description_width": "72px"}
-        wrap = {"flex_flow": "row wrap", "align_items": "center", "width": "100%"}
         self.selectors = {
             a: w.Dropdown(description=a, options=[ANY], value=ANY, style=label,
                           layout=w.Layout(width="240px")) for a in AXES
@@ -1140,31 +1317,25 @@ class ExplorerWidgets:
                                   disabled=True)
         self.jump_next = w.Button(description="match ▶", layout=w.Layout(width="84px"),
                                   disabled=True)
+        #: the projector size (:data:`PRESENTATION`) on or off
+        self.present = w.ToggleButton(value=presentation, description="presentation size",
+                                      tooltip="larger type, the map beside the controls, one "
+                                      "turn within 1280x720", layout=w.Layout(width="150px"))
         self.jump_note = w.HTML()
         #: the run's detector firings, drawn under the slider's track
         self.firing_strip = w.HTML()
         # widgets carry a 2 px margin: a width or max-width of 100% would stick out by 4 px
-        self.turn_view = w.HTML(layout=w.Layout(flex="1 1 380px", min_width="300px"))
+        self.turn_view = w.HTML()
         self.arc_image = w.Image(format="png", layout=w.Layout(width=f"{PICTURE_PX}px"))
         self.map_image = w.Image(format="png", layout=w.Layout(width=f"{PICTURE_PX}px"))
-        self.map_note = w.HTML(layout=w.Layout(width=f"{PICTURE_PX}px"))
-        pictures = [self.arc_image] + ([self.map_image, self.map_note] if show_map else [])
-        self.ui = w.VBox([
-            w.HBox(list(self.selectors.values()), layout=w.Layout(**wrap)),
-            self.filter_note,
-            w.HBox([self.run_select], layout=w.Layout(width="100%")),
-            self.summary,
-            w.HBox([self.prev_button, self.slider, self.next_button, self.jump_select,
-                    self.jump_prev, self.jump_next], layout=w.Layout(**wrap)),
-            self.firing_strip,
-            self.jump_note,
-            w.HBox([self.turn_view,
-                    w.VBox(pictures, layout=w.Layout(flex=f"0 0 {PICTURE_PX + 8}px",
-                                                     width=f"{PICTURE_PX + 8}px"))],
-                   layout=w.Layout(flex_flow="row wrap", align_items="flex-start",
-                                   width="100%", grid_gap="12px")),
-        ], layout=w.Layout(width="100%", max_width="100%"))
+        self.map_note = w.HTML()
+        self._style = w.HTML(PRESENT_CSS)
+        for widget, name in ((self.turn_view, "turn"), (self.arc_image, "arc"),
+                             (self.map_image, "map"), (self.present, "size")):
+            widget.add_class(f"adakit-{name}")  # for page scripts and tests
+        self.ui = w.VBox(layout=w.Layout(width="100%", max_width="100%"))
         self.ui.add_class("adakit-explorer")
+        self._arrange()
         for sel in self.selectors.values():
             sel.observe(self._on_axis, names="value")
         self.run_select.observe(self._on_run, names="value")
@@ -1174,8 +1345,70 @@ class ExplorerWidgets:
         self.next_button.on_click(lambda _: self.step(1))
         self.jump_prev.on_click(lambda _: self.jump(-1))
         self.jump_next.on_click(lambda _: self.jump(1))
+        self.present.observe(self._on_size, names="value")
         self._refresh_options()
-        self.select_run(run_id or default_run(corpus.runs, corpus.turns), turn)
+        self.select_run(run_id or default_run(corpus.runs, corpus.turns, corpus.reads), turn)
+
+    @property
+    def size(self) -> DisplaySize:
+        """The display size in use: :data:`PRESENTATION` when the toggle is on."""
+        return PRESENTATION if self.present.value else NORMAL
+
+    def _arrange(self) -> None:
+        """Lay the widgets out for :attr:`size`: the notebook layout (controls, then the text
+        beside the arc and the map), or the projector's (the map beside the controls, the
+        arc and a scrolling text under the controls)."""
+        import ipywidgets as w
+
+        size = self.size
+        wide = size.map_beside_controls
+        wrap = {"flex_flow": "row wrap", "align_items": "center", "width": "100%"}
+        button = "96px" if wide else "76px"
+        self.prev_button.layout.width = self.next_button.layout.width = button
+        self.jump_prev.layout.width = self.jump_next.layout.width = "100px" if wide else "84px"
+        self.present.layout.width = "180px" if wide else "150px"
+        text_box = {"max_height": f"{size.text_box_px}px" if size.text_box_px else None,
+                    "overflow": "hidden auto" if size.text_box_px else None}
+        self.turn_view.layout = w.Layout(flex="1 1 380px", min_width="300px", **text_box)
+        self.map_note.layout = w.Layout(width=f"{size.map_px}px", max_width="100%")
+        steps = w.HBox([self.prev_button, self.slider, self.next_button, self.jump_select,
+                        self.jump_prev, self.jump_next], layout=w.Layout(**wrap))
+        steps.add_class("adakit-controls")
+        controls = [steps, self.firing_strip, self.jump_note]
+        maps = [self.map_image, self.map_note] if self.show_map else []
+        column = {"flex_flow": "row wrap", "align_items": "flex-start", "width": "100%",
+                  "grid_gap": "12px"}
+        if wide:
+            left = w.VBox([*controls, self.arc_image, self.turn_view],
+                          layout=w.Layout(flex=f"1 1 {size.arc_px}px", min_width="0"))
+            right = w.VBox(maps, layout=w.Layout(flex=f"0 0 {size.map_px + 8}px",
+                                                 width=f"{size.map_px + 8}px"))
+            turn = [w.HBox([left, right], layout=w.Layout(**column))]
+        else:
+            pictures = w.VBox([self.arc_image, *maps],
+                              layout=w.Layout(flex=f"0 0 {size.map_px + 8}px",
+                                              width=f"{size.map_px + 8}px"))
+            turn = [*controls, w.HBox([self.turn_view, pictures], layout=w.Layout(**column))]
+        self.ui.children = [
+            self._style,
+            w.HBox([*self.selectors.values(), self.present], layout=w.Layout(**wrap)),
+            self.filter_note,
+            w.HBox([self.run_select], layout=w.Layout(width="100%")),
+            self.summary, *turn]
+        if wide:
+            self.ui.add_class("adakit-present")
+        else:
+            self.ui.remove_class("adakit-present")
+
+    def _on_size(self, change: dict[str, Any]) -> None:
+        self._arrange()
+        self._refresh_options()
+        if self.view is not None:
+            self.select_run(self.view.run_id, self.turn)
+
+    def _html(self, fragment: str) -> str:
+        """An HTML fragment at the current size (:func:`scale_fonts`)."""
+        return scale_fonts(fragment, self.size.font_scale)
 
     # ------------------------------------------------------------------ selection
 
@@ -1196,9 +1429,13 @@ class ExplorerWidgets:
             self.run_select.options = [(run_label(r), r["run_id"]) for _, r in runs.iterrows()]
             if current in set(runs["run_id"]):
                 self.run_select.value = current
+            elif not runs.empty:  # the filters left the run out: their most instructive run
+                c = self.corpus
+                self.run_select.value = default_run(runs, c.turns, c.reads)
             note = hidden_note(self.corpus.runs, self._selection(), "model")
-            self.filter_note.value = (f"<div style='font-size:12px;color:#8A5A00;{WRAP}'>"
-                                      f"{html.escape(note)}</div>" if note else "")
+            self.filter_note.value = self._html(
+                f"<div style='font-size:12px;color:#8A5A00;{WRAP}'>{html.escape(note)}</div>"
+                if note else "")
         finally:
             self._busy = False
 
@@ -1242,12 +1479,13 @@ class ExplorerWidgets:
                 (f"{k} ({len(v)})", k) for k, v in view.jumps.items() if v]
             self.jump_select.value = ""
             empty = [k for k, v in view.jumps.items() if not v]
-            self.jump_note.value = (
+            self.jump_note.value = self._html(
                 f"<div style='font-size:12px;color:#555;{WRAP}'>not in this run, so not in "
                 f"the jump menu: {html.escape(', '.join(empty))}</div>" if empty else "")
         finally:
             self._busy = False
-        self.summary.value = f"<pre style='{PRE_STYLE}'>{html.escape(view.summary())}</pre>"
+        self.summary.value = self._html(f"<pre style='{PRE_STYLE}'>"
+                                        f"{keep_hyphenated(html.escape(view.summary()))}</pre>")
         self.render()
 
     # ------------------------------------------------------------------ turns
@@ -1292,26 +1530,35 @@ class ExplorerWidgets:
             self.jump_next.tooltip = f"next {kind} turn"
 
     def render(self) -> None:
-        """Redraw the turn text, the arc and the map for the current turn."""
+        """Redraw the turn text, the arc and the map for the current turn: all are drawn
+        first and shown together, so a map never lags behind its text."""
         view = self.view
         if view is None:
             return
         self._update_jumps()
         if not view.n_turns:
             self.turn_view.value = "<i>this run has no turns</i>"
-            self.arc_image.value = b""
-            self.map_image.value = b""
+            _show(self.arc_image, b"")
+            _show(self.map_image, b"")
+            self.map_note.value = ""
             return
-        t = self.turn
-        self.firing_strip.value = firing_strip_html(view.firings, view.turn_numbers, t)
-        self.turn_view.value = view.html(t)
-        _show(self.arc_image, figure_png(view.arc_figure(t)))
+        t, size = self.turn, self.size
+        strip = firing_strip_html(view.firings, view.turn_numbers, t)
+        text = self._html(view.html(t))
+        arc = figure_png(view.arc_figure(t, size))
+        drawn, note = b"", ""
         if self.show_map:
-            files, note = view.files()
-            self._files.setdefault(str(view.run["world"]), (files, note))
-            _show(self.map_image, figure_png(view.map_figure(t)) if not files.empty else b"")
-            self.map_note.value = f"<div style='font-size:12px;color:#555;{WRAP}'>" \
-                f"{html.escape(note)}</div>"
+            files, where = view.files()
+            self._files.setdefault(str(view.run["world"]), (files, where))
+            drawn = figure_png(view.map_figure(t, size)) if not files.empty else b""
+            note = self._html(f"<div style='font-size:12px;color:#555;{WRAP}'>"
+                              f"{host_paths_html(where)}</div>")
+        self.firing_strip.value = self._html(strip)
+        self.turn_view.value = text
+        _show(self.arc_image, arc)
+        if self.show_map:
+            _show(self.map_image, drawn)
+            self.map_note.value = note
 
     def snapshot_html(self) -> str:
         """The current turn as static HTML (summary, turn text, arc and map images)."""
@@ -1344,8 +1591,10 @@ class ExplorerWidgets:
 
 
 def _show(image: Any, png: bytes) -> None:
-    """Put PNG bytes in an Image widget shown at the PNG's own pixel width (no rescaling)."""
+    """Put PNG bytes in an Image widget shown at the PNG's own pixel width (no rescaling);
+    no bytes hide it (an empty image would keep the old one's place)."""
     image.value = png
+    image.layout.display = None if png else "none"
     if png:
         width, _ = png_size(png)
         image.layout.width = f"{width}px"
@@ -1354,11 +1603,13 @@ def _show(image: Any, png: bytes) -> None:
 
 def build_explorer(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
                    axis: Axis = "turn", fetch_world: bool = False,
-                   show_map: bool = True, firings: pd.DataFrame | None = None) -> ExplorerWidgets:
+                   show_map: bool = True, firings: pd.DataFrame | None = None,
+                   presentation: bool = False) -> ExplorerWidgets:
     """The interactive explorer's widgets (needs ipywidgets; works without a front end);
-    ``firings`` (e.g. ``adakit diagnose``'s table) replaces the frozen-threshold firings."""
+    ``firings`` (e.g. ``adakit diagnose``'s table) replaces the frozen-threshold firings;
+    ``presentation`` opens it at the projector size (:data:`PRESENTATION`)."""
     return ExplorerWidgets(_as_corpus(corpus), run_id, turn, axis, fetch_world, show_map,
-                           firings)
+                           firings, presentation)
 
 
 def widgets_available() -> bool:
@@ -1382,23 +1633,28 @@ def use_widgets(interactive: bool | None = None) -> bool:
 
 def explore(corpus: Corpus | str | Path, run_id: str | None = None, turn: int = 1,
             interactive: bool | None = None, axis: Axis = "turn", fetch_world: bool = False,
-            show_map: bool = True, firings: pd.DataFrame | None = None
-            ) -> ExplorerWidgets | StaticRendering:
+            show_map: bool = True, firings: pd.DataFrame | None = None,
+            presentation: bool = False) -> ExplorerWidgets | StaticRendering:
     """Open the explorer on a corpus (a :class:`Corpus` or a corpus folder) at ``run_id``
     (default :func:`default_run`) and ``turn``: widgets when :func:`use_widgets` says so,
     else :func:`render_static`. Either result displays itself in a notebook. The detector
     firings are marked under the turn slider (``firings``, else found per run with the frozen
-    thresholds)."""
+    thresholds); ``presentation`` opens the widgets at the projector size (a toggle switches
+    it)."""
     data = _as_corpus(corpus)
     if use_widgets(interactive):
-        return ExplorerWidgets(data, run_id, turn, axis, fetch_world, show_map, firings)
+        return ExplorerWidgets(data, run_id, turn, axis, fetch_world, show_map, firings,
+                               presentation)
     return render_static(data, run_id, turn, axis=axis, fetch_world=fetch_world,
                          show_map=show_map, firings=firings)
 
 
 __all__ = [
-    "ANY", "AXES", "ENV_VAR", "ExplorerWidgets", "RunView", "StaticRendering", "apply_change",
+    "ANY", "AXES", "ENV_VAR", "NORMAL", "PRESENTATION", "DisplaySize", "ExplorerWidgets",
+    "RunView", "StaticRendering", "apply_change",
     "arc_data", "axis_options", "build_explorer", "default_run", "explore", "figure_png",
+    "files_read", "host_paths_html", "keep_hyphenated", "ordinal", "scale_fonts", "short_path", "touched_until",
+    "turn_count_text",
     "firing_jumps", "firing_marks", "firing_strip_html", "firing_strip_text", "firings_at",
     "run_firings",
     "jump_targets", "landmark_turns", "map_values", "matching_turns", "plot_arc",

@@ -30,8 +30,7 @@ from adakit.workbench.labels import (
     LabelLog,
     card_sections,
     card_text,
-    label_cards,
-    label_items,
+    plan_labels,
 )
 
 _TITLE_STYLE = "margin-top:8px;font-size:11px;color:#555"
@@ -54,7 +53,7 @@ class LabellingWidgets:
     top-level widget."""
 
     def __init__(self, corpus: Corpus, cards: Sequence[LabelCard], log: LabelLog,
-                 labeller: str = "", blind: bool = True) -> None:
+                 labeller: str = "", blind: bool = True, note: str = "") -> None:
         import ipywidgets as w
 
         if not cards:
@@ -77,6 +76,9 @@ class LabellingWidgets:
         self.next_open = w.Button(description="next unlabelled ▶",
                                   layout=w.Layout(width="150px"))
         self.position = w.HTML()
+        #: how many cards each family has and why (:func:`adakit.workbench.labels.plan_note`)
+        self.plan = w.HTML(f"<div style='{WRAP}font-size:12px;line-height:1.4;color:#555'>"
+                           f"{html.escape(note)}</div>" if note else "")
         # no width of 100%: widgets carry a 2 px margin and would stick out of the output
         self.evidence = w.HTML()
         self.rows = w.VBox()
@@ -87,7 +89,7 @@ class LabellingWidgets:
             w.HBox([self.labeller, self.blind], layout=w.Layout(**wrap)),
             w.HBox([self.prev_button, self.next_button, self.next_open, self.position],
                    layout=w.Layout(**wrap)),
-            self.rows, self.status, self.evidence,
+            self.plan, self.rows, self.status, self.evidence,
         ], layout=w.Layout(width="100%"))
         self.ui.add_class("adakit-labelling")
         self.prev_button.on_click(lambda _: self.go(self.index - 1))
@@ -117,8 +119,11 @@ class LabellingWidgets:
         return all((i.item_id, i.family) in mine for i in card.items)
 
     def go(self, index: int) -> None:
-        """Show card ``index`` (clamped)."""
-        self.index = min(max(int(index), 0), len(self.cards) - 1)
+        """Show card ``index`` (clamped); the last save's message stays with its card."""
+        index = min(max(int(index), 0), len(self.cards) - 1)
+        if index != self.index:
+            self.status.value = ""
+        self.index = index
         self.show()
 
     def go_unlabelled(self) -> None:
@@ -139,11 +144,7 @@ class LabellingWidgets:
 
         card = self.card
         mine = self._mine()
-        done = sum(self._done(c, mine) for c in self.cards)
-        self.position.value = (f"<span style='{WRAP}'>card {self.index + 1} of "
-                               f"{len(self.cards)} · {done} labelled by "
-                               f"{html.escape(self.labeller.value.strip() or '(nobody yet)')}"
-                               "</span>")
+        self.count()
         self.evidence.value = card_html(card, self._run(card.run_id), self.blind.value)
         self._busy = True
         try:
@@ -166,6 +167,21 @@ class LabellingWidgets:
             self.rows.children = rows
         finally:
             self._busy = False
+
+    def counts(self, mine: dict[tuple[str, str], str] | None = None) -> tuple[int, int]:
+        """(labels given, cards complete) by this labeller over the whole deck."""
+        mine = self._mine() if mine is None else mine
+        given = sum((i.item_id, i.family) in mine for c in self.cards for i in c.items)
+        return given, sum(self._done(c, mine) for c in self.cards)
+
+    def count(self) -> None:
+        """Redraw the header line: the card shown and this labeller's counts."""
+        given, done = self.counts()
+        items = sum(len(c.items) for c in self.cards)
+        who = html.escape(self.labeller.value.strip() or "(nobody yet)")
+        self.position.value = (f"<span style='{WRAP}'>card {self.index + 1} of "
+                               f"{len(self.cards)} · {given} of {items} labels by {who} · "
+                               f"{done} of {len(self.cards)} cards complete</span>")
 
     # ------------------------------------------------------------------ labels
 
@@ -190,9 +206,11 @@ class LabellingWidgets:
             return False
         n = int((self.log.rows()["labeller"] == who).sum())
         what = "saved" if written else "already saved"
+        rows = "1 row" if n == 1 else f"{n} rows"
         self.status.value = (f"<span style='color:#1B7837;{WRAP}'>{what}: {html.escape(family)}"
-                             f" = {html.escape(label)} · {n} rows by {html.escape(who)} in "
+                             f" = {html.escape(label)} · {rows} by {html.escape(who)} in "
                              f"{html.escape(str(self.log.path))}</span>")
+        self.count()
         return written
 
     def _ipython_display_(self) -> None:
@@ -216,22 +234,23 @@ def label(corpus: Corpus, labels_file: str | Path, judgments: pd.DataFrame | Non
           labeller: str = "", families: Sequence[str] = tuple(judges.FAMILIES),
           per_family: int | None = PAPER_ITEMS_PER_FAMILY, blind: bool = True, seed: int = 0,
           interactive: bool | None = None) -> LabellingWidgets | LabelPreview:
-    """Open the labelling mode on ``corpus`` (items from :func:`adakit.workbench.labels.label_items`,
-    cards from :func:`adakit.workbench.labels.label_cards`, the same for every labeller with the same
-    ``seed``), saving to ``labels_file``. Without a live widget front end (see
+    """Open the labelling mode on ``corpus`` (items and cards from
+    :func:`adakit.workbench.labels.plan_labels`, the same for every labeller with the same
+    ``seed``, the first from a real model's run when there is one), saving to
+    ``labels_file``. Without a live widget front end (see
     :func:`adakit.workbench.explorer.use_widgets`) it shows the first card as text instead."""
-    items = label_items(corpus, judgments, families, per_family, seed)
-    cards = label_cards(items, seed)
+    plan = plan_labels(corpus, judgments, families, per_family, seed)
+    cards = plan.cards
     log = LabelLog(labels_file)
     if use_widgets(interactive) and cards:
-        return LabellingWidgets(corpus, cards, log, labeller, blind)
+        return LabellingWidgets(corpus, cards, log, labeller, blind, plan.note)
     if not cards:
         return LabelPreview("nothing to label: the corpus has no concluded run or judged step")
     rf = read_run(corpus.runs.set_index("run_id").loc[cards[0].run_id, "path"])
     return LabelPreview(
-        f"{len(items)} items on {len(cards)} cards to label; labels go to {log.path} "
-        f"({len(log.rows())} rows there now). Labelling needs JupyterLab with widgets; "
-        f"the first card:\n\n" + card_text(cards[0], rf, blind))
+        f"{len(plan.items)} items on {len(cards)} cards to label; labels go to {log.path} "
+        f"({len(log.rows())} rows there now). Labelling needs JupyterLab with widgets.\n"
+        f"{plan.note}\n\nHere is the first card:\n\n" + card_text(cards[0], rf, blind))
 
 
 __all__ = ["LabelPreview", "LabellingWidgets", "card_html", "label"]

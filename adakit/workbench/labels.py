@@ -30,7 +30,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -127,6 +127,46 @@ def _items_from_runs(run_files: Iterable[RunFile], families: Sequence[str]) -> l
     return out
 
 
+def candidate_items(
+    corpus: Corpus,
+    judgments: pd.DataFrame | None = None,
+    families: Sequence[str] = tuple(judges.FAMILIES),
+) -> list[LabelItem]:
+    """Every item of ``corpus`` that could be labelled: its judged items (``judgments``) or,
+    without them, the items the judges would build."""
+    for name in families:
+        judges.get_family(name)  # raises on an unknown family
+    runs = set(corpus.runs["run_id"])
+    if judgments is not None and not judgments.empty:
+        return _items_from_judgments(judgments, runs, families)
+    paths = corpus.runs.set_index("run_id")["path"]
+    return _items_from_runs((read_run(paths[r]) for r in sorted(runs)), families)
+
+
+def _conclusion_families(families: Sequence[str]) -> list[str]:
+    return [f for f in families if judges.get_family(f).level == "conclusion"]
+
+
+def draw_items(candidates: Sequence[LabelItem], families: Sequence[str],
+               per_family: int | None = PAPER_ITEMS_PER_FAMILY,
+               seed: int = 0) -> list[LabelItem]:
+    """At most ``per_family`` of the candidates per family (None: all), drawn with ``seed``;
+    conclusion families are drawn by run, so a drawn run is labelled on each of them."""
+    rng = np.random.default_rng(seed)
+    conclusion = _conclusion_families(families)
+    concluded = sorted({i.run_id for i in candidates if i.family in conclusion})
+    if per_family is not None and len(concluded) > per_family:
+        keep = set(np.asarray(concluded)[sorted(rng.choice(len(concluded), per_family,
+                                                           replace=False))])
+    else:
+        keep = set(concluded)
+    out = [i for i in candidates if i.family in conclusion and i.run_id in keep]
+    for name in families:
+        if name not in conclusion:
+            out += _sample([i for i in candidates if i.family == name], per_family, rng)
+    return out
+
+
 def label_items(
     corpus: Corpus,
     judgments: pd.DataFrame | None = None,
@@ -135,36 +175,17 @@ def label_items(
     seed: int = 0,
 ) -> list[LabelItem]:
     """The items to label in ``corpus``: its judged items (``judgments``) or, without them,
-    the items the judges would build; at most ``per_family`` per family (None: all), drawn
-    with ``seed``. Conclusion families are drawn by run, so a run's conclusion is labelled
-    on every conclusion family chosen."""
-    for name in families:
-        judges.get_family(name)  # raises on an unknown family
-    runs = set(corpus.runs["run_id"])
-    if judgments is not None and not judgments.empty:
-        items = _items_from_judgments(judgments, runs, families)
-    else:
-        paths = corpus.runs.set_index("run_id")["path"]
-        items = _items_from_runs((read_run(paths[r]) for r in sorted(runs)), families)
-    rng = np.random.default_rng(seed)
-    conclusion = [f for f in families if judges.get_family(f).level == "conclusion"]
-    concluded = sorted({i.run_id for i in items if i.family in conclusion})
-    if per_family is not None and len(concluded) > per_family:
-        keep = set(np.asarray(concluded)[sorted(rng.choice(len(concluded), per_family,
-                                                           replace=False))])
-    else:
-        keep = set(concluded)
-    out = [i for i in items if i.family in conclusion and i.run_id in keep]
-    for name in families:
-        if name not in conclusion:
-            out += _sample([i for i in items if i.family == name], per_family, rng)
-    return out
+    the items the judges would build (:func:`candidate_items`); at most ``per_family`` per
+    family (None: all), drawn with ``seed`` (:func:`draw_items`)."""
+    return draw_items(candidate_items(corpus, judgments, families), families, per_family, seed)
 
 
-def label_cards(items: Sequence[LabelItem], seed: int = 0,
-                shuffle: bool = True) -> list[LabelCard]:
+def label_cards(items: Sequence[LabelItem], seed: int = 0, shuffle: bool = True,
+                lead: Collection[str] = ()) -> list[LabelCard]:
     """The items grouped into cards (a run's conclusion families together; one card per
-    step), shuffled with ``seed`` (the same order for every labeller)."""
+    step), shuffled with ``seed`` (the same order for every labeller). When ``lead`` names
+    runs (e.g. a real model's, not a scripted baseline's), the first card of one of them
+    opens the deck, a conclusion card if there is one."""
     by_key: dict[tuple[str, int, str], list[LabelItem]] = {}
     for item in items:
         step = judges.get_family(item.family).level == "turn" and item.turn is not None
@@ -177,7 +198,70 @@ def label_cards(items: Sequence[LabelItem], seed: int = 0,
     if shuffle:
         rng = np.random.default_rng(seed)
         cards = [cards[i] for i in rng.permutation(len(cards))]
+    leads = [k for k, c in enumerate(cards) if c.run_id in lead]
+    if leads:
+        first = next((k for k in leads if cards[k].kind == "conclusion"), leads[0])
+        cards.insert(0, cards.pop(first))
     return cards
+
+
+@dataclass(frozen=True)
+class LabelPlan:
+    """The items and cards a labelling session shows, and why there are that many."""
+
+    items: list[LabelItem]
+    cards: list[LabelCard]
+    #: one line per card kind saying how many cards and why (:func:`plan_note`)
+    note: str
+
+
+def plan_labels(corpus: Corpus, judgments: pd.DataFrame | None = None,
+                families: Sequence[str] = tuple(judges.FAMILIES),
+                per_family: int | None = PAPER_ITEMS_PER_FAMILY, seed: int = 0) -> LabelPlan:
+    """The labelling session of ``corpus``: items (:func:`label_items`), cards opening on a
+    real model's run when the corpus has one (:func:`label_cards`), and the note saying how
+    many cards each family has and why (:func:`plan_note`)."""
+    candidates = candidate_items(corpus, judgments, families)
+    items = draw_items(candidates, families, per_family, seed)
+    kinds = corpus.runs.get("model_kind", pd.Series("", index=corpus.runs.index))
+    real = set(corpus.runs.loc[kinds != "baseline", "run_id"])
+    cards = label_cards(items, seed, lead=real)
+    judged = judgments is not None and not judgments.empty
+    return LabelPlan(items, cards, plan_note(candidates, items, len(cards), families, per_family,
+                                               judged))
+
+
+def plan_note(candidates: Sequence[LabelItem], items: Sequence[LabelItem], n_cards: int,
+              families: Sequence[str], per_family: int | None, judged: bool = True) -> str:
+    """How many cards each family has and why: a conclusion card per drawn concluded run
+    (labelled on every conclusion family), a step card per drawn step; all of them when the
+    corpus has no more than ``per_family``, else that many drawn at random."""
+    def why(drawn: int, there: int, unit: str) -> str:
+        if per_family is None or there <= per_family:
+            cap = "" if per_family is None else f", fewer than the {per_family} asked for"
+            return f"all {there} {unit}{cap}"
+        return f"{drawn} drawn at random from {there} {unit}"
+
+    source = "judged items" if judged else "items the judges would build"
+    lines = []
+    conclusion = _conclusion_families(families)
+    if conclusion:
+        runs = len({i.run_id for i in items if i.family in conclusion})
+        there = len({i.run_id for i in candidates if i.family in conclusion})
+        titles = ", ".join(judges.get_family(f).title for f in conclusion)
+        unit = "judged concluded runs" if judged else "concluded runs in the corpus"
+        lines.append(f"{runs} conclusion card(s), one per concluded run, each labelled on "
+                     f"{titles}: {why(runs, there, unit)}")
+    for name in families:
+        if name in conclusion:
+            continue
+        drawn = sum(i.family == name for i in items)
+        there = sum(i.family == name for i in candidates)
+        lines.append(f"{drawn} step card(s) for {judges.get_family(name).title}: "
+                     f"{why(drawn, there, 'steps the judges judged' if judged else 'steps in the corpus')}")
+    cap = "every item" if per_family is None else f"at most {per_family} per family"
+    head = f"{n_cards} cards from {len(items)} {source} ({cap}):"
+    return "\n".join([head, *lines])
 
 
 # --------------------------------------------------------------------------- evidence
@@ -401,7 +485,8 @@ def read_human_labels(path: str | Path, judgments: pd.DataFrame | None = None) -
 
 
 __all__ = [
-    "LABEL_COLUMNS", "LabelCard", "LabelItem", "LabelLog", "PAPER_ITEMS_PER_FAMILY",
-    "QUESTIONS", "card_sections", "card_text", "label_cards", "label_items",
+    "LABEL_COLUMNS", "LabelCard", "LabelItem", "LabelLog", "LabelPlan",
+    "PAPER_ITEMS_PER_FAMILY", "QUESTIONS", "candidate_items", "card_sections", "card_text",
+    "draw_items", "label_cards", "label_items", "plan_labels", "plan_note",
     "read_human_labels",
 ]
