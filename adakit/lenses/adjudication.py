@@ -57,6 +57,10 @@ FIG9_DIMENSIONS: tuple[str, ...] = ("calibration", "navigation_grounding", "synt
 MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
 SPLIT = "split"
 UNCLEAR = "unclear"
+#: The column naming the judge panel behind a run's verdicts (its judges, comma-separated).
+JUDGES = "judges"
+#: Marker fill of the 1st, 2nd, ... judge panel when a figure shows several.
+PANEL_FILLS: tuple[str, ...] = ("full", "none", "left", "bottom", "right", "top")
 
 
 def label_order(family: str) -> list[str]:
@@ -76,13 +80,56 @@ def normalise(family: str, score: pd.Series | np.ndarray | float) -> pd.Series |
     raise ValueError(f"unknown family {family!r}; known: {list(ag.FAMILIES)}")
 
 
+def judge_panels(judgments: pd.DataFrame, families: Sequence[str] | None = None) -> pd.Series:
+    """The judge panel of each run (index ``run_id``): the distinct ``judge`` names of its
+    verdicts (of ``families`` only, when given), sorted and comma-separated; empty when the
+    judgments carry no ``judge`` column."""
+    if "judge" not in judgments.columns or "run_id" not in judgments.columns:
+        return pd.Series(dtype=object, name=JUDGES)
+    d = judgments[judgments["judge"].notna() & judgments["run_id"].notna()]
+    if families is not None:
+        d = d[d["family"].isin(list(families))]
+    return (d.groupby("run_id")["judge"]
+            .agg(lambda names: ", ".join(sorted({str(n) for n in names}))).rename(JUDGES))
+
+
+def panel_names(table: pd.DataFrame) -> list[str]:
+    """The distinct judge panels of a judgments table (``judge`` column) or of a scores or
+    figure table (``judges`` column), in first-seen order."""
+    if JUDGES in table.columns:
+        return [str(p) for p in dict.fromkeys(table[JUDGES].dropna()) if str(p)]
+    return list(dict.fromkeys(judge_panels(table)))
+
+
+def panel_title(title: str, panels: Sequence[str]) -> str:
+    """``title`` with a second line naming the judges ("judges: ..."; several panels are
+    told apart by the legend)."""
+    if not panels:
+        return title
+    if len(panels) == 1:
+        return f"{title}\njudges: {panels[0]}"
+    return f"{title}\n{len(panels)} judge panels (see legend)"
+
+
+def with_judges(by: Sequence[str], table: pd.DataFrame) -> list[str]:
+    """``by`` plus :data:`JUDGES` when ``table`` carries it, so groups never mix two panels'
+    verdicts (use it for the interval table of :func:`plot_conclusion_quality`)."""
+    by = list(by)
+    return [*by, JUDGES] if JUDGES in table.columns and JUDGES not in by else by
+
+
 def lens3_scores(judgments: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run: the runs table (with ``conclusion_words``, ``valid_turns``), each
-    family's raw score and item count (:func:`adakit.judging.agreement.run_scores`), and the five
-    normalised dimensions of :data:`DIMENSIONS` (NaN where a run has no scored item)."""
+    family's raw score and item count (:func:`adakit.judging.agreement.run_scores`), the five
+    normalised dimensions of :data:`DIMENSIONS` (NaN where a run has no scored item) and
+    ``judges``, the panel that judged the run's conclusion (:func:`judge_panels` of the
+    conclusion families; NaN for a run without a judged conclusion)."""
     table = ag.run_scores(judgments, runs)
     for col, (fam, _) in DIMENSIONS.items():
         table[col] = normalise(fam, table[fam])
+    panels = judge_panels(judgments, ag.CONCLUSION_FAMILIES)
+    if len(panels):
+        table[JUDGES] = table["run_id"].map(panels)
     return table
 
 
@@ -102,10 +149,11 @@ def conclusion_quality(
 ) -> pd.DataFrame:
     """Fig. 8 data: per group, mean and standard error over runs of two dimensions.
 
-    Columns: the ``by`` columns, ``{x}_mean``, ``{x}_sem``, ``{y}_mean``, ``{y}_sem`` and
-    ``n`` (runs scored on both).
+    Columns: the ``by`` columns (and ``judges`` when ``scores`` has it: a group never pools
+    two judge panels), ``{x}_mean``, ``{x}_sem``, ``{y}_mean``, ``{y}_sem`` and ``n`` (runs
+    scored on both).
     """
-    by = list(by)
+    by = with_judges(by, scores)
     rows = []
     for key, grp in scores.groupby(by, sort=False):
         grp = grp[grp[x].notna() & grp[y].notna()]
@@ -131,8 +179,7 @@ def _sorted(table: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
 
 
 def _colors(column: str, values: Sequence[object]) -> dict:
-    order = figures.order_for(column, values)
-    return figures.model_colors(order) if column == "model" else figures.palette_for(order)
+    return figures.colors_for(column, values)
 
 
 def _legend_or_note(ax: Axes, **legend_kw) -> None:
@@ -159,38 +206,86 @@ def plot_conclusion_quality(
     style: str | None = "condition",
     ax: Axes | None = None,
     interval: pd.DataFrame | None = None,
+    dodge: float = 0.025,
 ) -> Figure:
     """Fig. 8: one point per group with standard-error bars; colour = ``hue``, marker =
     ``style``. ``table`` is :func:`conclusion_quality` output. ``interval``
     (:func:`adakit.uncertainty.bootstrap_means` of ``x`` and ``y`` by the same groups) draws
-    the bootstrap intervals instead of the standard errors."""
-    fig, ax = _axes(ax, figsize=(5.6, 4.2))
+    the bootstrap intervals instead of the standard errors.
+
+    The title names the judges (``judges`` column); several panels get one marker fill each,
+    named in the legend. Points that would cover each other are spread sideways by ``dodge``
+    (score units) so every legend entry stays visible, and each point carries its run count."""
+    fig, ax = _axes(ax, figsize=(5.8, 4.4))
     colors = _colors(hue, table[hue].unique())
     styles = figures.order_for(style, table[style].unique()) if style else [None]
     marker = {s: MARKERS[i % len(MARKERS)] for i, s in enumerate(styles)}
-    for r in table.itertuples(index=False):
-        d = r._asdict()
+    panels = panel_names(table)
+    fill = {p: PANEL_FILLS[i % len(PANEL_FILLS)] for i, p in enumerate(panels)}
+    keys = [c for c in (hue, style) if c]
+    if interval is not None and len(panels) > 1:
+        if JUDGES not in interval.columns:
+            raise ValueError("the interval table pools several judge panels: compute it by "
+                             "with_judges(by, scores), as the quality table is")
+        keys.append(JUDGES)
+    rows = [r._asdict() for r in table.itertuples(index=False)]
+    shifts = _dodge([(d[f"{x}_mean"], d[f"{y}_mean"]) for d in rows], dodge)
+    for d, shift in zip(rows, shifts, strict=True):
         xerr, yerr = np.nan_to_num(d[f"{x}_sem"]), np.nan_to_num(d[f"{y}_sem"])
         if interval is not None:  # issue 12: bootstrap intervals instead of standard errors
-            xerr, yerr = _interval_bars(interval, d, [c for c in (hue, style) if c], x, y)
+            xerr, yerr = _interval_bars(interval, d, keys, x, y)
+        px, py = d[f"{x}_mean"] + shift, d[f"{y}_mean"]
         ax.errorbar(
-            d[f"{x}_mean"], d[f"{y}_mean"],
-            xerr=xerr, yerr=yerr,
+            px, py, xerr=xerr, yerr=yerr,
             fmt=marker[d[style]] if style else "o", color=colors[d[hue]], ms=7,
-            elinewidth=0.8, capsize=2, alpha=0.9, mec="white", mew=0.6,
+            fillstyle=fill.get(d.get(JUDGES), "full"),
+            elinewidth=0.8, capsize=2, alpha=0.9, mec=colors[d[hue]] if len(panels) > 1
+            else "white", mew=0.6 if len(panels) < 2 else 1.0,
         )
+        if "n" in d and pd.notna(d["n"]) and pd.notna(px) and pd.notna(py):
+            ax.annotate(uncertainty.n_note(d["n"]), (px, py), xytext=(5, 4),
+                        textcoords="offset points", fontsize=6, color="0.35")
     ax.set_xlabel(f"{DIMENSIONS.get(x, (None, x))[1]} score (normalised)")
     ax.set_ylabel(f"{DIMENSIONS.get(y, (None, y))[1]} score (normalised)")
     ax.set_ylim(-0.03, 1.03)
     ax.grid(True, axis="both")
+    ax.legend(handles=_quality_handles(hue, colors, style, marker, fill if len(panels) > 1
+                                       else {}),
+              loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title(panel_title("Lens 3: task relevance against conclusion grounding", panels))
+    return fig
+
+
+def _dodge(points: Sequence[tuple[float, float]], step: float) -> list[float]:
+    """Sideways shifts that spread points lying within ``step`` of each other around their
+    place (0 for a point alone)."""
+    clusters: list[list[int]] = []
+    for i, (px, py) in enumerate(points):
+        for members in clusters:
+            cx, cy = points[members[0]]
+            if abs(px - cx) < step and abs(py - cy) < step:
+                members.append(i)
+                break
+        else:
+            clusters.append([i])
+    shifts = [0.0] * len(points)
+    for members in clusters:
+        for k, i in enumerate(members):
+            shifts[i] = (k - (len(members) - 1) / 2) * step
+    return shifts
+
+
+def _quality_handles(hue: str, colors: dict, style: str | None, marker: dict,
+                     fill: dict) -> list[Line2D]:
+    """Fig. 8's legend: colours (``hue``), markers (``style``), fills (judge panels)."""
     handles = [Line2D([], [], marker="o", ls="", color=c, label=figures.label_for(hue, v))
                for v, c in colors.items()]
     if style:
         handles += [Line2D([], [], marker=m, ls="", color="0.35",
                            label=figures.label_for(style, s)) for s, m in marker.items()]
-    ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.set_title("Lens 3: task relevance against conclusion grounding")
-    return fig
+    handles += [Line2D([], [], marker="o", ls="", color="0.35", fillstyle=f,
+                       label=f"judges: {p}") for p, f in fill.items()]
+    return handles
 
 
 def _interval_bars(interval: pd.DataFrame, row: dict, keys: list[str], x: str, y: str

@@ -495,7 +495,7 @@ def plot_time_output(
     fig, axes = plt.subplots(rows, cols, figsize=(2.8 * cols + 0.4, 2.6 * rows + 0.3),
                              squeeze=False)
     rng = np.random.default_rng(seed)
-    colors = figures.palette_for(corr[by].tolist()) if by else {}
+    colors = figures.colors_for(by, corr[by].tolist()) if by else {}
     for k, (ax, (_, row)) in enumerate(zip(axes.flat, corr.iterrows(), strict=False)):
         sub = turns[turns[by] == row[by]] if by else turns
         if len(sub) > max_points:

@@ -352,7 +352,7 @@ def plot_metric_panels(
             raise ValueError(f"need {len(metrics)} axes, got {len(axes)}")
         fig = axes[0].figure
     hues = figures.order_for(hue, agg[hue].tolist()) if hue else []
-    colors = figures.palette_for(hues) if hue else {}
+    colors = figures.colors_for(hue, hues) if hue else {}
     for ax, metric in zip(axes, metrics, strict=True):
         _grouped_bars(ax, agg, metric, x, hue, colors, error_bars, interval)
     if hue and hues:
