@@ -93,22 +93,26 @@ def judge_panels(judgments: pd.DataFrame, families: Sequence[str] | None = None)
             .agg(lambda names: ", ".join(sorted({str(n) for n in names}))).rename(JUDGES))
 
 
-def panel_names(table: pd.DataFrame) -> list[str]:
-    """The distinct judge panels of a judgments table (``judge`` column) or of a scores or
-    figure table (``judges`` column), in first-seen order."""
+def panel_names(table: pd.DataFrame, families: Sequence[str] | None = None) -> list[str]:
+    """The distinct judge panels of a judgments table (``judge`` column; its verdicts of
+    ``families`` only, when given) or of a scores or figure table (``judges`` column), in
+    first-seen order."""
     if JUDGES in table.columns:
         return [str(p) for p in dict.fromkeys(table[JUDGES].dropna()) if str(p)]
-    return list(dict.fromkeys(judge_panels(table)))
+    return [p for p in dict.fromkeys(judge_panels(table, families)) if p]
 
 
-def panel_title(title: str, panels: Sequence[str]) -> str:
-    """``title`` with a second line naming the judges ("judges: ..."; several panels are
-    told apart by the legend)."""
+def panel_title(title: str, panels: Sequence[str] | str | None, apart: bool = False) -> str:
+    """``title`` with a second line naming the judges: "judges: a, b, c"; several panels are
+    "told apart in the legend" (``apart``) or listed as pooled."""
+    panels = [panels] if isinstance(panels, str) else list(panels or [])
     if not panels:
         return title
     if len(panels) == 1:
         return f"{title}\njudges: {panels[0]}"
-    return f"{title}\n{len(panels)} judge panels (see legend)"
+    if apart:
+        return f"{title}\n{len(panels)} judge panels, told apart in the legend"
+    return f"{title}\njudges, {len(panels)} panels pooled: " + " | ".join(panels)
 
 
 def with_judges(by: Sequence[str], table: pd.DataFrame) -> list[str]:
@@ -252,7 +256,8 @@ def plot_conclusion_quality(
     ax.legend(handles=_quality_handles(hue, colors, style, marker, fill if len(panels) > 1
                                        else {}),
               loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.set_title(panel_title("Lens 3: task relevance against conclusion grounding", panels))
+    ax.set_title(panel_title("Lens 3: task relevance against conclusion grounding", panels,
+                             apart=True))
     return fig
 
 
@@ -340,10 +345,12 @@ def plot_orientation(
     outer: str = "condition",
     dimensions: Sequence[str] | None = None,
     seed: int = 0,
+    judges: Sequence[str] | str | None = None,
 ) -> Figure:
     """Fig. 9: per dimension a panel of boxplots over runs, grouped by ``outer`` (blocks)
     and ``inner`` (coloured boxes), with every run as a jittered point. Panel titles give the
-    number of judged items."""
+    number of judged items; the figure's title names ``judges`` (:func:`panel_names` of the
+    verdicts shown) and each box carries its run count."""
     dims = list(dimensions or dict.fromkeys(long["dimension"]))
     fig, axes = plt.subplots(len(dims), 1, figsize=(7.5, 2.3 * len(dims) + 0.4), sharex=True,
                              squeeze=False)
@@ -364,7 +371,12 @@ def plot_orientation(
                        whiskerprops={"color": colors[i]}, capprops={"color": colors[i]})
             ax.scatter(x + rng.uniform(-0.18, 0.18, len(v)), v, s=7, color=colors[i],
                        alpha=0.7, lw=0, zorder=3)
-        ax.set_ylim(-0.05, 1.05)
+            ax.annotate(uncertainty.n_note(d.loc[(d[outer] == o) & (d[inner] == i),
+                                                 "run_id"].nunique()),
+                        (x, 1.0), xycoords=("data", "axes fraction"), xytext=(0, -2),
+                        textcoords="offset points", ha="center", va="top", fontsize=6,
+                        color="0.35", rotation=90 if len(inners) > 2 else 0)
+        ax.set_ylim(-0.05, 1.3)
         ax.set_ylabel("Normalised score")
         ax.set_title(f"{DIMENSIONS[dim][1]} (n={int(d['n_items'].sum())})", loc="left")
     centres = [np.mean([pos[(o, i)] for i in inners]) for o in outers]
@@ -374,6 +386,9 @@ def plot_orientation(
                for i in inners]
     axes[0, 0].legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.12),
                       ncol=len(inners))
+    panels = [judges] if isinstance(judges, str) else list(judges or panel_names(long))
+    if panels:
+        fig.suptitle(panel_title("Lens 3: orientation", panels), fontsize=9)
     return fig
 
 
@@ -406,11 +421,14 @@ def label_shares(
     verdicts tie without a middle label are ``split``; items with no counted verdict are
     ``unclear``.
 
-    Columns: the ``by`` columns, ``label``, ``count``, ``share`` (within the group).
+    Columns: the ``by`` columns, ``label``, ``count``, ``share`` (within the group) and
+    ``runs`` (the group's runs with a judged item).
     """
     agg = item_labels(judgments, runs, family, by)
     counts = agg.groupby([*by, "label"]).size().rename("count").reset_index()
     counts["share"] = counts["count"] / counts.groupby(list(by))["count"].transform("sum")
+    n_runs = agg.groupby(list(by))["run_id"].nunique().rename("runs").reset_index()
+    counts = counts.merge(n_runs, on=list(by), how="left")
     order = {lab: i for i, lab in enumerate(label_order(family))}
     counts["_o"] = counts["label"].map(order)
     out = _sorted(counts.sort_values("_o", kind="stable"), list(by))
@@ -459,6 +477,7 @@ def plot_label_shares(
     ax: Axes | None = None,
     interval: pd.DataFrame | None = None,
     annotate_min: float = 0.1,
+    judges: Sequence[str] | str | None = None,
 ) -> Figure:
     """Stacked horizontal bars of :func:`label_shares`, one bar per group, favourable labels
     first (dark) and split / unclear last (grey). ``interval`` (:func:`label_share_intervals`
@@ -489,14 +508,20 @@ def plot_label_shares(
                                 fmt="none", ecolor="#222222", elinewidth=0.8, capsize=2.0,
                                 zorder=4)
         left += vals
-    ax.set_yticks(ypos, [" / ".join(figures.label_for(c, v) for c, v in zip(by, g, strict=True))
-                         for g in groups])
+    names = [" / ".join(figures.label_for(c, v) for c, v in zip(by, g, strict=True))
+             for g in groups]
+    if "runs" in shares.columns:  # issue 26: every bar's run count
+        n = shares.drop_duplicates(by).set_index(by)["runs"]
+        names = [f"{name} ({uncertainty.n_note(n.loc[g if len(by) > 1 else g[0]])})"
+                 for name, g in zip(names, groups, strict=True)]
+    ax.set_yticks(ypos, names)
     ax.set_xlim(0, 1)
     ax.set_xlabel("Share of judged items")
     ax.grid(True, axis="x")
     ax.grid(False, axis="y")
     _legend_or_note(ax, title="label", loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.set_title(f"{ag.FAMILY_TITLES[family]}: panel label composition")
+    ax.set_title(panel_title(f"{ag.FAMILY_TITLES[family]}: panel label composition",
+                             judges if judges is not None else panel_names(shares)))
     return fig
 
 
@@ -633,10 +658,11 @@ def tool_prior_scores(
     return out.sort_values(["_f", "_t", *by]).drop(columns=["_f", "_t"]).reset_index(drop=True)
 
 
-def plot_tool_prior_scores(table: pd.DataFrame, ax: Axes | None = None) -> Figure:
+def plot_tool_prior_scores(table: pd.DataFrame, ax: Axes | None = None,
+                           judges: Sequence[str] | str | None = None) -> Figure:
     """Horizontal bars of per-tool grounding (1 - prior index) with standard errors, the
     navigation tools above the cognitive tools; ``table`` is :func:`tool_prior_scores`
-    output without ``by`` columns."""
+    output without ``by`` columns. The title names ``judges``."""
     if table.duplicated(["family", "tool"]).any():
         raise ValueError("plot_tool_prior_scores takes one row per tool (no 'by' split)")
     order = figures.tool_order(table["tool"].unique())
@@ -657,7 +683,7 @@ def plot_tool_prior_scores(table: pd.DataFrame, ax: Axes | None = None) -> Figur
     ax.set_xlabel("Grounding score (1 - prior-leaning index)")
     ax.grid(True, axis="x")
     ax.grid(False, axis="y")
-    ax.set_title("Prior leaning by tool (lower = more prior-led)")
+    ax.set_title(panel_title("Prior leaning by tool (lower = more prior-led)", judges))
     return fig
 
 
@@ -672,7 +698,7 @@ def plot_length_robustness(
     """Fig. D9: conclusion length against a family's panel score (its own scale), one point
     per run coloured by ``hue``, the pooled least-squares line, and the annotation of
     :func:`adakit.judging.agreement.length_robustness` (raw r, added R^2 after the design controls).
-    ``scores`` is :func:`lens3_scores` output."""
+    ``scores`` is :func:`lens3_scores` output; the title names its judges."""
     table = ag.add_length_columns(scores)
     if exclude_conditions and "condition" in table:
         table = table[~table["condition"].isin(list(exclude_conditions))]
@@ -699,5 +725,6 @@ def plot_length_robustness(
     scale = "1-4" if family in ag.CONCLUSION_FAMILIES else "prior index"
     ax.set_ylabel(f"{ag.FAMILY_TITLES[family]} ({scale})")
     _legend_or_note(ax, loc="lower right")
-    ax.set_title(f"Length robustness: {ag.FAMILY_TITLES[family].lower()}")
+    ax.set_title(panel_title(f"Length robustness: {ag.FAMILY_TITLES[family].lower()}",
+                             panel_names(d)))
     return fig
