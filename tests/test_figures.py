@@ -253,3 +253,23 @@ def test_signal_to_noise_is_split_into_pages_a_few_screens_tall():
             owners[pair] = name
     with pytest.raises(ValueError, match="max_rows"):
         noise.signal_to_noise_pages(snr, max_rows=0)
+
+
+def test_grounding_distribution_names_its_judges():
+    table = pd.DataFrame({"label": ["grounded", "unclear"], "baseline_share": [1.0, 0.0],
+                          "treatment_share": [0.5, 0.5], "baseline_n": [2, 0],
+                          "treatment_n": [1, 1]})
+    fig = iv.plot_grounding_distribution(table, judges=["j1, j2"])
+    assert fig.axes[0].get_title() == "Trace grounding labels\njudges: j1, j2"
+    assert iv.plot_grounding_distribution(table).axes[0].get_title() == "Trace grounding labels"
+
+
+def test_task_composition_groups_carry_their_run_counts():
+    comp = pd.DataFrame({"task": ["architecture_analysis", "risk_review"], "OVW": [2.0, 1.0],
+                         "EXP": [1.0, 3.0]}).set_index("task")
+    ci = pd.DataFrame({"task": ["architecture_analysis", "risk_review"], "n_runs": [4, 1],
+                       "OVW_lo": [1.5, np.nan], "OVW_hi": [2.5, np.nan],
+                       "EXP_lo": [0.5, np.nan], "EXP_hi": [1.5, np.nan]})
+    ax = surface.plot_task_composition(comp, interval=ci).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "Architecture\nn = 4", "Risk review\nn = 1, no interval"]

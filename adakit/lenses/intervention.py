@@ -528,8 +528,10 @@ def plot_grounding_distribution(
     table: pd.DataFrame,
     labels: tuple[str, str] = ("Natural", "Coach"),
     ax: Axes | None = None,
+    judges: Sequence[str] | str | None = None,
 ) -> Figure:
-    """Side-by-side bars of :func:`grounding_distribution` (share of judged conclusions)."""
+    """Side-by-side bars of :func:`grounding_distribution` (share of judged conclusions); the
+    title names ``judges`` (:func:`adakit.lenses.adjudication.panel_names` of the verdicts)."""
     figures.use_style()
     if table.empty:
         raise ValueError("no judged conclusions to plot")
@@ -545,7 +547,7 @@ def plot_grounding_distribution(
     ax.set_ylabel("Share of judged conclusions (%)")
     ax.grid(axis="x", visible=False)
     ax.legend(frameon=False)
-    ax.set_title("Trace grounding labels")
+    ax.set_title(adj.panel_title("Trace grounding labels", judges))
     return fig
 
 

@@ -446,7 +446,8 @@ def plot_task_composition(
     """Fig. D5b: average calls per trajectory of each tool (bars in tool colours), one group
     of bars per task family (or whatever ``comp``'s index holds). ``interval``
     (:func:`adakit.uncertainty.bootstrap_means` of the tools over the same groups) adds each
-    mean's bootstrap interval as an error bar; a group of one run gets none."""
+    mean's bootstrap interval as an error bar; a group of one run gets none, and each group's
+    label carries its run count (the interval table's ``n_runs``)."""
     tools = [t for t in (tools or [*TOOL_ORDER, *ACT_ORDER]) if t in comp.columns]
     if not tools:
         raise ValueError("the composition table has no tool columns")
@@ -476,8 +477,13 @@ def plot_task_composition(
                label=tool, yerr=err,
                error_kw={"elinewidth": 0.7, "capsize": 1.5, "ecolor": "#333333"})
     name = comp.index.name if isinstance(comp.index.name, str) else ""
-    ax.set_xticks(pos, [figures.label_for(name, g) if not isinstance(g, tuple)
-                        else " | ".join(map(str, g)) for g in groups])
+    names = [figures.label_for(name, g) if not isinstance(g, tuple) else " | ".join(map(str, g))
+             for g in groups]
+    if bounds is not None and "n_runs" in bounds.columns:
+        counts = bounds["n_runs"].reindex(groups).to_numpy()
+        names = [f"{text}\n{uncertainty.n_note(n)}" if pd.notna(n) else text
+                 for text, n in zip(names, counts, strict=True)]
+    ax.set_xticks(pos, names)
     ax.set_ylabel("Avg calls / trajectory")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="Tool")
