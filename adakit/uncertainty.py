@@ -513,12 +513,12 @@ def adjust(tests: pd.DataFrame | Sequence[pd.DataFrame], alpha: float = 0.05) ->
 # --------------------------------------------------------------------------- plots
 
 
-def n_note(n: object, min_runs: int = MIN_RUNS) -> str:
+def n_note(n: float, min_runs: int = MIN_RUNS) -> str:
     """The run count a figure writes beside one group: ``"n = 13"``, or ``"n = 1, no
     interval"`` below ``min_runs`` (such a group never carries an interval)."""
-    if n is None or (isinstance(n, float) and np.isnan(n)):
+    if n is None or pd.isna(n):
         raise ValueError("n_note needs a run count, got none")
-    count = int(n)  # type: ignore[call-overload]
+    count = int(n)
     if count < 0:
         raise ValueError(f"a run count cannot be negative: {count}")
     return f"n = {count}" if count >= min_runs else f"n = {count}, no interval"
@@ -570,6 +570,8 @@ def plot_intervals(
             if not known and ok[i]:
                 continue
             note = n_note(counts[i]) if known else TOO_FEW
+            if known and not ok[i] and not note.endswith("no interval"):
+                note += ", no interval"  # runs enough, but too few with a value
             x = np.nanmax([est[i], high[i]]) if ok[i] else est[i]
             ax.annotate(note, (x, ypos[i]), xytext=(6, 0), textcoords="offset points",
                         va="center", fontsize=7, color="0.4")

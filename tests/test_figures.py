@@ -101,6 +101,10 @@ def test_interval_rows_carry_their_run_counts():
                           "v_hi": [1.5, np.nan], "n_runs": [13, 1]})
     assert sorted(_texts(uncertainty.plot_intervals(table, "v", "g"))) == [
         "n = 1, no interval", "n = 13"]
+    # runs enough, but too few of them with a value: still no interval, and it says so
+    gap = table.assign(n_runs=[13, 4])
+    assert sorted(_texts(uncertainty.plot_intervals(gap, "v", "g"))) == [
+        "n = 13", "n = 4, no interval"]
     # without a count column the old mark stays: only the row without an interval
     bare = uncertainty.plot_intervals(table.drop(columns="n_runs"), "v", "g")
     assert _texts(bare) == [uncertainty.TOO_FEW]
