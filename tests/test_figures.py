@@ -277,3 +277,12 @@ def test_task_composition_groups_carry_their_run_counts():
     ax = surface.plot_task_composition(comp, interval=ci).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == [
         "Architecture\nn = 4", "Risk review\nn = 1, no interval"]
+
+
+def test_paired_panels_count_their_pairs():
+    pairs = pd.DataFrame({"metric": ["turns"] * 3 + ["loc_viewed"],
+                          "baseline": [5.0, 6.0, 7.0, 10.0], "treatment": [7.0, 7.0, 9.0, 20.0]})
+    pairs["diff"] = pairs["treatment"] - pairs["baseline"]
+    fig = iv.plot_paired_metrics(pairs, iv.paired_comparison(pairs, n_resamples=50))
+    titles = [ax.get_title().split("\n")[0] for ax in fig.axes if ax.get_visible()]
+    assert titles[0].endswith("(n = 3)") and titles[1].endswith("(n = 1, no interval)")

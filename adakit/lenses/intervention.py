@@ -392,8 +392,9 @@ def plot_paired_metrics(
     axes: Sequence[Axes] | None = None,
 ) -> Figure:
     """One small panel per metric: every pair as a line from its baseline to its treatment
-    value, the means as thick markers, and in the title the mean difference with its bootstrap
-    interval (when ``comparison`` has one) and the sign-test p."""
+    value, the means as thick markers, and in the title the number of pairs ("n = 1, no
+    interval" without one), the mean difference with its bootstrap interval (when
+    ``comparison`` has one) and the sign-test p."""
     figures.use_style()
     metrics = list(dict.fromkeys(pairs["metric"]))
     if not metrics:
@@ -423,7 +424,8 @@ def plot_paired_metrics(
         span = ""
         if not pd.isna(row.get("diff_lo", np.nan)) and not pd.isna(row.get("diff_hi", np.nan)):
             span = f" {_interval_text(row['diff_lo'], row['diff_hi'])}"
-        ax.set_title(f"{row['label']}\nΔ = {row['mean_diff']:+.2f}{span}, "
+        n = f"n = {len(d)}" + ("" if span else ", no interval")
+        ax.set_title(f"{row['label']} ({n})\nΔ = {row['mean_diff']:+.2f}{span}, "
                      f"p {_p_text(row['sign_p'])}", fontsize=8)
         ax.set_xticks([0, 1], list(labels))
         ax.set_xlim(-0.35, 1.35)
