@@ -2,7 +2,8 @@
 
 ``use_style()`` applies the package style (``adakit.mplstyle``: a colour-blind-safe cycle,
 light grid, legible small fonts). ``TOOL_COLORS`` fixes one colour per tool so a tool looks the
-same in every view; ``condition_order`` / ``model_order`` / ``task_order`` put axis values in the
+same in every view, and :func:`model_color` one colour per model across every figure of a study;
+``condition_order`` / ``model_order`` / ``task_order`` put axis values in the
 paper's order. ``save_figure(fig, name)`` writes PNG and SVG files under ``adakit.config.FIGURES``
 named by notebook and view, e.g. ``save_figure(fig, "10_lens0_surface/fig4_activity")``.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
@@ -179,7 +181,8 @@ def label_for(column: str, value: object) -> str:
 
 
 def palette_for(values: Sequence[object]) -> dict:
-    """Colours for a list of categories, in order; tools keep their fixed colours."""
+    """Colours for a list of categories, in order; tools keep their fixed colours. For models
+    use :func:`model_colors` (a model's colour must not depend on its neighbours)."""
     if values and all(v in CANONICAL_COLORS for v in values):
         return {v: CANONICAL_COLORS[v] for v in values}
     colors = list(PALETTE)
@@ -189,9 +192,64 @@ def palette_for(values: Sequence[object]) -> dict:
     return {v: colors[i] for i, v in enumerate(values)}
 
 
+#: Fixed colours of the models the paper and the shipped registry name (keys lower-case; the
+#: paper's display names and the registry's ids both listed). Temperature variants (``-t07``)
+#: are separate models and get their own colour.
+MODEL_COLORS: dict[str, str] = {
+    "gpt-4.1": "#0072B2",
+    "gpt-4o": "#E69F00",
+    "deepseek-v3.2": "#009E73",
+    "qwen3.5-397b": "#CC79A7",
+    "qwen3.5-397b-a17b": "#CC79A7",
+    "qwen3-235b": "#D55E00",
+    "qwen2.5-coder-1.5b": "#56B4E9",
+    "qwen2.5-coder-0.5b": "#882255",
+    "smollm2-135m": "#000000",
+    "qwen2.5-coder-1.5b-t07": "#1F3A93",
+    "smollm2-135m-t07": "#7F7F7F",
+    "smollm2-135m-t10": "#BCBD22",
+    "deepseek-v3": "#8C564B",
+    "glm-5": "#17BECF",
+    "kimi-k2.5": "#9467BD",
+    "minimax-m2.7": "#8C510A",
+    "baseline-skimmer": "#A6761D",
+    "baseline-tracer": "#44AA99",
+    "baseline-close_reader": "#E7298A",
+}
+#: Colours for models outside :data:`MODEL_COLORS`, chosen by a digest of the name.
+_SPARE_MODEL_COLORS: list[str] = [
+    matplotlib.colors.to_hex(matplotlib.colormaps["tab20"](i)) for i in range(20)
+]
+
+
+def model_color(model: object) -> str:
+    """The one colour of ``model`` in every figure: fixed for the models the paper and the
+    registry name, else picked from a spare palette by a digest of the name (stable across
+    processes, independent of which other models a figure shows; two unlisted models may
+    share a colour)."""
+    name = str(model).strip()
+    if not name:
+        raise ValueError("model_color needs a model name")
+    fixed = MODEL_COLORS.get(name.lower())
+    if fixed is not None:
+        return fixed
+    digest = zlib.crc32(name.encode("utf-8"))
+    return _SPARE_MODEL_COLORS[digest % len(_SPARE_MODEL_COLORS)]
+
+
 def model_colors(models: Iterable[object]) -> dict:
-    """One colour per model, assigned in :func:`model_order`."""
-    return palette_for(model_order(models))
+    """``{model: model_color(model)}`` for the distinct models, in :func:`model_order`."""
+    return {m: model_color(m) for m in model_order(models)}
+
+
+def colors_for(column: str | None, values: Iterable[object]) -> dict:
+    """Colours of the values of a grouping column, in display order: a model keeps its
+    :func:`model_color`, a tool its fixed colour, other columns take the palette in order."""
+    if column == "model":
+        return model_colors(values)
+    if column is None:
+        return {None: PALETTE[0]}
+    return palette_for(order_for(column, values))
 
 
 def save_figure(

@@ -513,6 +513,17 @@ def adjust(tests: pd.DataFrame | Sequence[pd.DataFrame], alpha: float = 0.05) ->
 # --------------------------------------------------------------------------- plots
 
 
+def n_note(n: float, min_runs: int = MIN_RUNS) -> str:
+    """The run count a figure writes beside one group: ``"n = 13"``, or ``"n = 1, no
+    interval"`` below ``min_runs`` (such a group never carries an interval)."""
+    if n is None or pd.isna(n):
+        raise ValueError("n_note needs a run count, got none")
+    count = int(n)
+    if count < 0:
+        raise ValueError(f"a run count cannot be negative: {count}")
+    return f"n = {count}" if count >= min_runs else f"n = {count}, no interval"
+
+
 def plot_intervals(
     table: pd.DataFrame,
     value: str,
@@ -524,14 +535,18 @@ def plot_intervals(
     xlabel: str | None = None,
     title: str | None = None,
     reference: float | None = None,
+    n: str | None = "n_runs",
 ) -> Figure:
     """A dot-and-whisker chart: one row per ``label`` value (or combination), the estimate
     ``value`` as a dot and its interval ``lo``..``hi`` (default ``<value>_lo``/``_hi``) as a
-    whisker, dots coloured by ``hue``. Rows without an interval show the dot alone, marked
-    "too few runs". ``reference`` draws a vertical line (e.g. 0 for differences)."""
+    whisker, dots coloured by ``hue``. Every row is marked with its run count from column
+    ``n`` (:func:`n_note`: "n = 1, no interval" for a row too small for one); rows without an
+    interval and without ``n`` are marked "too few runs". ``reference`` draws a vertical line
+    (e.g. 0 for differences)."""
     labels = _as_list(label)
     lo, hi = lo or f"{value}_lo", hi or f"{value}_hi"
     require_columns(table, [value, lo, hi, *labels] + ([hue] if hue else []), "the interval table")
+    counts = table[n].to_numpy() if n and n in table.columns else None
     if table.empty:
         raise ValueError("no intervals to plot")
     figures.use_style()
@@ -540,8 +555,7 @@ def plot_intervals(
     else:
         fig = ax.figure
     hues = figures.order_for(hue, table[hue].unique()) if hue else [None]
-    colors = (figures.model_colors(hues) if hue == "model" else figures.palette_for(hues)
-              ) if hue else {None: figures.PALETTE[0]}
+    colors = figures.colors_for(hue, hues)
     ypos = np.arange(len(table))[::-1]
     est = table[value].to_numpy(dtype=float)
     low, high = table[lo].to_numpy(dtype=float), table[hi].to_numpy(dtype=float)
@@ -551,8 +565,15 @@ def plot_intervals(
         ax.hlines(ypos[ok], low[ok], high[ok], color=colors[h], lw=1.6)
         ax.plot(est[sel], ypos[sel], "o", color=colors[h], ms=5,
                 label=None if h is None else figures.label_for(hue, h))
-        for y, x in zip(ypos[sel & ~ok], est[sel & ~ok], strict=True):
-            ax.annotate(TOO_FEW, (x, y), xytext=(6, 0), textcoords="offset points",
+        for i in np.flatnonzero(sel):
+            known = counts is not None and pd.notna(counts[i])
+            if not known and ok[i]:
+                continue
+            note = n_note(counts[i]) if known else TOO_FEW
+            if known and not ok[i] and not note.endswith("no interval"):
+                note += ", no interval"  # runs enough, but too few with a value
+            x = np.nanmax([est[i], high[i]]) if ok[i] else est[i]
+            ax.annotate(note, (x, ypos[i]), xytext=(6, 0), textcoords="offset points",
                         va="center", fontsize=7, color="0.4")
     names = [" | ".join(figures.label_for(c, v) for c, v in zip(labels, row, strict=True))
              for row in table[labels].itertuples(index=False, name=None)]

@@ -158,7 +158,8 @@ def test_label_shares(judgments, runs):
     assert np.array(list(widths.values())).sum(axis=0) == pytest.approx([1.0, 1.0])
     assert ax.get_xlim() == (0.0, 1.0)
     ticks = {t.get_text(): y for t, y in zip(ax.get_yticklabels(), ax.get_yticks(), strict=True)}
-    assert ticks["a"] > ticks["b"]  # the first group on top
+    assert ticks["a (n = 2)"] > ticks["b (n = 2)"]  # the first group on top, with its runs
+    assert sh.groupby("model")["runs"].first().to_dict() == {"a": 2, "b": 2}
     nav = l3.label_shares(judgments, runs, "navigation_prior", by=["model"])
     assert nav[nav["model"] == "a"]["label"].tolist() == ["evidence-led", "mixed", "prior-led"]
 

@@ -60,9 +60,12 @@ def test_notebook_runs_on_a_synthetic_corpus_with_repeats(tmp_path, monkeypatch)
                                     "n_resamples": 200, "n_permutations": 500,
                                     "figure_prefix": "nbtest"})
     written = {p.name for p in (tmp_path / "figures" / "nbtest").glob("*.png")}
-    assert {"cv_within_cells.png", "signal_to_noise.png", "fig4_activity_intervals.png",
+    assert {"cv_within_cells.png", "fig4_activity_intervals.png",
             "fig7_tag_shares_intervals.png", "density_intervals.png",
             "fig8_quality_intervals.png", "sequence_similarity.png"} <= written
+    # signal to noise: one page per factor, no single tall figure
+    assert {n for n in written if n.startswith("signal_to_noise")} >= {
+        f"signal_to_noise_{f}.png" for f in ("model", "condition")}
     text = _outputs(out)
     assert "4 cells, 4 with at least 2 runs (20 of 20 runs)" in text
     assert "readings exceed the noise" in text and "match 1, mismatch 0, gap 0" in text

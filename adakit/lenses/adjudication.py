@@ -57,6 +57,10 @@ FIG9_DIMENSIONS: tuple[str, ...] = ("calibration", "navigation_grounding", "synt
 MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
 SPLIT = "split"
 UNCLEAR = "unclear"
+#: The column naming the judge panel behind a run's verdicts (its judges, comma-separated).
+JUDGES = "judges"
+#: Marker fill of the 1st, 2nd, ... judge panel when a figure shows several.
+PANEL_FILLS: tuple[str, ...] = ("full", "none", "left", "bottom", "right", "top")
 
 
 def label_order(family: str) -> list[str]:
@@ -76,13 +80,60 @@ def normalise(family: str, score: pd.Series | np.ndarray | float) -> pd.Series |
     raise ValueError(f"unknown family {family!r}; known: {list(ag.FAMILIES)}")
 
 
+def judge_panels(judgments: pd.DataFrame, families: Sequence[str] | None = None) -> pd.Series:
+    """The judge panel of each run (index ``run_id``): the distinct ``judge`` names of its
+    verdicts (of ``families`` only, when given), sorted and comma-separated; empty when the
+    judgments carry no ``judge`` column."""
+    if "judge" not in judgments.columns or "run_id" not in judgments.columns:
+        return pd.Series(dtype=object, name=JUDGES)
+    d = judgments[judgments["judge"].notna() & judgments["run_id"].notna()]
+    if families is not None:
+        d = d[d["family"].isin(list(families))]
+    return (d.groupby("run_id")["judge"]
+            .agg(lambda names: ", ".join(sorted({str(n) for n in names}))).rename(JUDGES))
+
+
+def panel_names(table: pd.DataFrame, families: Sequence[str] | None = None) -> list[str]:
+    """The distinct judge panels of a judgments table (``judge`` column; its verdicts of
+    ``families`` only, when given) or of a scores or figure table (``judges`` column), in
+    first-seen order."""
+    if JUDGES in table.columns:
+        return [str(p) for p in dict.fromkeys(table[JUDGES].dropna()) if str(p)]
+    return [p for p in dict.fromkeys(judge_panels(table, families)) if p]
+
+
+def panel_title(title: str, panels: Sequence[str] | str | None, apart: bool = False) -> str:
+    """``title`` with a second line naming the judges: "judges: a, b, c"; several panels are
+    "told apart in the legend" (``apart``) or listed as pooled."""
+    panels = [panels] if isinstance(panels, str) else list(panels or [])
+    if not panels:
+        return title
+    if len(panels) == 1:
+        return f"{title}\njudges: {panels[0]}"
+    if apart:
+        return f"{title}\n{len(panels)} judge panels, told apart in the legend"
+    return f"{title}\njudges, {len(panels)} panels pooled: " + " | ".join(panels)
+
+
+def with_judges(by: Sequence[str], table: pd.DataFrame) -> list[str]:
+    """``by`` plus :data:`JUDGES` when ``table`` carries it, so groups never mix two panels'
+    verdicts (use it for the interval table of :func:`plot_conclusion_quality`)."""
+    by = list(by)
+    return [*by, JUDGES] if JUDGES in table.columns and JUDGES not in by else by
+
+
 def lens3_scores(judgments: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run: the runs table (with ``conclusion_words``, ``valid_turns``), each
-    family's raw score and item count (:func:`adakit.judging.agreement.run_scores`), and the five
-    normalised dimensions of :data:`DIMENSIONS` (NaN where a run has no scored item)."""
+    family's raw score and item count (:func:`adakit.judging.agreement.run_scores`), the five
+    normalised dimensions of :data:`DIMENSIONS` (NaN where a run has no scored item) and
+    ``judges``, the panel that judged the run's conclusion (:func:`judge_panels` of the
+    conclusion families; NaN for a run without a judged conclusion)."""
     table = ag.run_scores(judgments, runs)
     for col, (fam, _) in DIMENSIONS.items():
         table[col] = normalise(fam, table[fam])
+    panels = judge_panels(judgments, ag.CONCLUSION_FAMILIES)
+    if len(panels):
+        table[JUDGES] = table["run_id"].map(panels)
     return table
 
 
@@ -102,10 +153,11 @@ def conclusion_quality(
 ) -> pd.DataFrame:
     """Fig. 8 data: per group, mean and standard error over runs of two dimensions.
 
-    Columns: the ``by`` columns, ``{x}_mean``, ``{x}_sem``, ``{y}_mean``, ``{y}_sem`` and
-    ``n`` (runs scored on both).
+    Columns: the ``by`` columns (and ``judges`` when ``scores`` has it: a group never pools
+    two judge panels), ``{x}_mean``, ``{x}_sem``, ``{y}_mean``, ``{y}_sem`` and ``n`` (runs
+    scored on both).
     """
-    by = list(by)
+    by = with_judges(by, scores)
     rows = []
     for key, grp in scores.groupby(by, sort=False):
         grp = grp[grp[x].notna() & grp[y].notna()]
@@ -131,8 +183,7 @@ def _sorted(table: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
 
 
 def _colors(column: str, values: Sequence[object]) -> dict:
-    order = figures.order_for(column, values)
-    return figures.model_colors(order) if column == "model" else figures.palette_for(order)
+    return figures.colors_for(column, values)
 
 
 def _legend_or_note(ax: Axes, **legend_kw) -> None:
@@ -159,38 +210,87 @@ def plot_conclusion_quality(
     style: str | None = "condition",
     ax: Axes | None = None,
     interval: pd.DataFrame | None = None,
+    dodge: float = 0.025,
 ) -> Figure:
     """Fig. 8: one point per group with standard-error bars; colour = ``hue``, marker =
     ``style``. ``table`` is :func:`conclusion_quality` output. ``interval``
     (:func:`adakit.uncertainty.bootstrap_means` of ``x`` and ``y`` by the same groups) draws
-    the bootstrap intervals instead of the standard errors."""
-    fig, ax = _axes(ax, figsize=(5.6, 4.2))
+    the bootstrap intervals instead of the standard errors.
+
+    The title names the judges (``judges`` column); several panels get one marker fill each,
+    named in the legend. Points that would cover each other are spread sideways by ``dodge``
+    (score units) so every legend entry stays visible, and each point carries its run count."""
+    fig, ax = _axes(ax, figsize=(5.8, 4.4))
     colors = _colors(hue, table[hue].unique())
     styles = figures.order_for(style, table[style].unique()) if style else [None]
     marker = {s: MARKERS[i % len(MARKERS)] for i, s in enumerate(styles)}
-    for r in table.itertuples(index=False):
-        d = r._asdict()
+    panels = panel_names(table)
+    fill = {p: PANEL_FILLS[i % len(PANEL_FILLS)] for i, p in enumerate(panels)}
+    keys = [c for c in (hue, style) if c]
+    if interval is not None and len(panels) > 1:
+        if JUDGES not in interval.columns:
+            raise ValueError("the interval table pools several judge panels: compute it by "
+                             "with_judges(by, scores), as the quality table is")
+        keys.append(JUDGES)
+    rows = [r._asdict() for r in table.itertuples(index=False)]
+    shifts = _dodge([(d[f"{x}_mean"], d[f"{y}_mean"]) for d in rows], dodge)
+    for d, shift in zip(rows, shifts, strict=True):
         xerr, yerr = np.nan_to_num(d[f"{x}_sem"]), np.nan_to_num(d[f"{y}_sem"])
         if interval is not None:  # issue 12: bootstrap intervals instead of standard errors
-            xerr, yerr = _interval_bars(interval, d, [c for c in (hue, style) if c], x, y)
+            xerr, yerr = _interval_bars(interval, d, keys, x, y)
+        px, py = d[f"{x}_mean"] + shift, d[f"{y}_mean"]
         ax.errorbar(
-            d[f"{x}_mean"], d[f"{y}_mean"],
-            xerr=xerr, yerr=yerr,
+            px, py, xerr=xerr, yerr=yerr,
             fmt=marker[d[style]] if style else "o", color=colors[d[hue]], ms=7,
-            elinewidth=0.8, capsize=2, alpha=0.9, mec="white", mew=0.6,
+            fillstyle=fill.get(d.get(JUDGES), "full"),
+            elinewidth=0.8, capsize=2, alpha=0.9, mec=colors[d[hue]] if len(panels) > 1
+            else "white", mew=0.6 if len(panels) < 2 else 1.0,
         )
+        if "n" in d and pd.notna(d["n"]) and pd.notna(px) and pd.notna(py):
+            ax.annotate(uncertainty.n_note(d["n"]), (px, py), xytext=(5, 4),
+                        textcoords="offset points", fontsize=6, color="0.35")
     ax.set_xlabel(f"{DIMENSIONS.get(x, (None, x))[1]} score (normalised)")
     ax.set_ylabel(f"{DIMENSIONS.get(y, (None, y))[1]} score (normalised)")
     ax.set_ylim(-0.03, 1.03)
     ax.grid(True, axis="both")
+    ax.legend(handles=_quality_handles(hue, colors, style, marker, fill if len(panels) > 1
+                                       else {}),
+              loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title(panel_title("Lens 3: task relevance against conclusion grounding", panels,
+                             apart=True))
+    return fig
+
+
+def _dodge(points: Sequence[tuple[float, float]], step: float) -> list[float]:
+    """Sideways shifts that spread points lying within ``step`` of each other around their
+    place (0 for a point alone)."""
+    clusters: list[list[int]] = []
+    for i, (px, py) in enumerate(points):
+        for members in clusters:
+            cx, cy = points[members[0]]
+            if abs(px - cx) < step and abs(py - cy) < step:
+                members.append(i)
+                break
+        else:
+            clusters.append([i])
+    shifts = [0.0] * len(points)
+    for members in clusters:
+        for k, i in enumerate(members):
+            shifts[i] = (k - (len(members) - 1) / 2) * step
+    return shifts
+
+
+def _quality_handles(hue: str, colors: dict, style: str | None, marker: dict,
+                     fill: dict) -> list[Line2D]:
+    """Fig. 8's legend: colours (``hue``), markers (``style``), fills (judge panels)."""
     handles = [Line2D([], [], marker="o", ls="", color=c, label=figures.label_for(hue, v))
                for v, c in colors.items()]
     if style:
         handles += [Line2D([], [], marker=m, ls="", color="0.35",
                            label=figures.label_for(style, s)) for s, m in marker.items()]
-    ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.set_title("Lens 3: task relevance against conclusion grounding")
-    return fig
+    handles += [Line2D([], [], marker="o", ls="", color="0.35", fillstyle=f,
+                       label=f"judges: {p}") for p, f in fill.items()]
+    return handles
 
 
 def _interval_bars(interval: pd.DataFrame, row: dict, keys: list[str], x: str, y: str
@@ -245,10 +345,12 @@ def plot_orientation(
     outer: str = "condition",
     dimensions: Sequence[str] | None = None,
     seed: int = 0,
+    judges: Sequence[str] | str | None = None,
 ) -> Figure:
     """Fig. 9: per dimension a panel of boxplots over runs, grouped by ``outer`` (blocks)
     and ``inner`` (coloured boxes), with every run as a jittered point. Panel titles give the
-    number of judged items."""
+    number of judged items; the figure's title names ``judges`` (:func:`panel_names` of the
+    verdicts shown) and each box carries its run count."""
     dims = list(dimensions or dict.fromkeys(long["dimension"]))
     fig, axes = plt.subplots(len(dims), 1, figsize=(7.5, 2.3 * len(dims) + 0.4), sharex=True,
                              squeeze=False)
@@ -269,7 +371,12 @@ def plot_orientation(
                        whiskerprops={"color": colors[i]}, capprops={"color": colors[i]})
             ax.scatter(x + rng.uniform(-0.18, 0.18, len(v)), v, s=7, color=colors[i],
                        alpha=0.7, lw=0, zorder=3)
-        ax.set_ylim(-0.05, 1.05)
+            ax.annotate(uncertainty.n_note(d.loc[(d[outer] == o) & (d[inner] == i),
+                                                 "run_id"].nunique()),
+                        (x, 1.0), xycoords=("data", "axes fraction"), xytext=(0, -2),
+                        textcoords="offset points", ha="center", va="top", fontsize=6,
+                        color="0.35", rotation=90 if len(inners) > 2 else 0)
+        ax.set_ylim(-0.05, 1.3)
         ax.set_ylabel("Normalised score")
         ax.set_title(f"{DIMENSIONS[dim][1]} (n={int(d['n_items'].sum())})", loc="left")
     centres = [np.mean([pos[(o, i)] for i in inners]) for o in outers]
@@ -279,6 +386,9 @@ def plot_orientation(
                for i in inners]
     axes[0, 0].legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.12),
                       ncol=len(inners))
+    panels = [judges] if isinstance(judges, str) else list(judges or panel_names(long))
+    if panels:
+        fig.suptitle(panel_title("Lens 3: orientation", panels), fontsize=9)
     return fig
 
 
@@ -311,11 +421,14 @@ def label_shares(
     verdicts tie without a middle label are ``split``; items with no counted verdict are
     ``unclear``.
 
-    Columns: the ``by`` columns, ``label``, ``count``, ``share`` (within the group).
+    Columns: the ``by`` columns, ``label``, ``count``, ``share`` (within the group) and
+    ``runs`` (the group's runs with a judged item).
     """
     agg = item_labels(judgments, runs, family, by)
     counts = agg.groupby([*by, "label"]).size().rename("count").reset_index()
     counts["share"] = counts["count"] / counts.groupby(list(by))["count"].transform("sum")
+    n_runs = agg.groupby(list(by))["run_id"].nunique().rename("runs").reset_index()
+    counts = counts.merge(n_runs, on=list(by), how="left")
     order = {lab: i for i, lab in enumerate(label_order(family))}
     counts["_o"] = counts["label"].map(order)
     out = _sorted(counts.sort_values("_o", kind="stable"), list(by))
@@ -364,6 +477,7 @@ def plot_label_shares(
     ax: Axes | None = None,
     interval: pd.DataFrame | None = None,
     annotate_min: float = 0.1,
+    judges: Sequence[str] | str | None = None,
 ) -> Figure:
     """Stacked horizontal bars of :func:`label_shares`, one bar per group, favourable labels
     first (dark) and split / unclear last (grey). ``interval`` (:func:`label_share_intervals`
@@ -394,14 +508,20 @@ def plot_label_shares(
                                 fmt="none", ecolor="#222222", elinewidth=0.8, capsize=2.0,
                                 zorder=4)
         left += vals
-    ax.set_yticks(ypos, [" / ".join(figures.label_for(c, v) for c, v in zip(by, g, strict=True))
-                         for g in groups])
+    names = [" / ".join(figures.label_for(c, v) for c, v in zip(by, g, strict=True))
+             for g in groups]
+    if "runs" in shares.columns:  # issue 26: every bar's run count
+        n = shares.drop_duplicates(by).set_index(by)["runs"]
+        names = [f"{name} ({uncertainty.n_note(n.loc[g if len(by) > 1 else g[0]])})"
+                 for name, g in zip(names, groups, strict=True)]
+    ax.set_yticks(ypos, names)
     ax.set_xlim(0, 1)
     ax.set_xlabel("Share of judged items")
     ax.grid(True, axis="x")
     ax.grid(False, axis="y")
     _legend_or_note(ax, title="label", loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.set_title(f"{ag.FAMILY_TITLES[family]}: panel label composition")
+    ax.set_title(panel_title(f"{ag.FAMILY_TITLES[family]}: panel label composition",
+                             judges if judges is not None else panel_names(shares)))
     return fig
 
 
@@ -538,10 +658,11 @@ def tool_prior_scores(
     return out.sort_values(["_f", "_t", *by]).drop(columns=["_f", "_t"]).reset_index(drop=True)
 
 
-def plot_tool_prior_scores(table: pd.DataFrame, ax: Axes | None = None) -> Figure:
+def plot_tool_prior_scores(table: pd.DataFrame, ax: Axes | None = None,
+                           judges: Sequence[str] | str | None = None) -> Figure:
     """Horizontal bars of per-tool grounding (1 - prior index) with standard errors, the
     navigation tools above the cognitive tools; ``table`` is :func:`tool_prior_scores`
-    output without ``by`` columns."""
+    output without ``by`` columns. The title names ``judges``."""
     if table.duplicated(["family", "tool"]).any():
         raise ValueError("plot_tool_prior_scores takes one row per tool (no 'by' split)")
     order = figures.tool_order(table["tool"].unique())
@@ -562,7 +683,7 @@ def plot_tool_prior_scores(table: pd.DataFrame, ax: Axes | None = None) -> Figur
     ax.set_xlabel("Grounding score (1 - prior-leaning index)")
     ax.grid(True, axis="x")
     ax.grid(False, axis="y")
-    ax.set_title("Prior leaning by tool (lower = more prior-led)")
+    ax.set_title(panel_title("Prior leaning by tool (lower = more prior-led)", judges))
     return fig
 
 
@@ -577,7 +698,7 @@ def plot_length_robustness(
     """Fig. D9: conclusion length against a family's panel score (its own scale), one point
     per run coloured by ``hue``, the pooled least-squares line, and the annotation of
     :func:`adakit.judging.agreement.length_robustness` (raw r, added R^2 after the design controls).
-    ``scores`` is :func:`lens3_scores` output."""
+    ``scores`` is :func:`lens3_scores` output; the title names its judges."""
     table = ag.add_length_columns(scores)
     if exclude_conditions and "condition" in table:
         table = table[~table["condition"].isin(list(exclude_conditions))]
@@ -604,5 +725,6 @@ def plot_length_robustness(
     scale = "1-4" if family in ag.CONCLUSION_FAMILIES else "prior index"
     ax.set_ylabel(f"{ag.FAMILY_TITLES[family]} ({scale})")
     _legend_or_note(ax, loc="lower right")
-    ax.set_title(f"Length robustness: {ag.FAMILY_TITLES[family].lower()}")
+    ax.set_title(panel_title(f"Length robustness: {ag.FAMILY_TITLES[family].lower()}",
+                             panel_names(d)))
     return fig

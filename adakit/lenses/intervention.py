@@ -392,8 +392,9 @@ def plot_paired_metrics(
     axes: Sequence[Axes] | None = None,
 ) -> Figure:
     """One small panel per metric: every pair as a line from its baseline to its treatment
-    value, the means as thick markers, and in the title the mean difference with its bootstrap
-    interval (when ``comparison`` has one) and the sign-test p."""
+    value, the means as thick markers, and in the title the number of pairs ("n = 1, no
+    interval" without one), the mean difference with its bootstrap interval (when
+    ``comparison`` has one) and the sign-test p."""
     figures.use_style()
     metrics = list(dict.fromkeys(pairs["metric"]))
     if not metrics:
@@ -423,7 +424,8 @@ def plot_paired_metrics(
         span = ""
         if not pd.isna(row.get("diff_lo", np.nan)) and not pd.isna(row.get("diff_hi", np.nan)):
             span = f" {_interval_text(row['diff_lo'], row['diff_hi'])}"
-        ax.set_title(f"{row['label']}\nΔ = {row['mean_diff']:+.2f}{span}, "
+        n = f"n = {len(d)}" + ("" if span else ", no interval")
+        ax.set_title(f"{row['label']} ({n})\nΔ = {row['mean_diff']:+.2f}{span}, "
                      f"p {_p_text(row['sign_p'])}", fontsize=8)
         ax.set_xticks([0, 1], list(labels))
         ax.set_xlim(-0.35, 1.35)
@@ -528,8 +530,10 @@ def plot_grounding_distribution(
     table: pd.DataFrame,
     labels: tuple[str, str] = ("Natural", "Coach"),
     ax: Axes | None = None,
+    judges: Sequence[str] | str | None = None,
 ) -> Figure:
-    """Side-by-side bars of :func:`grounding_distribution` (share of judged conclusions)."""
+    """Side-by-side bars of :func:`grounding_distribution` (share of judged conclusions); the
+    title names ``judges`` (:func:`adakit.lenses.adjudication.panel_names` of the verdicts)."""
     figures.use_style()
     if table.empty:
         raise ValueError("no judged conclusions to plot")
@@ -545,7 +549,7 @@ def plot_grounding_distribution(
     ax.set_ylabel("Share of judged conclusions (%)")
     ax.grid(axis="x", visible=False)
     ax.legend(frameon=False)
-    ax.set_title("Trace grounding labels")
+    ax.set_title(adj.panel_title("Trace grounding labels", judges))
     return fig
 
 
@@ -692,19 +696,24 @@ def adjudication_comparison(
 ) -> pd.DataFrame:
     """Fig. 12c data: one row per (run, dimension) of the model's baseline and treatment runs
     with the normalised lens 3 score (0-1, higher is better; :mod:`adakit.lenses.adjudication`).
-    Columns: run_id, world, task, condition, dimension, value."""
+    Columns: run_id, world, task, condition, dimension, value, and ``judges`` (the run's judge
+    panel) when the judgments name their judges."""
     r = _one_model(runs, model)
     r = r[r["condition"].isin([baseline, treatment])]
     families = {adj.DIMENSIONS[d][0] for d in dimensions if d in adj.DIMENSIONS}
     keep = judgments["family"].isin(families) & judgments["run_id"].isin(set(r["run_id"]))
     scores = adj.lens3_scores(judgments[keep], r)
     cols = ["run_id", "world", "task", "condition", "dimension", "value"]
+    keep_cols = ["run_id", "world", "task", "condition"]
+    if adj.JUDGES in scores.columns:
+        cols.append(adj.JUDGES)
+        keep_cols.append(adj.JUDGES)
     frames = []
     for dim in dimensions:
         if dim not in adj.DIMENSIONS:
             raise ValueError(f"unknown lens 3 dimension {dim!r}; known: {list(adj.DIMENSIONS)}")
         d = scores[scores[dim].notna()]
-        frames.append(d[["run_id", "world", "task", "condition"]].assign(
+        frames.append(d[keep_cols].assign(
             dimension=dim, value=d[dim].astype(float)))
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
@@ -735,18 +744,20 @@ def plot_adjudication_comparison(
     ax: Axes | None = None,
     seed: int = 0,
 ) -> Figure:
-    """Fig. 12c: per dimension a baseline and a treatment box over runs, every run a point."""
+    """Fig. 12c: per dimension a baseline and a treatment box over runs, every run a point,
+    each box marked with its run count ("n = 1, no interval" for one run); the title names
+    the judges (``judges`` column)."""
     figures.use_style()
     if long.empty:
         raise ValueError("no adjudicated runs to plot")
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6.0, 3.2))
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6.4, 3.6))
     dims = list(dict.fromkeys(long["dimension"]))
     colors = {baseline: figures.palette_for(["natural"])["natural"], treatment: figures.COACH_COLOR}
     rng = np.random.default_rng(seed)
     for k, dim in enumerate(dims):
         for j, cond in enumerate((baseline, treatment)):
-            v = long.loc[(long["dimension"] == dim) & (long["condition"] == cond), "value"]
-            v = v.to_numpy(float)
+            rows = long[(long["dimension"] == dim) & (long["condition"] == cond)]
+            v = rows["value"].to_numpy(float)
             if len(v) == 0:
                 continue
             x = k + (j - 0.5) * 0.4
@@ -756,14 +767,16 @@ def plot_adjudication_comparison(
                        medianprops={"color": c, "linewidth": 1.8},
                        whiskerprops={"color": c}, capprops={"color": c})
             ax.scatter(x + rng.uniform(-0.08, 0.08, len(v)), v, s=9, color=c, lw=0, zorder=3)
+            ax.text(x, 1.09, uncertainty.n_note(rows["run_id"].nunique()).replace(", ", ",\n"),
+                    ha="center", va="center", fontsize=6, color="0.35")
     ax.set_xticks(range(len(dims)), [adj.DIMENSIONS[d][1] for d in dims])
     ax.set_xlim(-0.6, len(dims) - 0.4)
-    ax.set_ylim(-0.05, 1.05)
+    ax.set_ylim(-0.05, 1.17)
     ax.set_ylabel("Score (normalised)")
     ax.grid(axis="x", visible=False)
     ax.legend(handles=[Patch(color=colors[c], alpha=0.6, label=figures.condition_label(c))
                        for c in (baseline, treatment)], frameon=False, loc="lower left")
-    ax.set_title("Adjudication: natural vs coach")
+    ax.set_title(adj.panel_title("Adjudication: natural vs coach", adj.panel_names(long)))
     return fig
 
 

@@ -345,7 +345,8 @@ def plot_journey_arcs(
 
     ``runs`` (the corpus's runs table, possibly filtered) chooses the runs drawn; without it
     every run in ``events`` is drawn. Each panel shows at most ``max_runs_per_panel`` runs
-    (the first by ``sort_by``; None for all), labelled by ``row_label``. ``axis="time"`` puts
+    (the first by ``sort_by``; None for all), labelled by ``row_label`` (extended by task,
+    condition, model or repeat where two rows of a panel would read alike). ``axis="time"`` puts
     turns at their start time, as a percentage of the panel's longest run (``scale="panel"``,
     printed per panel) or of their own run (``scale="run"``); ``axis="turn"`` at their index.
     """
@@ -392,7 +393,7 @@ def plot_journey_arcs(
         ref = ref if ref > 0 else 1.0
         xs_all: dict[str, list] = {}
         ys_all: dict[str, list] = {}
-        labels = []
+        labels = row_labels(prun, row_label, facet)
         for row, (_, r) in enumerate(prun.iterrows()):
             ev = by_run.get(r["run_id"])
             y = row
@@ -408,7 +409,6 @@ def plot_journey_arcs(
                     else np.array([])
             ax.plot([0, end], [y, y], color="#bbbbbb", linewidth=1.0, zorder=1,
                     solid_capstyle="butt")
-            labels.append(str(r[row_label]) if row_label and row_label in r else "")
             if ev is None:
                 continue
             for kind, xv in zip(ev["kind"], x, strict=True):
@@ -454,6 +454,38 @@ def plot_journey_arcs(
     return fig
 
 
+#: Columns that tell two rows of a journey panel apart, tried in this order.
+ROW_DETAILS: tuple[str, ...] = ("world", "task", "condition", "model", "repeat")
+
+
+def row_labels(runs: pd.DataFrame, row_label: str | None,
+               facet: Sequence[str] = ()) -> list[str]:
+    """One label per run of a panel: its ``row_label`` value, extended (" · ") by the first
+    of :data:`ROW_DETAILS` that vary in the panel until no two rows read alike (a repeat reads
+    "r1"); ``#k`` numbers any rows still alike. Empty labels without ``row_label``."""
+    if not row_label or row_label not in runs.columns:
+        return [""] * len(runs)
+    parts = [[figures.label_for(row_label, v)] for v in runs[row_label]]
+    for col in ROW_DETAILS:
+        if len({" · ".join(p) for p in parts}) == len(parts):
+            break
+        if col == row_label or col in facet or col not in runs.columns:
+            continue
+        values = runs[col].tolist()
+        if len(set(map(str, values))) < 2:
+            continue
+        for p, v in zip(parts, values, strict=True):
+            p.append(f"r{v}" if col == "repeat" else figures.label_for(col, v))
+    labels = [" · ".join(p) for p in parts]
+    alike = {text for text in labels if labels.count(text) > 1}
+    seen: dict[str, int] = {}
+    for k, text in enumerate(labels):
+        if text in alike:
+            seen[text] = seen.get(text, 0) + 1
+            labels[k] = f"{text} #{seen[text]}"
+    return labels
+
+
 def _scatter(ax, xs, ys, marker: str, color: str, size: float, filled: bool) -> None:
     line_marker = marker in ("1", "2", "3", "4", "x", "+", ".")
     if filled or line_marker:
@@ -495,7 +527,7 @@ def plot_time_output(
     fig, axes = plt.subplots(rows, cols, figsize=(2.8 * cols + 0.4, 2.6 * rows + 0.3),
                              squeeze=False)
     rng = np.random.default_rng(seed)
-    colors = figures.palette_for(corr[by].tolist()) if by else {}
+    colors = figures.colors_for(by, corr[by].tolist()) if by else {}
     for k, (ax, (_, row)) in enumerate(zip(axes.flat, corr.iterrows(), strict=False)):
         sub = turns[turns[by] == row[by]] if by else turns
         if len(sub) > max_points:

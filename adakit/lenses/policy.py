@@ -825,7 +825,8 @@ def plot_tag_shares(
     same groups) adds to each such segment a whisker at its right edge spanning the tag's
     bootstrap interval (where the edge would fall with the share at its low and high end).
     ``order`` lists values of the first grouping column in the order to draw them (e.g. Fig.
-    12b's regimes); unlisted values follow in display order.
+    12b's regimes); unlisted values follow in display order. Each bar is marked at its right
+    with its run count (``runs`` column; "n = 1, no interval" for a group of one run).
     """
     figures.use_style()
     keys = _share_keys(shares)
@@ -877,6 +878,7 @@ def plot_tag_shares(
         if interval is not None:
             _share_whiskers(ax, interval, keys, groups, tag, ypos, left, vals, annotate_min)
         left += vals
+    _mark_runs(ax, shares, keys, groups, ypos)
     ax.set_yticks(ypos, labels)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
@@ -893,6 +895,23 @@ def plot_tag_shares(
     if title:
         ax.set_title(title)
     return fig
+
+
+def _mark_runs(ax: Axes, shares: pd.DataFrame, keys: Sequence[str], groups: Sequence[tuple],
+               ypos: Sequence[float]) -> None:
+    """Issue 26: each bar's run count, right of the axes."""
+    if "runs" not in shares.columns:
+        return
+    if list(keys) == ["runs"]:  # ungrouped shares: one bar
+        counts = {("all",): shares["runs"].iloc[0]}
+    else:
+        counts = {tuple(r[:-1]): r[-1] for r in
+                  shares[[*keys, "runs"]].drop_duplicates(list(keys)).itertuples(index=False)}
+    for g, y in zip(groups, ypos, strict=True):
+        n = counts.get(tuple(g))
+        if n is not None and pd.notna(n):
+            ax.annotate(uncertainty.n_note(n), xy=(1.01, y), xycoords=("axes fraction", "data"),
+                        fontsize=7, ha="left", va="center", color="0.35")
 
 
 def _share_whiskers(

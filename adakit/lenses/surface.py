@@ -32,7 +32,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from adakit import figures
+from adakit import figures, uncertainty
 from adakit.record import ACT_ORDER, TOOL_ORDER, Corpus
 from adakit.uncertainty import require_columns
 
@@ -302,15 +302,29 @@ def _grouped_bars(
         if interval is not None:  # bootstrap interval instead of the standard error
             err = interval_errors(interval, metric, x, hue, h, xs, vals.to_numpy(dtype=float))
         offset = (j - (len(hues) - 1) / 2) * width
+        heights = vals.to_numpy(dtype=float)
+        upper = None if err is None else np.nan_to_num(np.asarray(err, dtype=float))
         ax.bar(
-            positions + offset, vals.to_numpy(dtype=float), width=width * 0.95,
+            positions + offset, heights, width=width * 0.95,
             color=colors.get(h, figures.PALETTE[0]), label=None if h is None else str(h),
-            yerr=None if err is None else np.nan_to_num(np.asarray(err, dtype=float)),
-            error_kw={"elinewidth": 0.7, "capsize": 1.5, "ecolor": "#333333"},
+            yerr=upper, error_kw={"elinewidth": 0.7, "capsize": 1.5, "ecolor": "#333333"},
         )
+        if "n_runs" in sub:
+            tops = heights + (0 if upper is None else (upper[1] if upper.ndim == 2 else upper))
+            _mark_runs(ax, positions + offset, tops, sub.set_index(x)["n_runs"].reindex(xs))
     ax.set_xticks(positions, [figures.label_for(x, v) for v in xs], rotation=30, ha="right")
     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
     ax.set_ylim(bottom=0)
+    if "n_runs" in agg:  # room for the run counts above the tallest bar
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.35)
+
+
+def _mark_runs(ax: Axes, xs: np.ndarray, tops: np.ndarray, counts: pd.Series) -> None:
+    """Issue 26: each bar's run count, written upwards above the bar and its whisker."""
+    for x, top, n in zip(xs, tops, counts.to_numpy(), strict=True):
+        if pd.notna(n) and pd.notna(top):
+            ax.annotate(uncertainty.n_note(n), (x, top), xytext=(0, 2), textcoords="offset points",
+                        rotation=90, ha="center", va="bottom", fontsize=6, color="0.35")
 
 
 def _figure_legend(fig: Figure, handles: list, labels: list, ncol: int) -> None:
@@ -352,7 +366,7 @@ def plot_metric_panels(
             raise ValueError(f"need {len(metrics)} axes, got {len(axes)}")
         fig = axes[0].figure
     hues = figures.order_for(hue, agg[hue].tolist()) if hue else []
-    colors = figures.palette_for(hues) if hue else {}
+    colors = figures.colors_for(hue, hues) if hue else {}
     for ax, metric in zip(axes, metrics, strict=True):
         _grouped_bars(ax, agg, metric, x, hue, colors, error_bars, interval)
     if hue and hues:
@@ -432,7 +446,8 @@ def plot_task_composition(
     """Fig. D5b: average calls per trajectory of each tool (bars in tool colours), one group
     of bars per task family (or whatever ``comp``'s index holds). ``interval``
     (:func:`adakit.uncertainty.bootstrap_means` of the tools over the same groups) adds each
-    mean's bootstrap interval as an error bar; a group of one run gets none."""
+    mean's bootstrap interval as an error bar; a group of one run gets none, and each group's
+    label carries its run count (the interval table's ``n_runs``)."""
     tools = [t for t in (tools or [*TOOL_ORDER, *ACT_ORDER]) if t in comp.columns]
     if not tools:
         raise ValueError("the composition table has no tool columns")
@@ -462,8 +477,13 @@ def plot_task_composition(
                label=tool, yerr=err,
                error_kw={"elinewidth": 0.7, "capsize": 1.5, "ecolor": "#333333"})
     name = comp.index.name if isinstance(comp.index.name, str) else ""
-    ax.set_xticks(pos, [figures.label_for(name, g) if not isinstance(g, tuple)
-                        else " | ".join(map(str, g)) for g in groups])
+    names = [figures.label_for(name, g) if not isinstance(g, tuple) else " | ".join(map(str, g))
+             for g in groups]
+    if bounds is not None and "n_runs" in bounds.columns:
+        counts = bounds["n_runs"].reindex(groups).to_numpy()
+        names = [f"{text}\n{uncertainty.n_note(n)}" if pd.notna(n) else text
+                 for text, n in zip(names, counts, strict=True)]
+    ax.set_xticks(pos, names)
     ax.set_ylabel("Avg calls / trajectory")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="Tool")

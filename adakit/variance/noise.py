@@ -258,19 +258,31 @@ def _verdict(r: Any, threshold: float, alpha: float) -> str:
     return f"within the noise ({r.snr:.1f}x SD < {threshold:g}x)"
 
 
+#: Readings per page of :func:`plot_signal_to_noise_pages` (about 1600 px tall at 200 dpi).
+PAGE_ROWS = 30
+
+
+def _snr_cap(snr: pd.DataFrame, threshold: float) -> float:
+    """Where readings without variation (SNR infinite) are drawn: past every finite one."""
+    finite = snr["snr"].replace(np.inf, np.nan)
+    return max(10.0 * threshold, float(finite.max()) * 2 if finite.notna().any() else 0.0)
+
+
 def plot_signal_to_noise(snr: pd.DataFrame, threshold: float = 2.0,
-                         title: str | None = None) -> Figure:
+                         title: str | None = None, cap: float | None = None) -> Figure:
     """One row per reading (factor: a vs b, metric), its SNR as a dot on a log axis, the
-    threshold as a dashed line; filled dots survive, hollow dots do not."""
+    threshold as a dashed line; filled dots survive, hollow dots do not. ``cap`` is where an
+    infinite SNR is drawn (default: from these readings); the log axis ends just past it.
+    For more than a few dozen readings use :func:`plot_signal_to_noise_pages`."""
     figures.use_style()
     d = snr[snr["snr"].notna()].reset_index(drop=True)
     if d.empty:
         raise ValueError("no reading has a signal-to-noise ratio (no repeated cells?)")
-    fig, ax = plt.subplots(figsize=(8.5, max(2.6, 0.2 * len(d) + 1.6)))
+    height = max(2.6, 0.2 * len(d) + 1.6)
+    fig, ax = plt.subplots(figsize=(8.5, height))
     colors = figures.palette_for(list(dict.fromkeys(d["factor"])))
     ypos = np.arange(len(d))[::-1]
-    finite = d["snr"].replace(np.inf, np.nan)
-    cap = max(10.0 * threshold, float(finite.max()) * 2 if finite.notna().any() else 0.0)
+    cap = cap if cap is not None else _snr_cap(d, threshold)
     values = np.clip(d["snr"].to_numpy(float), 1e-3, cap)  # no variation at all: drawn at cap
     for f, color in colors.items():
         sel = (d["factor"] == f).to_numpy()
@@ -280,14 +292,61 @@ def plot_signal_to_noise(snr: pd.DataFrame, threshold: float = 2.0,
                    s=22, label=f"{f}: within noise / not significant", zorder=3)
     ax.axvline(threshold, color="0.3", ls="--", lw=0.9)
     ax.set_xscale("log")
+    if cap is not None and np.isfinite(cap):
+        ax.set_xlim(right=cap * 1.6)
     ax.set_yticks(ypos, [f"{r.metric}: {r.a} vs {r.b}" for r in d.itertuples()], fontsize=7)
     ax.set_xlabel("Signal / noise (median |difference| / pooled within-cell SD)")
     ax.grid(axis="y", visible=False)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.6 / max(2.6, 0.2 * len(d) + 1.6)),
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.6 / height),
               ncol=2, frameon=False, fontsize=7)
     if title:
         ax.set_title(title)
     return fig
+
+
+def signal_to_noise_pages(snr: pd.DataFrame, max_rows: int = PAGE_ROWS
+                          ) -> list[tuple[str, pd.DataFrame]]:
+    """The readings with an SNR, split into pages of at most ``max_rows``: one factor per
+    page, a factor's pairs (a vs b, every metric) kept on one page where they fit. Pages are
+    named by factor, numbered ("model_2") when a factor fills several."""
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+    d = snr[snr["snr"].notna()]
+    pages: list[tuple[str, pd.DataFrame]] = []
+    for factor in dict.fromkeys(d["factor"]):
+        chunks: list[list[pd.DataFrame]] = [[]]
+        for _, pair in d[d["factor"] == factor].groupby(["a", "b"], sort=False):
+            for start in range(0, len(pair), max_rows):
+                part = pair.iloc[start:start + max_rows]
+                if sum(len(c) for c in chunks[-1]) + len(part) > max_rows:
+                    chunks.append([])
+                chunks[-1].append(part)
+        chunks = [c for c in chunks if c]
+        for k, parts in enumerate(chunks, start=1):
+            name = str(factor) if len(chunks) == 1 else f"{factor}_{k}"
+            pages.append((name, pd.concat(parts)))
+    return pages
+
+
+def plot_signal_to_noise_pages(snr: pd.DataFrame, threshold: float = 2.0,
+                               title: str | None = None, max_rows: int = PAGE_ROWS
+                               ) -> dict[str, Figure]:
+    """:func:`plot_signal_to_noise` page by page (:func:`signal_to_noise_pages`), every page
+    on the same axis, titled with its factor: ``{page name: Figure}``."""
+    pages = signal_to_noise_pages(snr, max_rows)
+    if not pages:
+        raise ValueError("no reading has a signal-to-noise ratio (no repeated cells?)")
+    shown = snr[snr["snr"].notna()]
+    cap = _snr_cap(shown, threshold)
+    low = min(float(np.clip(shown["snr"].to_numpy(float), 1e-3, cap).min()), threshold) / 1.6
+    out: dict[str, Figure] = {}
+    for k, (name, page) in enumerate(pages, start=1):
+        head = f"{title}: " if title else ""
+        fig = plot_signal_to_noise(
+            page, threshold, f"{head}{page['factor'].iloc[0]} (page {k} of {len(pages)})", cap)
+        fig.axes[0].set_xlim(left=low)
+        out[name] = fig
+    return out
 
 
 def plot_cv(variation: pd.DataFrame, cell: Sequence[str] = CELL, title: str | None = None) -> Figure:
