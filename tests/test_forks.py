@@ -1,0 +1,274 @@
+"""Counterfactual forks of recorded runs (adakit/study/fork.py): the prefix is replayed, the
+change shows at turn K and not before, placebos of a scripted baseline reproduce the parent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_openai import FakeOpenAI
+from test_agent import FINAL, KEY_VAR, MEMORY, SECRET, peek, spec_for
+from test_agent import world as world  # noqa: F401  (the toy world fixture)
+
+from adakit import cli
+from adakit.apparatus.agent import LaunchContext, Run, RunConfig
+from adakit.apparatus.baselines import BaselinePolicy, baseline_spec
+from adakit.apparatus.code_index import CodeIndex
+from adakit.apparatus.conditions import get_condition
+from adakit.apparatus.tasks import make_task
+from adakit.llm.models import OpenAIBackend, RetryPolicy
+from adakit.record import Header, json_schema, prefix_digest, read_run
+from adakit.study.fork import (
+    Change,
+    ForkError,
+    fork_seed,
+    fork_set_folder,
+    parent_task,
+    plan_forks,
+    run_fork,
+)
+
+TEXT = "Look at pkg/util.py before you conclude."
+PARENT_SCRIPT = [peek(), MEMORY, peek("pkg/util.py", 1, 2), peek("pkg/app.py", 5, 8), FINAL]
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv(KEY_VAR, SECRET)
+
+
+def backend_of(fake, **kw):
+    return OpenAIBackend(spec_for(fake, **kw), retry=RetryPolicy(attempts=2, base=0.01, cap=0.02))
+
+
+def record_parent(world, tmp_path, condition="natural", turn_bound=10):
+    """A five-turn parent run against a fake server; returns its file and the requests."""
+    path = tmp_path / "corpus" / "parent.jsonl"
+    with FakeOpenAI(PARENT_SCRIPT) as fake:
+        ctx = LaunchContext(world=world, task=make_task("feature_tracing", "toy"),
+                            condition=get_condition(condition), backend=backend_of(fake))
+        rf = Run(ctx, RunConfig(run_id="parent", turn_bound=turn_bound), path).execute()
+    return rf, [r["messages"] for r in fake.requests]
+
+
+def fake_context(world, backend):
+    def build(parent, change, condition, seed, run_id):
+        return LaunchContext(world=world, task=parent_task(parent), condition=condition,
+                             backend=backend)
+    return build
+
+
+def fork_with(world, parent, at, change, script, draw=1, **kw):
+    plan = plan_forks(parent, at, change, draw)[draw - 1]
+    with FakeOpenAI(script) as fake:
+        rf = run_fork(parent, at, change, plan, fake_context(world, backend_of(fake, **kw)))
+    return rf, fake.requests
+
+
+def content(turn):
+    return (turn.raw_text, turn.call, turn.observation, turn.metrics, turn.state_changes)
+
+
+def test_the_prefix_is_replayed_and_the_injection_shows_at_turn_k(world, tmp_path):
+    parent, asked = record_parent(world, tmp_path)
+    rf, requests = fork_with(world, parent, 3, Change("inject", TEXT), [peek("pkg/util.py"), FINAL])
+    assert len(requests) == 2  # only turns 4 and 5: no model was asked for turns 1-3
+    assert [t.turn for t in rf.turns] == [1, 2, 3, 4, 5] and rf.end.reason == "finalize"
+    assert [content(t) for t in rf.turns[:3]] == [content(t) for t in parent.turns[:3]]
+    assert [t.injected for t in rf.turns[:2]] == [t.injected for t in parent.turns[:2]]
+    assert [i.text for i in rf.turns[2].injected] == [TEXT]
+    first = requests[0]["messages"]
+    assert first[:-1] == asked[3][:-1]  # the same history up to turn 3's observation
+    assert TEXT in first[-1]["content"] and TEXT not in asked[3][-1]["content"]
+    assert TEXT not in json.dumps(first[:-1])  # not before turn K
+    f = rf.header.forked_from
+    assert (f.parent, f.turn, f.change, f.value) == ("parent", 3, "inject", TEXT)
+    assert f.prefix_sha256 == prefix_digest(parent.header, parent.turns[:3])
+    assert f.seed == rf.header.seed == fork_seed("parent", 3, 1)
+    assert rf.header.system_prompt == parent.header.system_prompt
+
+
+def test_a_placebo_asks_the_same_request_as_the_parent(world, tmp_path):
+    parent, asked = record_parent(world, tmp_path)
+    rf, requests = fork_with(world, parent, 2, Change("placebo"), [FINAL])
+    assert requests[0]["messages"] == asked[2]
+    assert rf.turns[1].injected == parent.turns[1].injected
+    assert len(rf.turns) == 3 and rf.turns[2].call.tool == "stash_conclusion"
+
+
+def test_a_condition_applies_from_turn_k_with_its_budget_counted_from_there(world, tmp_path):
+    parent, asked = record_parent(world, tmp_path, turn_bound=10)
+    script = [peek("pkg/util.py", 1, 1), peek("pkg/util.py", 2, 2), peek("pkg/app.py", 1, 1),
+              peek("pkg/app.py", 2, 2), FINAL]
+    rf, requests = fork_with(world, parent, 2, Change("condition", "budget_pressure"), script)
+    assert rf.header.condition.name == "budget_pressure" and rf.header.condition.budget == 8
+    assert any("8 exploration turns left" in i.text for i in rf.turns[1].injected)
+    assert not any("Budget" in i.text for t in rf.turns[:1] for i in t.injected)
+    # half of the 8 turns are gone 4 turns after K: the half-way reminder comes after turn 6
+    assert any("4 of 8 turns left" in i.text for i in rf.turns[5].injected)
+    assert requests[0]["messages"][1] == asked[2][1]  # the task message stays the parent's
+
+
+def test_a_tool_taken_away_is_not_run_and_not_in_the_grammar(world, tmp_path):
+    parent, _ = record_parent(world, tmp_path)
+    rf, requests = fork_with(world, parent, 2, Change("without", "peek_code_region"),
+                             [peek("pkg/util.py"), FINAL], constrain="grammar")
+    assert "peek_code_region" not in requests[0]["grammar"]
+    assert "bookmark" in requests[0]["grammar"]
+    t3 = rf.turns[2]
+    assert t3.metrics.error_type == "unknown_tool" and t3.observation.startswith("Not run")
+    assert rf.turns[0].metrics.tool == "PKR"  # the prefix keeps what the parent read
+
+
+def test_another_model_continues_the_history(world, tmp_path):
+    parent, asked = record_parent(world, tmp_path)
+    rf, requests = fork_with(world, parent, 3, Change("model", "fake-2"), [FINAL], name="fake-2")
+    assert rf.header.model.name == "fake-2" and parent.header.model.name == "fake"
+    assert requests[0]["messages"] == asked[3]
+
+
+class _Killed(Exception):
+    pass
+
+
+class _DiesAfter:
+    """A backend that answers ``n`` requests, then the process "dies" (an exception)."""
+
+    def __init__(self, inner, n):
+        self.inner, self.spec, self.n = inner, inner.spec, n
+
+    def complete(self, messages, **kw):
+        if self.n == 0:
+            raise KeyboardInterrupt
+        self.n -= 1
+        return self.inner.complete(messages, **kw)
+
+
+def test_a_killed_fork_resumes_after_its_last_turn(world, tmp_path):
+    parent, _ = record_parent(world, tmp_path)
+    change = Change("inject", TEXT)
+    plan = plan_forks(parent, 2, change, 1)[0]
+    with FakeOpenAI([peek("pkg/util.py"), FINAL]) as fake, pytest.raises(KeyboardInterrupt):
+        run_fork(parent, 2, change, plan, fake_context(world, _DiesAfter(backend_of(fake), 1)))
+    killed = read_run(plan.path)
+    assert killed.end is None and len(killed.turns) == 3
+    with FakeOpenAI([FINAL]) as fake:
+        rf = run_fork(parent, 2, change, plan, fake_context(world, backend_of(fake)))
+    assert len(fake.requests) == 1 and [t.turn for t in rf.turns] == [1, 2, 3, 4]
+    assert [i.text for i in rf.turns[1].injected] == [TEXT]  # the note is not added twice
+    lines = [json.loads(x) for x in plan.path.read_text().splitlines()]
+    assert [x["kind"] for x in lines].count("header") == 1
+
+
+def test_the_prefix_keeps_its_durations_on_the_forks_clock(world, tmp_path):
+    parent, _ = record_parent(world, tmp_path)
+    rf, _ = fork_with(world, parent, 3, Change("placebo"), [FINAL])
+    for a, b in zip(parent.turns[:3], rf.turns[:3], strict=True):
+        assert b.ended_at - b.started_at == pytest.approx(a.ended_at - a.started_at)
+        assert b.started_at - rf.header.started_at == pytest.approx(
+            a.started_at - parent.header.started_at)
+    assert rf.turns[3].started_at >= rf.turns[2].ended_at - 1e-6
+
+
+@pytest.fixture(scope="module")
+def flask_index(flask_world):
+    idx = CodeIndex(flask_world)
+    idx.build()
+    return idx
+
+
+def baseline_parent(flask_world, flask_index, tmp_path, policy="baseline-tracer"):
+    backend = BaselinePolicy(baseline_spec(policy), flask_world, flask_index, seed=0)
+    ctx = LaunchContext(world=flask_world, task=make_task("feature_tracing", "flask"),
+                        condition=get_condition("natural"), backend=backend, index=flask_index)
+    path = tmp_path / "runs" / "parent.jsonl"
+    return Run(ctx, RunConfig(run_id="parent", turn_bound=40), path).execute()
+
+
+def test_a_placebo_of_a_scripted_baseline_reproduces_the_parent(flask_world, flask_index, tmp_path):
+    parent = baseline_parent(flask_world, flask_index, tmp_path)
+    assert len(parent.turns) > 6
+    code = cli.main(["fork", str(parent.path), "--at", "4", "--placebo", "--seeds", "2"])
+    assert code == 0
+    folder = fork_set_folder(parent.path, "parent", 4)
+    assert folder.parent.name == "runs.forks"
+    forks = [read_run(p) for p in sorted(folder.glob("*.jsonl"))]
+    assert len(forks) == 2 and {f.header.seed for f in forks} == {fork_seed("parent", 4, d) for d in (1, 2)}
+    for rf in forks:
+        assert [content(t) for t in rf.turns] == [content(t) for t in parent.turns]
+        assert [t.injected for t in rf.turns] == [t.injected for t in parent.turns]
+        assert (rf.end.reason, rf.end.conclusion) == (parent.end.reason, parent.end.conclusion)
+    # a second call finds them finished and asks nothing
+    assert cli.main(["fork", str(parent.path), "--at", "4", "--placebo", "--seeds", "2"]) == 0
+
+
+def test_a_changed_baseline_fork_differs_only_after_k(flask_world, flask_index, tmp_path):
+    parent = baseline_parent(flask_world, flask_index, tmp_path)
+    code = cli.main(["fork", str(parent.path), "--at", "3", "--model", "baseline-skimmer",
+                     "--seeds", "1"])
+    assert code == 0
+    (path,) = fork_set_folder(parent.path, "parent", 3).glob("*.jsonl")
+    rf = read_run(path)
+    assert [content(t) for t in rf.turns[:3]] == [content(t) for t in parent.turns[:3]]
+    assert rf.turns[3].call != parent.turns[3].call
+    assert rf.header.model.name == "baseline-skimmer"
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--at", "0", "--placebo"], "--at must be between 1 and 4"),
+    (["--at", "5", "--placebo"], "--at must be between 1 and 4"),
+    (["--at", "2"], "exactly one change"),
+    (["--at", "2", "--placebo", "--inject", "x"], "exactly one change"),
+    (["--at", "2", "--condition", "hurry"], "unknown condition 'hurry'"),
+    (["--at", "2", "--without", "grep"], "unknown tool 'grep'"),
+    (["--at", "2", "--without", "stash_conclusion"], "never conclude"),
+    (["--at", "2", "--model", "no-such-model"], "unknown model 'no-such-model'"),
+    (["--at", "2", "--placebo", "--seeds", "0"], "--seeds must be at least 1"),
+])
+def test_bad_input_is_one_line_and_exit_2(world, tmp_path, capsys, extra, needle):
+    parent, _ = record_parent(world, tmp_path)
+    capsys.readouterr()
+    assert cli.main(["fork", str(parent.path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "corpus.forks").exists()
+
+
+def test_a_missing_parent_is_one_line(tmp_path, capsys):
+    assert cli.main(["fork", str(tmp_path / "nope.jsonl"), "--at", "2", "--placebo"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_forked_from_is_optional_and_left_out_of_other_headers(world, tmp_path):
+    parent, _ = record_parent(world, tmp_path)
+    assert "forked_from" not in json.loads(parent.path.read_text().splitlines()[0])
+    rf, _ = fork_with(world, parent, 2, Change("placebo"), [FINAL])
+    line = json.loads(rf.path.read_text().splitlines()[0])
+    assert line["forked_from"]["parent"] == "parent"
+    assert Header.model_validate(line).forked_from.turn == 2
+    assert "ForkInfo" in json_schema()["$defs"]
+
+
+def test_changes_check_their_values():
+    with pytest.raises(ForkError):
+        Change("rewind", "x")
+    with pytest.raises(ForkError):
+        Change("placebo", "x")
+    with pytest.raises(ForkError):
+        Change("inject", "  ")
+    assert Change("inject", TEXT).slug.startswith("inject-")
+    assert Change("model", "a/b c").slug == "model-a_b_c"
+
+
+def test_fork_sets_live_beside_the_corpus(tmp_path):
+    where = fork_set_folder(tmp_path / "runs" / "r.jsonl", "r", 5)
+    assert where == (tmp_path / "runs.forks" / "r__at5").resolve()
+    assert fork_seed("r", 5, 1) != fork_seed("r", 5, 2)
+
+
+def test_prefix_digest_ignores_clocks(world, tmp_path):
+    parent, _ = record_parent(world, tmp_path)
+    moved = [t.model_copy(update={"started_at": t.started_at + 99}) for t in parent.turns]
+    assert prefix_digest(parent.header, moved[:2]) == prefix_digest(parent.header, parent.turns[:2])
+    assert prefix_digest(parent.header, parent.turns[:3]) != prefix_digest(parent.header, parent.turns[:2])
+
