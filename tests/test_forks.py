@@ -16,8 +16,9 @@ from adakit.apparatus.baselines import BaselinePolicy, baseline_spec
 from adakit.apparatus.code_index import CodeIndex
 from adakit.apparatus.conditions import get_condition
 from adakit.apparatus.tasks import make_task
+from adakit.lenses.forks import fork_effects, fork_index, fork_outcomes, plot_fork_effects
 from adakit.llm.models import OpenAIBackend, RetryPolicy
-from adakit.record import Header, json_schema, prefix_digest, read_run
+from adakit.record import Header, json_schema, load_corpus, prefix_digest, read_run
 from adakit.study.fork import (
     Change,
     ForkError,
@@ -272,3 +273,79 @@ def test_prefix_digest_ignores_clocks(world, tmp_path):
     assert prefix_digest(parent.header, moved[:2]) == prefix_digest(parent.header, parent.turns[:2])
     assert prefix_digest(parent.header, parent.turns[:3]) != prefix_digest(parent.header, parent.turns[:2])
 
+
+
+# ------------------------------------------------------------------------- the estimate
+
+
+def synthetic_fork_corpus(folder, extra_turns, parents=3, seeds=8, at=6):
+    """Parents with placebo and treated forks (planted effect ``extra_turns`` on the turns
+    after K), written as run files and loaded as a corpus."""
+    from adakit.synthetic import synthetic_forks, synthetic_run, write_run
+
+    for p in range(parents):
+        parent = synthetic_run(f"par{p}", tools=["OVW", "PKR", "PKR", "EXP", "PKR", "MEM",
+                                                 "PKR", "PKR", "OVW", "PKR", "PKR",
+                                                 {"tool": "CON", "finalize": True}], seed=p)
+        write_run(parent, folder / "runs" / f"par{p}.jsonl")
+        for change, value, extra in (("placebo", None, 0.0), ("inject", "Hurry up.", extra_turns)):
+            for rf in synthetic_forks(parent, at, change, value, seeds=seeds, extra_turns=extra):
+                write_run(rf, folder / "runs.forks" / f"par{p}__at{at}" / f"{rf.header.run_id}.jsonl")
+    return load_corpus(folder / "runs.forks", cache=False)
+
+
+def outcomes_of(corpus):
+    forks = fork_index(corpus.runs)
+    return fork_outcomes(forks, corpus.runs, corpus.turns, corpus.reads)
+
+
+def test_a_planted_effect_is_recovered_within_its_interval(tmp_path):
+    corpus = synthetic_fork_corpus(tmp_path, extra_turns=6.0)
+    outcomes = outcomes_of(corpus)
+    assert len(outcomes) == 48 and outcomes["block"].nunique() == 3
+    effects = fork_effects(outcomes, n_permutations=2000, n_resamples=500)
+    row = effects[effects["metric"] == "turns_after"].iloc[0]
+    assert row["treatment"] == 'inject "Hurry up."' and row["n_sets"] == 3
+    assert (row["n_treated"], row["n_placebo"]) == (24, 24)
+    assert row["effect_lo"] <= 6.0 <= row["effect_hi"] and row["effect_lo"] > 0
+    assert row["p"] < 0.01 and row["reading"] == "treated > placebo"
+    assert row["effect"] == pytest.approx(row["treated"] - row["placebo"])
+    assert any(m.startswith("share: ") for m in effects["metric"])
+    fig = plot_fork_effects(effects)
+    assert len(fig.axes[0].get_yticklabels()) == 4
+
+
+def test_no_effect_gives_an_interval_covering_zero(tmp_path):
+    outcomes = outcomes_of(synthetic_fork_corpus(tmp_path, extra_turns=0.0))
+    effects = fork_effects(outcomes, tags=False, n_permutations=2000, n_resamples=500)
+    for row in effects.itertuples():
+        assert row.effect_lo <= 0.0 <= row.effect_hi, row.metric
+    assert set(effects["reading"]) == {"no difference shown"}
+
+
+def test_outcomes_count_only_what_comes_after_k(tmp_path):
+    outcomes = outcomes_of(synthetic_fork_corpus(tmp_path, extra_turns=0.0, parents=1, seeds=2))
+    corpus = load_corpus(tmp_path / "runs.forks", cache=False)
+    for row in outcomes.itertuples():
+        turns = corpus.turns[corpus.turns["run_id"] == row.run_id]
+        assert row.turns_after == (turns["turn"] > row.at).sum()
+        reads = corpus.reads[corpus.reads["run_id"] == row.run_id]
+        late_files = set(reads.loc[reads["turn"] > row.at, "file"])
+        early_files = set(reads.loc[reads["turn"] <= row.at, "file"])
+        assert row.new_files_after == len(late_files - early_files)
+        assert row.concluded == 1.0
+    assert set(outcomes["arm"]) == {"placebo", "treated"}
+
+
+def test_new_lines_count_only_lines_the_prefix_did_not_read():
+    from adakit.lenses.forks import _new_lines
+
+    assert _new_lines([(1, 10)], [(5, 14)]) == 4
+    assert _new_lines([], [(1, 3), (2, 5)]) == 5
+    assert _new_lines([(1, 10)], [(2, 3)]) == 0
+
+
+def test_effects_need_placebos_of_the_same_prefix(tmp_path):
+    outcomes = outcomes_of(synthetic_fork_corpus(tmp_path, extra_turns=1.0, parents=1, seeds=3))
+    treated_only = outcomes[outcomes["arm"] == "treated"]
+    assert fork_effects(treated_only).empty
