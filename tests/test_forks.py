@@ -349,3 +349,67 @@ def test_effects_need_placebos_of_the_same_prefix(tmp_path):
     outcomes = outcomes_of(synthetic_fork_corpus(tmp_path, extra_turns=1.0, parents=1, seeds=3))
     treated_only = outcomes[outcomes["arm"] == "treated"]
     assert fork_effects(treated_only).empty
+
+
+# ------------------------------------------------------------------------- fork studies
+
+FORK_STUDY = """\
+name: forktest
+output: {out}
+matrix:
+  - models: [baseline-tracer]
+    worlds: [flask]
+    tasks: [feature_tracing]
+    conditions: [natural]
+    turn_bound: 30
+forks:
+  - models: [baseline-tracer]
+    at: 0.5
+    changes: [placebo, {{inject: "Read the tests too."}}]
+    seeds: 2
+"""
+
+
+def test_a_fork_study_is_planned_launched_and_resumed(flask_world, tmp_path, capsys):
+    study = tmp_path / "forktest.yaml"
+    study.write_text(FORK_STUDY.format(out=tmp_path / "runs"))
+    assert cli.main(["launch", str(study), "--plan"]) == 0
+    assert "forks: 0 in 0 fork set(s)" in capsys.readouterr().out  # no parent recorded yet
+    assert cli.main(["launch", str(study), "--yes"]) == 0
+    assert "4 forks: finalize 4" in capsys.readouterr().out
+    (parent_path,) = (tmp_path / "runs").glob("*.jsonl")
+    parent = read_run(parent_path)
+    at = round(0.5 * len(parent.turns))
+    folder = fork_set_folder(parent_path, parent.header.run_id, at)
+    forks = {p.name: read_run(p) for p in folder.glob("*.jsonl")}
+    assert len(forks) == 4
+    placebo = [rf for name, rf in forks.items() if "__placebo__" in name]
+    assert all([content(t) for t in rf.turns] == [content(t) for t in parent.turns] for rf in placebo)
+    assert cli.main(["launch", str(study), "--plan"]) == 0
+    assert "forks: 4 in 1 fork set(s) (finished 4)" in capsys.readouterr().out
+    assert cli.main(["launch", str(study), "--yes"]) == 0
+    assert "4 forks: skipped 4" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("block, needle", [
+    ("  - at: 0\n    changes: [placebo]\n", "'at' is a turn"),
+    ("  - at: 1.5\n    changes: [placebo]\n", "'at' is a turn"),
+    ("  - at: 3\n    changes: []\n", "'changes' must be a non-empty list"),
+    ("  - at: 3\n    changes: [{rewind: 2}]\n", "unknown change 'rewind'"),
+    ("  - at: 3\n    changes: [{condition: hurry}]\n", "unknown condition 'hurry'"),
+    ("  - at: 3\n    changes: [placebo]\n    seeds: 0\n", "'seeds' must be"),
+    ("  - at: 3\n    changes: [placebo]\n    when: now\n", "unknown key(s) when"),
+])
+def test_a_bad_fork_block_stops_the_launch_with_one_line(tmp_path, capsys, block, needle):
+    study = tmp_path / "bad.yaml"
+    study.write_text(f"name: bad\noutput: {tmp_path / 'runs'}\nforks:\n{block}")
+    assert cli.main(["launch", str(study)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_k_as_a_fraction_stays_inside_the_run():
+    from adakit.study.fork import turn_of
+
+    assert turn_of(0.5, 10) == 5 and turn_of(0.01, 10) == 1 and turn_of(0.99, 10) == 9
+    assert turn_of(4, 5) == 4 and turn_of(5, 5) is None and turn_of(0.5, 1) is None

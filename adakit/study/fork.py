@@ -1,4 +1,5 @@
-"""Counterfactual forks of recorded runs: ``adakit fork RUN_FILE --at K`` (docs/forks.md).
+"""Counterfactual forks of recorded runs (docs/forks.md; the command ``adakit fork RUN_FILE
+--at K`` is :mod:`adakit.study.fork_cli`, a study file's ``forks`` blocks are read here).
 
 A fork takes a recorded run's first K turns as they are, asks no model for them, makes exactly
 one change at turn K and lets the run go on from there under N new seeds. The change shows in
@@ -23,10 +24,8 @@ the forks of one parent at one turn (a **fork set**) share a folder.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
-import sys
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -264,13 +263,13 @@ def check_model(name: str) -> None:
         raise ForkError(str(exc.args[0] if exc.args else exc)) from None
 
 
-def launch_context(cache_mode: str = "use") -> ContextFactory:
-    """The context factory of ``adakit fork``: the world from the manifest, the model from the
-    registry (or a baseline), cached per fork, as ``adakit launch`` builds a run's."""
+def launch_context(worlds: Any, backend_for: Callable[..., Any],
+                   cache_mode: str = "use") -> ContextFactory:
+    """The context factory of ``adakit fork`` and of a study's forks: the world from
+    ``worlds.get(name)`` (world, index, WorldInfo), the model from ``backend_for(model, world,
+    index, seed, cache_mode, run_id)``, cached per fork, as ``adakit launch`` builds a run's
+    (:mod:`adakit.study.launch` hands its own in, so this module does not import it)."""
     from adakit.apparatus.agent import hint_model_from
-    from adakit.study.launch import _backend, _Worlds
-
-    worlds = _Worlds()
 
     def build(parent: RunFile, change: Change, condition: Condition, seed: int,
               run_id: str) -> LaunchContext:
@@ -279,7 +278,7 @@ def launch_context(cache_mode: str = "use") -> ContextFactory:
         model = str(change.value) if change.kind == "model" else h.model.name
         baseline = model.startswith("baseline-")
         # a scripted baseline samples nothing: its seed picks its plan, which the prefix fixed
-        backend = _backend(model, world, index, h.seed if baseline else seed, cache_mode, run_id)
+        backend = backend_for(model, world, index, h.seed if baseline else seed, cache_mode, run_id)
         coach = None
         if condition.coach:
             from adakit.apparatus.coach import make_coach
@@ -294,67 +293,207 @@ def launch_context(cache_mode: str = "use") -> ContextFactory:
     return build
 
 
-def change_from_args(args: argparse.Namespace) -> Change:
-    """The one change the command line asks for (ForkError for none or several)."""
-    given = [(k, getattr(args, k)) for k in CHANGES if k != "placebo" and getattr(args, k) is not None]
-    if args.placebo:
-        given.append(("placebo", None))
-    if len(given) != 1:
-        names = ", ".join(f"--{k}" for k, _ in given) or "none"
-        raise ForkError(f"a fork makes exactly one change (--condition, --inject, --model, "
-                        f"--without or --placebo); got {names}")
-    kind, value = given[0]
-    return Change(kind, value)
+# --------------------------------------------------------------------------- fork studies
 
 
-def _cmd_fork(args: argparse.Namespace) -> int:
-    from adakit.study.retry import failure_of, reopen
+#: The keys of a study file's ``forks`` block (docs/forks.md).
+FORK_BLOCK_KEYS = ("from", "models", "worlds", "tasks", "conditions", "limit", "at", "changes",
+                   "seeds")
+_SELECT = ("models", "worlds", "tasks", "conditions")
 
+
+@dataclass(frozen=True)
+class ForkBlock:
+    """One ``forks`` block of a study file: the parents (a corpus folder, None for the study's
+    own runs, and a selection by axis values, at most ``limit``), K (a turn, or a fraction of
+    each parent's turns), the changes and the seeds per change."""
+
+    source: Path | None
+    select: tuple[tuple[str, tuple[str, ...]], ...]
+    limit: int | None
+    at: int | float
+    changes: tuple[Change, ...]
+    seeds: int
+
+
+def _change_of(item: Any, where: str) -> Change:
+    """A change as a study file writes it: ``placebo`` or a one-key mapping (``condition: X``)."""
+    if item == "placebo":
+        return Change("placebo")
+    if isinstance(item, dict) and len(item) == 1:
+        (kind, value), = item.items()
+        change = Change(str(kind), None if value is None else str(value))
+        if change.kind == "condition":
+            _condition(str(change.value))
+        check_tool(change)
+        return change
+    raise ForkError(f"{where}: a change is 'placebo' or one key (condition, inject, model, "
+                    f"without) with its value, got {item!r}")
+
+
+def fork_blocks(raw: Any) -> list[ForkBlock]:
+    """The ``forks`` blocks of a study file (ForkError with a one-line reason)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not raw:
+        raise ForkError("'forks' must be a non-empty list of blocks")
+    out = []
+    for b, block in enumerate(raw, 1):
+        where = f"forks block {b}"
+        if not isinstance(block, dict):
+            raise ForkError(f"{where}: a block is a mapping, got {block!r}")
+        unknown = sorted(set(block) - set(FORK_BLOCK_KEYS))
+        if unknown:
+            raise ForkError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(FORK_BLOCK_KEYS)}")
+        at = block.get("at")
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or at <= 0 or (
+                isinstance(at, float) and at >= 1):
+            raise ForkError(f"{where}: 'at' is a turn (1, 2, ...) or a fraction of the run (0 < at < 1), got {at!r}")
+        changes = block.get("changes")
+        if not isinstance(changes, list) or not changes:
+            raise ForkError(f"{where}: 'changes' must be a non-empty list")
+        seeds = block.get("seeds", 3)
+        if not isinstance(seeds, int) or seeds < 1:
+            raise ForkError(f"{where}: 'seeds' must be a whole number of at least 1, got {seeds!r}")
+        limit = block.get("limit")
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise ForkError(f"{where}: 'limit' must be a whole number of at least 1, got {limit!r}")
+        select = tuple((k, tuple(str(v) for v in (block[k] if isinstance(block[k], list) else [block[k]])))
+                       for k in _SELECT if block.get(k) is not None)
+        source = Path(block["from"]) if block.get("from") else None
+        out.append(ForkBlock(source, select, limit, at,
+                             tuple(_change_of(c, where) for c in changes), seeds))
+    return out
+
+
+def turn_of(at: int | float, n_turns: int) -> int | None:
+    """K for a parent of ``n_turns`` turns: the turn itself, or a fraction of the run (at least
+    1, at most ``n_turns - 1``); None when the parent is too short to fork there."""
+    if isinstance(at, float):
+        return min(max(1, round(at * n_turns)), n_turns - 1) if n_turns >= 2 else None
+    return at if at <= n_turns - 1 else None
+
+
+def _parents(block: ForkBlock, default: Path) -> list[RunFile]:
+    """The finished parents a block selects, by run id."""
+    from adakit import config
+    from adakit.record import iter_run_files
+
+    folder = config.resolve(block.source) if block.source is not None else default
+    axes = {"models": lambda h: h.model.name, "worlds": lambda h: h.world.name,
+            "tasks": lambda h: h.task.family, "conditions": lambda h: h.condition.name}
+    found = []
+    for path in iter_run_files(folder) if folder.is_dir() else []:
+        try:
+            rf = read_run(path)
+        except ValueError:
+            continue
+        h = rf.header
+        if rf.end is None or h.forked_from is not None:
+            continue
+        if all(axes[k](h) in values for k, values in block.select):
+            found.append(rf)
+    found.sort(key=lambda rf: rf.header.run_id)
+    return found[: block.limit] if block.limit else found
+
+
+@dataclass(frozen=True)
+class StudyFork:
+    """One fork of a fork study and where it stands: ``finished``, ``to_resume``,
+    ``to_retry``, ``failed`` or ``to_run``; ``turns_done`` counts its recorded turns."""
+
+    parent: RunFile
+    at: int
+    change: Change
+    plan: ForkPlan
+    status: str
+    turns_done: int
+
+
+def _fork_status(path: Path) -> tuple[str, int]:
+    from adakit.study.retry import failure_of
+
+    if not path.exists():
+        return "to_run", 0
     try:
-        parent = read_run(args.run_file)
-        change = change_from_args(args)
-        if change.kind == "model":
-            check_model(str(change.value))
-        plans = plan_forks(parent, args.at, change, args.seeds, args.output)
-    except (ForkError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {str(exc).splitlines()[0] if str(exc) else exc!r}", file=sys.stderr)
-        return 2
-    context = launch_context(args.cache_mode)
-    failed = 0
-    for plan in plans:
-        if plan.path.exists():
-            done = read_run(plan.path)
-            failure = failure_of(done) if done.end is not None else None
-            if done.end is not None and not (failure and failure.retryable):
-                print(f"{plan.path}: already finished ({done.end.reason})")
+        rf = read_run(path)
+    except ValueError:
+        return "to_run", 0
+    if rf.end is None:
+        return "to_resume", len(rf.turns)
+    failure = failure_of(rf)
+    if failure is None:
+        return "finished", len(rf.turns)
+    return ("to_retry" if failure.retryable else "failed"), len(rf.turns)
+
+
+def study_forks(study: Any) -> list[StudyFork]:
+    """Every fork a study file's ``forks`` blocks declare, with its state; parents that are
+    too short to fork at a block's turn are left out."""
+    out = []
+    for block in fork_blocks(study.raw.get("forks")):
+        for parent in _parents(block, study.output):
+            at = turn_of(block.at, len(parent.turns))
+            if at is None:
                 continue
-            if failure is not None:
-                reopen(plan.path, resume=True)  # the failed attempt is kept beside it
-        rf = run_fork(parent, args.at, change, plan, context)
-        reason = rf.end.reason if rf.end else "unfinished"
-        failed += reason == "model_error"
-        print(f"{plan.path}: {reason} after {len(rf.turns)} turns ({len(rf.turns) - args.at} new)")
-    return 1 if failed else 0
+            for change in block.changes:
+                for plan in plan_forks(parent, at, change, block.seeds):
+                    out.append(StudyFork(parent, at, change, plan, *_fork_status(plan.path)))
+    return out
 
 
-def register_cli(sub: Any) -> None:
-    """``adakit fork RUN_FILE --at K (--condition NAME | --inject TEXT | --model NAME |
-    --without TOOL | --placebo) [--seeds N]``."""
-    p = sub.add_parser(
-        "fork", help="replay a recorded run's first K turns, change one thing, go on (N seeds)",
-        epilog="exit status: 0 every fork finished; 1 a fork ended in a model failure; "
-        "2 bad input (nothing made). Forks go to <corpus>.forks/<run>__atK/ (docs/forks.md)",
-    )
-    p.add_argument("run_file", help="the parent run (a .jsonl run file)")
-    p.add_argument("--at", type=int, required=True, metavar="K",
-                   help="keep the parent's first K turns; the change shows from turn K's observation on")
-    p.add_argument("--condition", metavar="NAME", help="this condition from turn K on")
-    p.add_argument("--inject", metavar="TEXT", help="add this message to turn K's observation")
-    p.add_argument("--model", metavar="NAME", help="another model continues the history")
-    p.add_argument("--without", metavar="TOOL", help="this tool is no longer offered from turn K on")
-    p.add_argument("--placebo", action="store_true", help="no change: only a new seed from turn K on")
-    p.add_argument("--seeds", type=int, default=3, metavar="N", help="forks to make (default 3)")
-    p.add_argument("--output", metavar="FOLDER", help="the fork set's folder (default beside the corpus)")
-    p.add_argument("--cache-mode", choices=["use", "replay", "refresh", "off"], default="use",
-                   help="response cache mode (default use)")
-    p.set_defaults(func=_cmd_fork)
+def fork_plan_text(study: Any, forks: list[StudyFork], reference: str | Path | None = None) -> str:
+    """The fork part of ``adakit launch STUDY --plan``: forks by state, and the tokens and USD
+    of the turns left (each remaining fork taken to go on to its turn bound, from K or its
+    last recorded turn; figures as :mod:`adakit.study.plan` measures them)."""
+    from collections import Counter
+
+    from adakit.llm.models import load_registry
+    from adakit.study.plan import _spec_of, agent_tokens, figure_sources, resolve_figures, usd_text
+
+    f = {k: v.value for k, v in resolve_figures(figure_sources(study, reference)).items()}
+    registry = load_registry()
+    states = Counter(sf.status for sf in forks)
+    tokens_in = tokens_out = usd = 0.0
+    unpriced: set[str] = set()
+    for sf in forks:
+        if sf.status not in ("to_run", "to_resume", "to_retry"):
+            continue
+        h = sf.parent.header
+        model = str(sf.change.value) if sf.change.kind == "model" else h.model.name
+        spec = _spec_of(model, registry)
+        if model.startswith("baseline-"):
+            continue
+        reply_limit = int(getattr(spec, "max_tokens", None) or 1024)
+        tin, tout, _ = agent_tokens(f["prompt_first"], f["prompt_growth"], f["reply"],
+                                    max(sf.turns_done, sf.at), h.turn_bound,
+                                    getattr(spec, "context_window", None), reply_limit)
+        tokens_in, tokens_out = tokens_in + tin, tokens_out + tout
+        cost = spec.cost(int(tin), int(tout)) if spec is not None else None
+        if cost is None:
+            unpriced.add(model)
+        else:
+            usd += cost
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(states.items())) or "none"
+    sets = len({(sf.parent.header.run_id, sf.at) for sf in forks})
+    text = (f"forks: {len(forks)} in {sets} fork set(s) ({counts}); the forks left: "
+            f"{tokens_in:,.0f} prompt and {tokens_out:,.0f} reply tokens, ${usd_text(usd)}")
+    return text + (f" (plus unpriced: {', '.join(sorted(unpriced))})" if unpriced else "")
+
+
+def launch_study_forks(study: Any, context: ContextFactory) -> dict[str, str]:
+    """Make, resume or retry every fork a study declares (finished and failed ones are left
+    as they are), their contexts built by ``context`` (:func:`launch_context`); returns run
+    id -> outcome."""
+    from adakit.study.retry import reopen
+
+    outcomes: dict[str, str] = {}
+    for sf in study_forks(study):
+        if sf.status in ("finished", "failed"):
+            outcomes[sf.plan.run_id] = "skipped" if sf.status == "finished" else "left"
+            continue
+        if sf.status == "to_retry":
+            reopen(sf.plan.path, resume=True)
+        rf = run_fork(sf.parent, sf.at, sf.change, sf.plan, context)
+        outcomes[sf.plan.run_id] = rf.end.reason if rf.end else "unfinished"
+    return outcomes

@@ -98,9 +98,10 @@ def load_study(path: str | Path, overrides: dict[str, Any] | None = None) -> Stu
     output = Path(data.get("output") or f"data/runs/{name}")
     if not output.is_absolute():
         output = config.ROOT / output
-    blocks = data.get("matrix")
-    if not blocks:
-        raise ValueError(f"{path}: a study needs a non-empty 'matrix' list")
+    blocks = data.get("matrix") or []
+    # a 'forks' list declares forks of recorded runs, read by adakit.study.fork (docs/forks.md)
+    if not blocks and not data.get("forks"):
+        raise ValueError(f"{path}: a study needs a non-empty 'matrix' list (or a 'forks' list)")
     families = task_families()
     specs: dict[str, RunSpec] = {}
     base_seed = int(data.get("seed", 0))
