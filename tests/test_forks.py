@@ -3,6 +3,7 @@ change shows at turn K and not before, placebos of a scripted baseline reproduce
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -413,3 +414,41 @@ def test_k_as_a_fraction_stays_inside_the_run():
 
     assert turn_of(0.5, 10) == 5 and turn_of(0.01, 10) == 1 and turn_of(0.99, 10) == 9
     assert turn_of(4, 5) == 4 and turn_of(5, 5) is None and turn_of(0.5, 1) is None
+
+
+def test_a_fork_replays_from_the_response_cache(world, tmp_path):
+    import types
+
+    from adakit.llm.models import ResponseCache
+    from adakit.record import content_digest
+
+    parent, _ = record_parent(world, tmp_path)
+    cache = ResponseCache(tmp_path / "cache")
+    change = Change("inject", TEXT)
+    plan = plan_forks(parent, 2, change, 1)[0]
+    with FakeOpenAI([peek("pkg/util.py"), FINAL]) as fake:
+        live_backend = OpenAIBackend(spec_for(fake), cache=cache, cache_scope=plan.run_id)
+        live = run_fork(parent, 2, change, plan, fake_context(world, live_backend))
+        url = fake.url
+    # the server is gone: the fork's own turns come from the cache, its prefix from the record
+    again = dataclasses.replace(plan, path=tmp_path / "replay" / plan.path.name)
+    backend = OpenAIBackend(spec_for(types.SimpleNamespace(url=url)),
+                            cache=cache.with_mode("replay"), cache_scope=plan.run_id)
+    replay = run_fork(parent, 2, change, again, fake_context(world, backend))
+    assert content_digest(replay) == content_digest(live)
+    assert all(t.cached for t in replay.turns[2:])
+
+
+def test_a_fork_of_a_changed_prefix_sets_the_old_file_aside(world, tmp_path):
+    parent, _ = record_parent(world, tmp_path)
+    change = Change("placebo")
+    plan = plan_forks(parent, 2, change, 1)[0]
+    with FakeOpenAI([FINAL]) as fake, pytest.raises(KeyboardInterrupt):
+        run_fork(parent, 2, change, plan, fake_context(world, _DiesAfter(backend_of(fake), 0)))
+    first = parent.turns[0].model_copy(update={"observation": parent.turns[0].observation + " (edited)"})
+    edited = dataclasses.replace(parent, turns=[first, *parent.turns[1:]])
+    with FakeOpenAI([FINAL]) as fake:
+        rf = run_fork(edited, 2, change, plan, fake_context(world, backend_of(fake)))
+    assert rf.turns[0].observation.endswith("(edited)") and len(rf.turns) == 3
+    assert rf.header.forked_from.prefix_sha256 == prefix_digest(edited.header, edited.turns[:2])
+    assert len(list(plan.path.parent.glob("*.stale-*.jsonl.bak"))) == 1

@@ -459,8 +459,6 @@ class Run:
     # ------------------------------------------------------------------ resume
 
     def _start_or_resume(self, header: Header) -> RunWriter:
-        if self.ctx.prefix is not None and not self.path.exists():
-            self._write_prefix(header)  # a new fork: its prefix is then resumed like any run
         if self.path.exists():
             truncate_torn(self.path)
             try:
@@ -476,6 +474,9 @@ class Run:
             # a different run under the same id (changed settings): set it aside, never delete
             stale = self.path.with_suffix(f".stale-{int(time.time())}.jsonl.bak")
             self.path.rename(stale)
+        if self.ctx.prefix is not None:  # a new fork: its prefix is written, then resumed
+            self._write_prefix(header)
+            return self._start_or_resume(header)
         self.started_at = header.started_at
         writer = RunWriter.create(self.path, header)
         self.messages = self._opening(header.system_prompt)
