@@ -236,6 +236,23 @@ def test_bad_input_is_one_line_and_exit_2(world, tmp_path, capsys, extra, needle
     assert not (tmp_path / "corpus.forks").exists()
 
 
+def test_a_parent_outside_the_worlds_manifest_is_one_line(world, tmp_path, capsys):
+    parent, _ = record_parent(world, tmp_path)  # the toy world is no manifest world
+    assert cli.main(["fork", str(parent.path), "--at", "2", "--placebo"]) == 2
+    err = capsys.readouterr().err
+    assert "world 'toy' is not in the worlds manifest" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_parent_of_other_prompts_is_forked_with_a_warning(flask_world, flask_index, tmp_path, capsys):
+    parent = baseline_parent(flask_world, flask_index, tmp_path)
+    lines = parent.path.read_text().splitlines(keepends=True)
+    head = json.loads(lines[0])
+    head["scaffold"]["prompts_sha256"] = "0" * 64
+    parent.path.write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
+    assert cli.main(["fork", str(parent.path), "--at", "3", "--placebo", "--seeds", "1"]) == 0
+    assert "warning: the parent was recorded under other prompt templates" in capsys.readouterr().err
+
+
 def test_a_missing_parent_is_one_line(tmp_path, capsys):
     assert cli.main(["fork", str(tmp_path / "nope.jsonl"), "--at", "2", "--placebo"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -8,6 +8,8 @@ import argparse
 import sys
 from typing import Any
 
+from adakit.apparatus.agent import scaffold_digest
+from adakit.apparatus.world import load_manifest
 from adakit.record import read_run
 from adakit.study.fork import (
     CHANGES,
@@ -43,9 +45,17 @@ def _cmd_fork(args: argparse.Namespace) -> int:
         if change.kind == "model":
             check_model(str(change.value))
         plans = plan_forks(parent, args.at, change, args.seeds, args.output)
+        if parent.header.world.name not in load_manifest():
+            raise ForkError(f"the parent's world {parent.header.world.name!r} is not in the worlds "
+                            "manifest (adakit worlds list): a fork needs its repository")
     except (ForkError, FileNotFoundError, ValueError) as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else exc!r}", file=sys.stderr)
         return 2
+    recorded = parent.header.scaffold.get("prompts_sha256")
+    if recorded and recorded != scaffold_digest():
+        print("warning: the parent was recorded under other prompt templates (prompts_sha256 "
+              f"{recorded[:12]}, now {scaffold_digest()[:12]}): the fork rebuilds its history "
+              "with today's, so its model may read the prefix slightly differently", file=sys.stderr)
     context = launch_context(_Worlds(), _backend, args.cache_mode)
     failed = 0
     for plan in plans:
