@@ -268,6 +268,20 @@ def test_forked_from_is_optional_and_left_out_of_other_headers(world, tmp_path):
     assert "ForkInfo" in json_schema()["$defs"]
 
 
+def test_imported_runs_and_lost_conditions_are_not_forked(world, tmp_path):
+    from adakit.record import ConditionInfo, SourceInfo
+
+    parent, _ = record_parent(world, tmp_path)
+    source = SourceInfo(format="swe-agent", file="x.traj", sha256="0" * 64)
+    imported = dataclasses.replace(parent, header=parent.header.model_copy(update={"source": source}))
+    with pytest.raises(ForkError, match="only Ada's own runs"):
+        plan_forks(imported, 2, Change("placebo"), 1)
+    lost = dataclasses.replace(parent, header=parent.header.model_copy(
+        update={"condition": ConditionInfo(name="gone")}))
+    with pytest.raises(ForkError, match="unknown condition 'gone'"):
+        plan_forks(lost, 2, Change("placebo"), 1)
+
+
 def test_changes_check_their_values():
     with pytest.raises(ForkError):
         Change("rewind", "x")

@@ -222,8 +222,12 @@ def plan_forks(parent: RunFile, at: int, change: Change, seeds: int,
     ``folder`` (default: :func:`fork_set_folder`)."""
     if seeds < 1:
         raise ForkError(f"--seeds must be at least 1, got {seeds}")
+    if parent.header.source is not None:
+        raise ForkError(f"{parent.header.run_id} was imported from {parent.header.source.format}: "
+                        "only Ada's own runs can be forked")
     check_at(parent, at)
     check_tool(change)
+    _condition(parent.header.condition.name)  # the parent's must still exist to open the fork
     if change.kind == "condition":
         _condition(str(change.value))
     pid = parent.header.run_id
