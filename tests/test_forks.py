@@ -483,3 +483,24 @@ def test_a_fork_of_a_changed_prefix_sets_the_old_file_aside(world, tmp_path):
     assert rf.turns[0].observation.endswith("(edited)") and len(rf.turns) == 3
     assert rf.header.forked_from.prefix_sha256 == prefix_digest(edited.header, edited.turns[:2])
     assert len(list(plan.path.parent.glob("*.stale-*.jsonl.bak"))) == 1
+
+
+def test_forks_of_a_paid_model_wait_for_confirmation(tmp_path, capsys):
+    from adakit.synthetic import synthetic_run, write_run
+
+    parent = synthetic_run("paid", world="flask", tools=["OVW", "PKR", "PKR", "PKR",
+                                                         {"tool": "CON", "finalize": True}])
+    header = parent.header.model_copy(update={"model": parent.header.model.model_copy(
+        update={"name": "gpt-4o", "kind": "llm"})})
+    write_run(dataclasses.replace(parent, header=header), tmp_path / "paid" / "paid.jsonl")
+    study = tmp_path / "paid.yaml"
+    study.write_text(f"name: paid\noutput: {tmp_path / 'out'}\nforks:\n"
+                     f"  - from: {tmp_path / 'paid'}\n    at: 2\n    changes: [placebo]\n    seeds: 2\n")
+    assert cli.main(["launch", str(study), "--plan"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("forks:"))
+    assert "forks: 2 in 1 fork set(s) (to_run 2)" in line
+    assert float(line.rsplit("$", 1)[1]) > 0  # gpt-4o is priced: the turns left cost money
+    assert cli.main(["launch", str(study), "--confirm-above", "0"]) == 3
+    assert "no fork was made" in capsys.readouterr().err
+    assert not (tmp_path / "paid.forks").exists()

@@ -446,53 +446,77 @@ def study_forks(study: Any) -> list[StudyFork]:
     return out
 
 
-def fork_plan_text(study: Any, forks: list[StudyFork], reference: str | Path | None = None) -> str:
-    """The fork part of ``adakit launch STUDY --plan``: forks by state, and the tokens and USD
-    of the turns left (each remaining fork taken to go on to its turn bound, from K or its
-    last recorded turn; figures as :mod:`adakit.study.plan` measures them)."""
-    from collections import Counter
+@dataclass
+class ForkCost:
+    """What the forks left will cost: prompt and reply tokens, USD of the priced models, and
+    the models whose price is unknown and that are not served on this machine."""
+
+    tokens_in: float = 0.0
+    tokens_out: float = 0.0
+    usd: float = 0.0
+    unpriced: set[str] = dataclasses.field(default_factory=set)
+    unknown: set[str] = dataclasses.field(default_factory=set)
+
+
+def fork_cost(study: Any, forks: list[StudyFork], reference: str | Path | None = None) -> ForkCost:
+    """The estimate for the forks left: each is taken to go on to its turn bound, from K or
+    its last recorded turn, with the figures :mod:`adakit.study.plan` measures."""
+    from urllib.parse import urlparse
 
     from adakit.llm.models import load_registry
-    from adakit.study.plan import _spec_of, agent_tokens, figure_sources, resolve_figures, usd_text
+    from adakit.study.plan import _spec_of, agent_tokens, figure_sources, resolve_figures
 
     f = {k: v.value for k, v in resolve_figures(figure_sources(study, reference)).items()}
     registry = load_registry()
-    states = Counter(sf.status for sf in forks)
-    tokens_in = tokens_out = usd = 0.0
-    unpriced: set[str] = set()
+    cost = ForkCost()
     for sf in forks:
-        if sf.status not in ("to_run", "to_resume", "to_retry"):
-            continue
         h = sf.parent.header
         model = str(sf.change.value) if sf.change.kind == "model" else h.model.name
-        spec = _spec_of(model, registry)
-        if model.startswith("baseline-"):
+        if sf.status not in ("to_run", "to_resume", "to_retry") or model.startswith("baseline-"):
             continue
-        reply_limit = int(getattr(spec, "max_tokens", None) or 1024)
+        spec = _spec_of(model, registry)
         tin, tout, _ = agent_tokens(f["prompt_first"], f["prompt_growth"], f["reply"],
                                     max(sf.turns_done, sf.at), h.turn_bound,
-                                    getattr(spec, "context_window", None), reply_limit)
-        tokens_in, tokens_out = tokens_in + tin, tokens_out + tout
-        cost = spec.cost(int(tin), int(tout)) if spec is not None else None
-        if cost is None:
-            unpriced.add(model)
-        else:
-            usd += cost
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(states.items())) or "none"
+                                    getattr(spec, "context_window", None),
+                                    int(getattr(spec, "max_tokens", None) or 1024))
+        cost.tokens_in, cost.tokens_out = cost.tokens_in + tin, cost.tokens_out + tout
+        usd = spec.cost(int(tin), int(tout)) if spec is not None else None
+        if usd is not None:
+            cost.usd += usd
+            continue
+        cost.unpriced.add(model)
+        host = urlparse(getattr(spec, "base_url", None) or "").hostname or ""
+        if getattr(spec, "kind", "") != "local" and host not in ("localhost", "::1") \
+                and not host.startswith("127."):
+            cost.unknown.add(model)
+    return cost
+
+
+def fork_plan_text(study: Any, forks: list[StudyFork], reference: str | Path | None = None) -> str:
+    """The fork part of ``adakit launch STUDY --plan``: forks by state, and the tokens and USD
+    of the turns left (:func:`fork_cost`)."""
+    from collections import Counter
+
+    from adakit.study.plan import usd_text
+
+    cost = fork_cost(study, forks, reference)
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(Counter(sf.status for sf in forks).items()))
     sets = len({(sf.parent.header.run_id, sf.at) for sf in forks})
-    text = (f"forks: {len(forks)} in {sets} fork set(s) ({counts}); the forks left: "
-            f"{tokens_in:,.0f} prompt and {tokens_out:,.0f} reply tokens, ${usd_text(usd)}")
-    return text + (f" (plus unpriced: {', '.join(sorted(unpriced))})" if unpriced else "")
+    text = (f"forks: {len(forks)} in {sets} fork set(s) ({counts or 'none'}); the forks left: "
+            f"{cost.tokens_in:,.0f} prompt and {cost.tokens_out:,.0f} reply tokens, "
+            f"${usd_text(cost.usd)}")
+    return text + (f" (plus unpriced: {', '.join(sorted(cost.unpriced))})" if cost.unpriced else "")
 
 
-def launch_study_forks(study: Any, context: ContextFactory) -> dict[str, str]:
-    """Make, resume or retry every fork a study declares (finished and failed ones are left
-    as they are), their contexts built by ``context`` (:func:`launch_context`); returns run
-    id -> outcome."""
+def launch_study_forks(study: Any, context: ContextFactory,
+                       forks: list[StudyFork] | None = None) -> dict[str, str]:
+    """Make, resume or retry every fork a study declares (``forks``, when the caller read
+    them already; finished and failed ones are left as they are), their contexts built by
+    ``context`` (:func:`launch_context`); returns run id -> outcome."""
     from adakit.study.retry import reopen
 
     outcomes: dict[str, str] = {}
-    for sf in study_forks(study):
+    for sf in study_forks(study) if forks is None else forks:
         if sf.status in ("finished", "failed"):
             outcomes[sf.plan.run_id] = "skipped" if sf.status == "finished" else "left"
             continue

@@ -488,10 +488,15 @@ def _cmd_launch(args: argparse.Namespace) -> int:
                             reference=args.reference, confirm_above=args.confirm_above,
                             yes=args.yes, study_arg=args.study, **options)
     if study.raw.get("forks") and code in (0, 1):  # the study's forks, once its runs are there
-        from adakit.study.fork import launch_context, launch_study_forks
+        from adakit.study.fork import fork_cost, launch_context, launch_study_forks, study_forks
 
+        forks = study_forks(study)
+        cost = fork_cost(study, forks, args.reference)
+        if not confirm_cost(cost.usd, args.confirm_above, args.yes, unknown=sorted(cost.unknown)):
+            print("no fork was made", file=sys.stderr)
+            return 3
         context = launch_context(_Worlds(), _backend, args.cache_mode or study.cache_mode)
-        outcomes = launch_study_forks(study, context)
+        outcomes = launch_study_forks(study, context, forks)
         print(f"{len(outcomes)} forks: " + ", ".join(
             f"{k} {v}" for k, v in Counter(outcomes.values()).items()))
         code = max(code, 1 if "model_error" in outcomes.values() else 0)
