@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "adakit.study.dataset",  # adakit dataset build|check|restore-cache
     "adakit.importers.batch",  # adakit import FORMAT PATH... --out DIR
     "adakit.diagnostics.diagnosis",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
+    "adakit.study.fork_cli",  # adakit fork RUN_FILE --at K (one change) --seeds N
 ]
 
 

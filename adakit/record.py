@@ -10,6 +10,8 @@ Runs imported from other agents (:mod:`adakit.importers`, schema 1.1) use the sa
 their header's ``source`` names the format, the source file and its sha256, their turns may
 carry the action classes EDT / EXE / SUB (:data:`ACT_ORDER`), and their end record keeps the
 source's exit status and submission. Every field added in 1.1 is optional, so 1.0 files load.
+A fork of a recorded run (``adakit fork``, docs/forks.md) says where it came from in its
+header's ``forked_from`` (:class:`ForkInfo`), left out of every other header.
 
 Time is kept on three clocks (:func:`time_totals`; the loader derives them from the turn
 records, so runs recorded before the End totals carried them get them too): ``active_s``, the
@@ -139,6 +141,26 @@ class SourceInfo(_Record):
     timing: Literal["recorded", "execution", "none"] = "none"
 
 
+#: What a fork changes from its turn on (``adakit fork``, :mod:`adakit.study.fork`).
+ForkChange = Literal["condition", "inject", "model", "without", "placebo"]
+
+
+class ForkInfo(_Record):
+    """Where a fork came from (schema 1.1, optional): the parent run, the turn ``turn`` up to
+    which the fork's turns are the parent's (replayed from the record, no model asked), the
+    sha256 of that prefix (:func:`prefix_digest`), the one change made from there on and its
+    ``value`` (a condition or model name, the injected text, the tool taken away; None for a
+    placebo), and the fork's seed (also the header's ``seed``). Forks of one parent at one
+    turn share ``parent``, ``turn`` and ``prefix_sha256``: they form a fork set."""
+
+    parent: str
+    turn: int
+    prefix_sha256: str
+    change: ForkChange
+    value: str | None = None
+    seed: int = 0
+
+
 class Header(_Record):
     kind: Literal["header"] = "header"
     schema_version: str = SCHEMA_VERSION
@@ -156,6 +178,14 @@ class Header(_Record):
     system_prompt: str = ""
     scaffold: dict[str, Any] = Field(default_factory=dict)
     source: SourceInfo | None = None
+    forked_from: ForkInfo | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_fork(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("forked_from") is None:  # headers of runs that are no fork stay as they were
+            data.pop("forked_from", None)
+        return data
 
 
 class ToolCall(_Record):
@@ -1047,6 +1077,16 @@ def _strip_clock(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_strip_clock(v) for v in obj]
     return obj
+
+
+def prefix_digest(header: Header, turns: Iterable[Turn]) -> str:
+    """sha256 of what a fork replays from its parent: the system prompt, the task and the
+    content of the given turns (wall-clock times, cache flags and the given turns' injections
+    of a later change left to the caller), so forks that share a prefix share the digest."""
+    records = [{"system_prompt": header.system_prompt, "task": header.task.model_dump(mode="json")}]
+    records += [t.model_dump(mode="json") for t in turns]
+    blob = json.dumps(_strip_clock(records), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def content_digest(run: RunFile) -> str:

@@ -44,6 +44,7 @@ from adakit.record import (
     ConditionInfo,
     Corpus,
     End,
+    ForkInfo,
     Header,
     Injection,
     ModelCall,
@@ -56,6 +57,7 @@ from adakit.record import (
     ToolMetrics,
     Turn,
     WorldInfo,
+    prefix_digest,
 )
 
 MODELS: tuple[str, ...] = ("synth-A", "synth-B", "synth-C", "synth-D")
@@ -1635,8 +1637,67 @@ def _fast_runs(mx: _Matrix, walk: _FastWalk, timing: dict[str, np.ndarray], turn
     }, columns=RUN_COLUMNS)
 
 
+
+
+# ----------------------------------------------------------------------------- forks
+
+
+def synthetic_forks(
+    parent: RunFile,
+    at: int,
+    change: str = "inject",
+    value: str | None = "Synthetic nudge.",
+    seeds: int = 8,
+    extra_turns: float = 0.0,
+    spread: float = 3.0,
+    seed: int = 0,
+) -> list[RunFile]:
+    """``seeds`` synthetic forks of ``parent`` at turn ``at`` (one change, as ``adakit fork``
+    records it): each is the parent's first ``at`` turns, then a drawn tail that ends with a
+    finalizing conclusion, its header carrying ``forked_from``. The tail's length is drawn
+    around the parent's own remaining turns plus ``extra_turns`` (the planted effect of the
+    change; a placebo is ``change="placebo", value=None`` and usually 0) with standard
+    deviation ``spread``; tail tools are reads (PKR, OVW, EXP). Nothing is written."""
+    if not 1 <= at < len(parent.turns):
+        raise ValueError(f"at must be between 1 and {len(parent.turns) - 1}, got {at}")
+    h = parent.header
+    digest = prefix_digest(h, parent.turns[:at])
+    out = []
+    for draw in range(1, seeds + 1):
+        fork_id = f"{h.run_id}__at{at}__{change}__s{draw}"
+        rng = np.random.default_rng(zlib.crc32(f"forks/{seed}/{fork_id}".encode()))
+        mean = len(parent.turns) - at + extra_turns
+        n = max(1, int(round(mean + spread * rng.standard_normal())))
+        tools: list[str | dict[str, Any]] = [str(rng.choice(["PKR", "PKR", "OVW", "EXP"]))
+                                             for _ in range(n - 1)]
+        tail = synthetic_run(fork_id, h.model.name, h.world.name, h.task.family,
+                             h.condition.name, [*tools, {"tool": "CON", "finalize": True}],
+                             seed=draw, turn_bound=h.turn_bound, repeat=h.repeat)
+        out.append(_joined(parent, at, tail, ForkInfo(
+            parent=h.run_id, turn=at, prefix_sha256=digest, change=change,  # type: ignore[arg-type]
+            value=value, seed=draw)))
+    return out
+
+
+def _joined(parent: RunFile, at: int, tail: RunFile, info: ForkInfo) -> RunFile:
+    """A fork: the parent's first ``at`` turns, then ``tail``'s turns renumbered after them
+    and moved to start where the prefix ends."""
+    prefix = [t.model_copy(deep=True) for t in parent.turns[:at]]
+    shift = prefix[-1].ended_at + 0.05 - tail.turns[0].started_at
+    moved = [t.model_copy(update={"turn": at + i + 1, "started_at": t.started_at + shift,
+                                  "ended_at": t.ended_at + shift})
+             for i, t in enumerate(tail.turns)]
+    turns = [*prefix, *moved]
+    header = parent.header.model_copy(update={"run_id": tail.header.run_id, "seed": info.seed,
+                                              "forked_from": info})
+    end = tail.end.model_copy(update={"ended_at": tail.end.ended_at + shift,
+                                      "totals": {**tail.end.totals, "turns": len(turns)}}) \
+        if tail.end is not None else None
+    return RunFile(path=Path(f"{header.run_id}.jsonl"), header=header, turns=turns, end=end)
+
+
 __all__ = [
     "CONDITIONS", "MODELS", "PROFILES", "TASKS", "TOOL_ABBR", "WORLDS", "Profile", "SyntheticCell",
-    "corpus_specs", "profile_for", "synthetic_run", "synthetic_tables", "world_files",
+    "corpus_specs", "profile_for", "synthetic_forks", "synthetic_run", "synthetic_tables", "world_files",
     "write_run", "write_synthetic_corpus",
 ]

@@ -135,3 +135,12 @@ def test_the_study_file_doc_names_every_key():
     doc = (ROOT / "docs" / "study-files.md").read_text(encoding="utf-8")
     missing = [k for m in (StudyFile, JudgeBlock) for k in m.model_fields if f"`{k}`" not in doc]
     assert not missing, f"docs/study-files.md does not describe {missing}"
+
+
+def test_a_study_of_forks_alone_needs_no_matrix(tmp_path):
+    """A 'forks' list stands in for the matrix (docs/forks.md); an empty one does not."""
+    path = _write(tmp_path, "forks:\n  - {from: data/runs/x, at: 2, changes: [placebo]}\n")
+    study = load_study(path)
+    assert study.specs == [] and study.raw["forks"][0]["at"] == 2
+    with pytest.raises(StudyError, match="forks: must not be empty"):
+        load_study(_write(tmp_path, "forks: []\n"))

@@ -41,6 +41,7 @@ from adakit.record import (
     DRAW,
     ConditionInfo,
     End,
+    ForkInfo,
     Header,
     Injection,
     ModelCall,
@@ -285,6 +286,23 @@ def fit_window(
 
 
 @dataclass
+class Prefix:
+    """A fork's start (:mod:`adakit.study.fork`): the parent's first turns, written into the
+    fork's new file and then replayed the way a resume replays a recorded history, so no model
+    is asked for them. The fork opens with the parent's system prompt and task message."""
+
+    #: the parent's header (its system prompt, launch time)
+    header: Header
+    #: the parent's first K turns, the change's notes already added to the last one
+    turns: list[Turn]
+    #: the condition the parent opened under (its task message)
+    opening: Condition
+    forked_from: ForkInfo
+    #: tools no longer offered after the prefix (refused, and left out of the grammar)
+    without: frozenset[str] = frozenset()
+
+
+@dataclass
 class LaunchContext:
     """Everything a run needs besides its config: the agent's parts and the environment."""
 
@@ -296,6 +314,8 @@ class LaunchContext:
     hint_model: Callable[[list[dict[str, Any]]], tuple[str, ModelCall]] | None = None
     coach: Coach | None = None
     world_info: WorldInfo | None = None
+    #: a fork's recorded start; None for a run from its first turn
+    prefix: Prefix | None = None
 
 
 def hint_model_from(backend: Backend, max_tokens: int = 300) -> Callable[[list[dict[str, Any]]], tuple[str, ModelCall]]:
@@ -387,7 +407,7 @@ def make_header(
 
 
 def _same_run(a: Header, b: Header) -> bool:
-    keys = ("run_id", "turn_bound", "seed", "system_prompt")
+    keys = ("run_id", "turn_bound", "seed", "system_prompt", "forked_from")
     return all(getattr(a, k) == getattr(b, k) for k in keys) and (
         a.model.name,
         a.world.name,
@@ -417,12 +437,14 @@ class Run:
         self.grammar: str | None = None
         self.close_grammar: str | None = None
         self.grammar_info: dict[str, Any] | None = None
+        without = ctx.prefix.without if ctx.prefix is not None else frozenset()
+        self.tools = {name: spec for name, spec in TOOL_SPECS.items() if name not in without}
         if self.constrain:
             files = ctx.world.source_files() if cfg.constrain_paths else []
             paths = files if 0 < len(files) <= 400 else None
             thinking_chars = getattr(self.spec, "thinking_chars", None) or 300
             self.grammar = tool_grammar(
-                TOOL_SPECS, paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
+                self.tools, paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars, thinking=cfg.thinking_rule,
             )
             self.close_grammar = tool_grammar(
@@ -466,14 +488,35 @@ class Run:
             # a different run under the same id (changed settings): set it aside, never delete
             stale = self.path.with_suffix(f".stale-{int(time.time())}.jsonl.bak")
             self.path.rename(stale)
+        if self.ctx.prefix is not None:  # a new fork: its prefix is written, then resumed
+            self._write_prefix(header)
+            return self._start_or_resume(header)
         self.started_at = header.started_at
         writer = RunWriter.create(self.path, header)
         self.messages = self._opening(header.system_prompt)
         return writer
 
+    def _write_prefix(self, header: Header) -> None:
+        """A fork's file: its header and the parent's prefix turns, their times moved so the
+        prefix ends now and keeps its recorded durations (the fork's clock reads like a run's)."""
+        prefix = self.ctx.prefix
+        assert prefix is not None
+        now = time.time()
+        span = max(0.0, prefix.turns[-1].ended_at - prefix.header.started_at) if prefix.turns else 0.0
+        shift = (now - span) - prefix.header.started_at
+        writer = RunWriter.create(self.path, header.model_copy(update={"started_at": now - span}))
+        try:
+            for t in prefix.turns:
+                writer.write(t.model_copy(update={"started_at": t.started_at + shift,
+                                                  "ended_at": t.ended_at + shift}))
+        finally:
+            writer.close()
+
     def _opening(self, system: str) -> list[dict[str, Any]]:
-        """The system prompt and the task message that every request starts with."""
-        task = first_message(self.ctx.task, self.ctx.condition, self._state_text())
+        """The system prompt and the task message that every request starts with (a fork's:
+        its parent's, opened under the parent's condition)."""
+        opening = self.ctx.prefix.opening if self.ctx.prefix is not None else self.ctx.condition
+        task = first_message(self.ctx.task, opening, self._state_text())
         return [{"role": "system", "content": system}, {"role": "user", "content": task}]
 
     def _state_text(self) -> str:
@@ -522,6 +565,10 @@ class Run:
     def planned_header(self) -> Header:
         """The header this run writes (or must find, to resume): its settings, scaffold and
         grammar as launched now."""
+        prefix = self.ctx.prefix
+        if prefix is not None:  # a fork keeps its parent's system prompt, whatever it changes
+            header = make_header(self.ctx, self.cfg, prefix.header.system_prompt, self.grammar_info)
+            return header.model_copy(update={"forked_from": prefix.forked_from})
         system = system_prompt(self.ctx.world, self.ctx.condition, self.cfg.tree_max_files,
                                self.cfg.demonstration)
         return make_header(self.ctx, self.cfg, system, self.grammar_info)
@@ -634,7 +681,7 @@ class Run:
         if self.grammar:
             kwargs["grammar"] = self.close_grammar if closing and self.close_grammar else self.grammar
         if self.mode == "function":
-            kwargs["tools"] = function_tools(CLOSE_TOOLS if closing else TOOL_SPECS)
+            kwargs["tools"] = function_tools(CLOSE_TOOLS if closing else self.tools)
         return kwargs
 
     def _query(self, window: list[dict[str, Any]], closing: bool, **sampling: Any) -> _Reply | End:
@@ -734,6 +781,10 @@ class Run:
                 "Not run: the session is over and only stash_conclusion was asked for; "
                 "the run ends without a conclusion.",
                 ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="malformed"))
+        if call.tool not in self.tools:  # a fork took it away
+            return _Outcome(f"Not run: {call.tool} is no longer offered in this session; "
+                            "use another tool.",
+                            ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="unknown_tool"))
         if repeat_of is not None and self.cfg.repeat_guard == "refuse":
             return _Outcome(_fill(
                 "repeat_refused.txt", turn=str(repeat_of), count=str(self.mistakes + 1),

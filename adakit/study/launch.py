@@ -18,6 +18,7 @@ import shutil
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -445,6 +446,10 @@ def _cmd_launch(args: argparse.Namespace) -> int:
         overrides["concurrency"] = args.concurrency
     try:
         study = load_study(args.study, overrides)
+        if study.raw.get("forks") is not None:  # its fork blocks, checked before anything runs
+            from adakit.study.fork import fork_blocks
+
+            fork_blocks(study.raw["forks"])
     except (FileNotFoundError, ValueError, KeyError) as exc:
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return 2
@@ -472,10 +477,30 @@ def _cmd_launch(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(plan.describe())
+        if study.raw.get("forks"):
+            from adakit.study.fork import fork_plan_text, study_forks
+
+            print(fork_plan_text(study, study_forks(study), args.reference))
         return 0
-    return gated_launch(study, check=args.check, skip_unavailable=args.skip_unavailable,
-                        reference=args.reference, confirm_above=args.confirm_above, yes=args.yes,
-                        study_arg=args.study, **options)
+    code = 0
+    if study.specs:
+        code = gated_launch(study, check=args.check, skip_unavailable=args.skip_unavailable,
+                            reference=args.reference, confirm_above=args.confirm_above,
+                            yes=args.yes, study_arg=args.study, **options)
+    if study.raw.get("forks") and code in (0, 1):  # the study's forks, once its runs are there
+        from adakit.study.fork import fork_cost, launch_context, launch_study_forks, study_forks
+
+        forks = study_forks(study)
+        cost = fork_cost(study, forks, args.reference)
+        if not confirm_cost(cost.usd, args.confirm_above, args.yes, unknown=sorted(cost.unknown)):
+            print("no fork was made", file=sys.stderr)
+            return 3
+        context = launch_context(_Worlds(), _backend, args.cache_mode or study.cache_mode)
+        outcomes = launch_study_forks(study, context, forks)
+        print(f"{len(outcomes)} forks: " + ", ".join(
+            f"{k} {v}" for k, v in Counter(outcomes.values()).items()))
+        code = max(code, 1 if "model_error" in outcomes.values() else 0)
+    return code
 
 
 def _csv(values: list[str] | None) -> list[str]:

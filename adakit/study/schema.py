@@ -147,7 +147,12 @@ class StudyFile(Block):
     cache_mode: CacheMode | None = Field(None, description="response cache mode")
     hint_model: Name | None = Field(None, description="the model behind the HNT tool")
     coach_model: Name | None = Field(None, description="the coach of coach-judge runs")
-    matrix: list[Block] = Field(min_length=1, description="the blocks whose runs make the study")
+    matrix: list[Block] | None = Field(
+        None, min_length=1,
+        description="the blocks whose runs make the study (needed unless 'forks' is given)")
+    forks: list[dict[str, Any]] | None = Field(
+        None, min_length=1,
+        description="forks of recorded runs (docs/forks.md); each block is checked by adakit.study.fork")
     judge: JudgeBlock | None = None
 
 
@@ -176,6 +181,9 @@ def read_study_file(path: Path) -> dict[str, Any]:
 
 def check_study(data: dict[str, Any], source: str | Path) -> StudyFile:
     """``data`` checked against :class:`StudyFile`; StudyError (one line) when it does not fit."""
+    if data.get("matrix") is None and data.get("forks") is None:
+        raise StudyError(f"{source}: matrix: is missing (a list of blocks of models, worlds, tasks "
+                         "and conditions; or give a 'forks' list)")
     try:
         return StudyFile.model_validate(data)
     except ValidationError as exc:

@@ -130,7 +130,7 @@ def _matrix_specs(data: dict[str, Any], name: str) -> list[RunSpec]:
     families = task_families()
     specs: dict[str, RunSpec] = {}
     base_seed = data.get("seed") or 0
-    for b, block in enumerate(data["matrix"], 1):
+    for b, block in enumerate(data.get("matrix") or [], 1):
         tasks = _as_list(_pick(block, data, "tasks"), "tasks", b)
         if tasks == ["all"]:
             tasks = families
