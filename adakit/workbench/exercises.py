@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
 
@@ -32,15 +31,16 @@ KEPT_BACK = "✎ after exercise 1"
 NO_LINE = "—"
 
 
-@dataclass(frozen=True)
-class Check:
-    """The outcome of one exercise check: the message to print, and whether it passed."""
+class Check(str):
+    """The outcome of one exercise check: the message to print (the string itself), and
+    whether the answer passed (:attr:`passed`)."""
 
-    message: str
     passed: bool
 
-    def __str__(self) -> str:
-        return self.message
+    def __new__(cls, message: str, passed: bool) -> Check:
+        check = super().__new__(cls, message)
+        check.passed = passed
+        return check
 
 
 def mini_trajectory() -> pd.DataFrame:
@@ -77,11 +77,12 @@ def _one_run(census: pd.DataFrame) -> pd.Series:
     return census.iloc[0]
 
 
-def grade_distinct_lines(answer: Any, census: pd.DataFrame) -> Check:
+def check_distinct_lines(answer: Any, census: pd.DataFrame) -> Check:
     """Grade exercise 1 against lens 0 (``surface.run_surface`` of the one run).
 
     A blank answer (None) asks to fill it in; a wrong one says whether it is too high or too
     low, with a hint, never the expected number (only a right answer shows lens 0's count).
+    The message is a :class:`Check`, whose ``passed`` the tour's later tables wait for.
     """
     row = _one_run(census)
     expected, shown = int(row["loc_viewed"]), int(row["lines_shown"])
@@ -99,11 +100,6 @@ def grade_distinct_lines(answer: Any, census: pd.DataFrame) -> Check:
     return Check(f"✗ not quite: {exact} is too few. Did you miss a range, or count an "
                  "inclusive range one short? Change my_distinct_lines and run the check again.",
                  False)
-
-
-def check_distinct_lines(answer: Any, census: pd.DataFrame) -> str:
-    """The message of :func:`grade_distinct_lines`."""
-    return grade_distinct_lines(answer, census).message
 
 
 class Withheld:
