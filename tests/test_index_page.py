@@ -71,7 +71,10 @@ def test_sections_summary_and_links(study):
     assert "<figcaption>loc viewed by model</figcaption>" in lens0
     assert "<figcaption>by world · flask 3.1.3 files</figcaption>" in lens0
     assert "2 figures" in lens0
-    assert "(no figures)" in text[text.index('<section id="00_tour">'):]
+    assert "no figures" in text[text.index('<section id="00_tour">'):text.index('<section id="10_')]
+    _png(figures / "15_variance" / "intervals.png")  # a folder without an executed notebook
+    text = index_page.build_index(out, figures, corpus=corpus).path.read_text()
+    assert '<section id="15_variance"><h3>15 · Variance: is a difference real?</h3>' in text
     diag = text[text.index('<section id="41_'):]
     assert "signal to noise" in diag and "tall: its top is shown" in diag
     assert "break-all" not in text

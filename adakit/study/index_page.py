@@ -130,8 +130,19 @@ def _sections(out: Path, figures: Path) -> tuple[list[Section], list[Path]]:
             continue
         if png.parent == figures:
             top = ""
-        sections.setdefault(top, Section(top, top or "other figures")).figures.append(png)
+        if top not in sections:
+            sections[top] = Section(top, _source_title(top) if top else "other figures")
+        sections[top].figures.append(png)
     return sorted(sections.values(), key=lambda s: (s.stem == "", s.stem)), adhoc
+
+
+def _source_title(stem: str) -> str:
+    """The title of notebook ``stem`` in the notebooks folder, else the stem in words."""
+    source = config.NOTEBOOKS / f"{stem}.ipynb"
+    words = stem.replace("_", " ")
+    if not source.exists():
+        return words
+    return notebook_title(json.loads(source.read_text(encoding="utf-8")), words)
 
 
 def _e(text: object) -> str:
@@ -172,8 +183,9 @@ def _section_html(s: Section, figures: Path, out: Path) -> str:
                        if href)
     folder = figures / s.stem if s.stem else figures
     body = "".join(_figure_html(p, folder, out) for p in s.figures)
-    gallery = f'<div class="gallery">{body}</div>' if body else "<p>(no figures)</p>"
-    count = f"{len(s.figures)} figure{'s' * (len(s.figures) != 1)}"
+    gallery = f'<div class="gallery">{body}</div>' if body else ""
+    n = len(s.figures)
+    count = f"{n} figure{'s' * (n != 1)}" if n else "no figures"
     return (f'<section id="{_e(s.stem or "other")}"><h3>{_e(s.title)}</h3>'
             f'<p class="links">{links + " · " if links else ""}{count}</p>{gallery}</section>')
 
