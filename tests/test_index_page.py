@@ -133,3 +133,58 @@ def test_caption_and_png_size(tmp_path):
 def test_the_pipeline_uses_this_builder():
     assert pipeline.build_index is index_page.build_index
     assert index_page._corpus_folders("ci") == [config.resolve("data/runs/ci")]
+
+
+# Thumbnails and captions as drawn: each image's shown box, and caption words split across lines
+PAGE_LAYOUT = """(() => {
+  const check = document.getElementById('image-check');
+  if (!check || check.dataset.images === undefined) return null;
+  const figs = [...document.querySelectorAll('figure')].map((f) => {
+    const r = f.querySelector('img').getBoundingClientRect();
+    return [Math.round(r.width), Math.round(r.height)];
+  });
+  const split = [];
+  for (const cap of document.querySelectorAll('figcaption')) {
+    const node = cap.firstChild;
+    const re = /\\S+/g;
+    let m;
+    while ((m = re.exec(node.data)) !== null) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+      if (tops.size > 1) split.push(m[0]);
+    }
+  }
+  return {figs, split, broken: Number(check.dataset.broken),
+          images: Number(check.dataset.images),
+          width: document.documentElement.scrollWidth};
+})()"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_thumbnails_are_readable_at_1280x720_in_headless_chromium(study, tmp_path):
+    from cdp import find_chromium, start_chromium
+    from lab import set_viewport
+
+    chromium = find_chromium()
+    assert chromium, "headless Chromium is needed (make test installs Debian's chromium)"
+    out, figures, corpus = study
+    # long names of long words (a break-all rule would split some of them at a line's end)
+    for long in ("distributions_of_consecutive_transitions_between_navigational_tools",
+                 "interquartile_intervals_overlapping_repetitions_configurations_conditions",
+                 "normalised_orientation_scores_grouped_by_conditions_worlds_families"):
+        _png(figures / "10_lens0_surface" / f"{long}.png")
+    page_path = index_page.build_index(out, figures, corpus=corpus).path
+    with start_chromium(chromium, tmp_path / "chromium", tmp_path / "chromium.log") as page:
+        set_viewport(page, 1280, 720)
+        page.navigate(page_path.as_uri())
+        state = page.wait_for(PAGE_LAYOUT, 30, "the page to load",
+                              until=lambda s: bool(s) and s["images"] > 0)
+    assert state["images"] == 6 and state["broken"] == 0, state
+    assert state["width"] <= 1280, state  # nothing scrolls sideways
+    for width, height in state["figs"]:
+        assert width >= 360, state["figs"]  # three to a row at most: readable when projected
+        assert height <= index_page.THUMB_HEIGHT, state["figs"]
+    assert state["split"] == [], state  # captions wrap between words only
