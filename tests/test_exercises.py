@@ -106,16 +106,19 @@ def test_lens3_table_splits_a_model_by_panel_and_warns_when_flat():
     verdicts = _verdicts([("r1", "floor"), ("r2", "floor"), ("r3", "small"), ("r3", "floor")])
     scores = pd.DataFrame({"run_id": ["r1", "r2", "r3", "r4"], "model": ["m", "m", "m", "n"],
                            "relevance": [1.0, 0.96, 0.98, None]})
-    table = exercises.lens3_table(scores, verdicts, ["relevance"])
+    table = exercises.lens3_table(scores, verdicts, ["relevance"], REGISTRY)
     assert table.loc[("m", "floor"), "runs"] == 2
     assert table.loc[("m", "floor"), "relevance"] == 0.98
     assert table.loc[("m", "floor, small"), "runs"] == 1
-    assert table.loc[("n", "(no verdict)"), "runs"] == 1
+    assert "n" not in table.index.get_level_values("model")  # r4 has no verdict
+    seats = _verdicts([("r1", "floor"), ("r1", "floor-t07"), ("r1", "hosted")])
+    assert exercises.lens3_table(scores, seats, ["relevance"], REGISTRY).index.tolist() == [
+        ("m", "floor ×2, hosted")]  # two seats of one model are named once
     caveat = exercises.lens3_caveat(table, ["relevance"])
     assert caveat and "relevance 0.98–0.98" in caveat and "barely tell" in caveat
     spread = scores.assign(relevance=[1.0, 0.96, 0.5, None])
-    assert exercises.lens3_caveat(exercises.lens3_table(spread, verdicts, ["relevance"]),
-                                  ["relevance"]) is None
+    assert exercises.lens3_caveat(exercises.lens3_table(spread, verdicts, ["relevance"],
+                                                        REGISTRY), ["relevance"]) is None
 
 
 def test_the_tour_withholds_answers_through_these_helpers():

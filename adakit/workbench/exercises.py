@@ -263,19 +263,28 @@ def lens3_judges(verdicts: pd.DataFrame, runs: pd.DataFrame,
     return pd.DataFrame(rows, columns=columns)
 
 
-def _panels(verdicts: pd.DataFrame) -> pd.Series:
-    """Per run id, the judge seats that gave it verdicts, as one readable label."""
-    return (verdicts.groupby("run_id")["judge"]
-            .agg(lambda j: ", ".join(sorted(set(map(str, j))))).rename("judged by"))
+def _panels(verdicts: pd.DataFrame,
+            registry: Mapping[str, ModelSpec] | None = None) -> pd.Series:
+    """Per run id, the panel that gave it verdicts as one short label: each judge model once,
+    with ``×n`` when it sat in n seats."""
+    if registry is None:
+        registry = load_registry()
+
+    def label(seats: pd.Series) -> str:
+        groups: dict[tuple[str, str | None], list[str]] = {}
+        for seat in sorted(set(map(str, seats))):
+            groups.setdefault(_identity(_model_of(seat), registry), []).append(seat)
+        return ", ".join(f"{g[0]} ×{len(g)}" if len(g) > 1 else g[0] for g in groups.values())
+
+    return verdicts.groupby("run_id")["judge"].agg(label).rename("judged by")
 
 
-def lens3_table(scores: pd.DataFrame, verdicts: pd.DataFrame,
-                dims: Sequence[str]) -> pd.DataFrame:
+def lens3_table(scores: pd.DataFrame, verdicts: pd.DataFrame, dims: Sequence[str],
+                registry: Mapping[str, ModelSpec] | None = None) -> pd.DataFrame:
     """Mean normalised lens 3 scores per model and per panel that judged it (a model judged by
-    two panels gets two rows), with the number of runs behind each mean."""
-    panels = _panels(verdicts)
-    table = scores.join(panels, on="run_id")
-    table["judged by"] = table["judged by"].fillna("(no verdict)")
+    two panels gets two rows), with the number of runs behind each mean; runs without a
+    verdict are left out."""
+    table = scores.join(_panels(verdicts, registry), on="run_id", how="inner")
     grouped = table.groupby(["model", "judged by"])
     out = grouped[list(dims)].mean().round(2)
     out.insert(0, "runs", grouped.size())
