@@ -12,7 +12,6 @@ import nbformat
 import pytest
 from matplotlib.figure import Figure
 
-from adakit import config
 from adakit.record import load_corpus
 from adakit.study import index_page, pipeline
 from adakit.synthetic import synthetic_run, write_run
@@ -132,7 +131,9 @@ def test_caption_and_png_size(tmp_path):
 
 def test_the_pipeline_uses_this_builder():
     assert pipeline.build_index is index_page.build_index
-    assert index_page._corpus_folders("ci") == [config.resolve("data/runs/ci")]
+    assert pipeline.profile_corpus("ci") == ["data/runs/ci"]
+    assert pipeline.profile_corpus("quick") == ["data/runs/quick", "data/reference/local-v3/runs"]
+    assert pipeline.profile_corpus("nosuch") == []
 
 
 # Thumbnails and captions as drawn: each image's shown box, and caption words split across lines

@@ -217,8 +217,8 @@ def build_index(out: Path, figures: Path | None = None,
     """Convert the executed notebooks in ``out/notebooks`` to HTML and write
     ``out/index.html`` (see the module docstring).
 
-    ``figures`` defaults to the figures folder; ``corpus`` (folders of runs) to the corpus
-    of the profile named by ``out``'s folder (its parameter file's, else its study's output).
+    ``figures`` defaults to the figures folder; ``corpus`` names the folders of runs the
+    summary counts (``adakit.study.pipeline.profile_corpus`` gives a profile's).
     """
     from nbconvert import HTMLExporter
 
@@ -234,7 +234,7 @@ def build_index(out: Path, figures: Path | None = None,
         page = html_dir / (nb_path.stem + ".html")
         page.write_text(body, encoding="utf-8")
         pages.append(page)
-    folders = _corpus_folders(out.name if corpus is None else corpus)
+    folders = _corpus_folders(corpus)
     runs = _load_runs(folders)
     figures = Path(figures) if figures is not None else config.figures_dir()
     text, n_fig = render_index(out, figures, runs, [config.shown(f) for f in folders])
@@ -243,19 +243,10 @@ def build_index(out: Path, figures: Path | None = None,
     return IndexPage(index, pages, n_fig)
 
 
-def _corpus_folders(corpus: str | Path | Sequence[str | Path]) -> list[Path]:
-    """Folders of runs: ``corpus`` itself, or (for a profile's name) the profile's corpus."""
-    if isinstance(corpus, str) and not Path(corpus).is_absolute() and "/" not in corpus:
-        from adakit.study.pipeline import profile_parameters, study_file
-        from adakit.study.spec import load_study
-
-        given = profile_parameters(corpus).get("corpus")
-        if not given:
-            try:
-                given = str(load_study(study_file(corpus)).output)
-            except (FileNotFoundError, ValueError):
-                return []
-        corpus = given
+def _corpus_folders(corpus: str | Path | Sequence[str | Path] | None) -> list[Path]:
+    """The folders of runs ``corpus`` names (none for None)."""
+    if corpus is None:
+        return []
     items = [corpus] if isinstance(corpus, str | Path) else list(corpus)
     return [config.resolve(c) for c in items]
 

@@ -276,6 +276,20 @@ def profile_parameters(profile: str) -> dict[str, Any]:
     return dict(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
 
 
+def profile_corpus(profile: str) -> list[str]:
+    """The folders of runs a profile's notebooks read: its parameter file's ``corpus``, else
+    its study's output folder; none for an unknown profile."""
+    given = profile_parameters(profile).get("corpus")
+    if not given:
+        from adakit.study.spec import load_study
+
+        try:
+            given = str(load_study(study_file(profile)).output)
+        except FileNotFoundError:
+            return []
+    return [given] if isinstance(given, str) else [str(c) for c in given]
+
+
 def study_parameters(notebook: Path, profile: str) -> dict[str, Any]:
     """The parameters a profile's study runs ``notebook`` with: its declared defaults, then the
     profile's parameter file for the names the notebook declares."""
@@ -397,7 +411,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
                                     profile=Path(profile).stem)
             print(f"notebook {nb.name}: {secs:.1f}s")
     if "index" in stages:
-        page = build_index(out)
+        page = build_index(out, corpus=profile_corpus(profile))
         print(f"index: {page.path} ({len(page.pages)} notebooks, {page.images} figures)")
     if "launch" in stages:
         print(summary(profile))
@@ -426,7 +440,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.what == "dataset":
         print(build_declared_dataset(args.profile))
     elif args.what == "index":
-        page = build_index(output_dir(args.profile))
+        page = build_index(output_dir(args.profile), corpus=profile_corpus(args.profile))
         print(f"index: {page.path} ({len(page.pages)} notebooks, {page.images} figures)")
     elif args.what == "judge":
         run_judge_stage(args.profile)
