@@ -11,6 +11,7 @@ of merging ranges, and exercise 2's tags were assigned by hand from Table 5.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral, Real
@@ -113,7 +114,7 @@ class Withheld:
         return self.text
 
     def _repr_html_(self) -> str:
-        return f"<p><em>{self.text}</em></p>"
+        return f"<p><em>{html.escape(self.text)}</em></p>"
 
 
 def after_check(check: Check, frame: pd.DataFrame, what: str) -> pd.DataFrame | Withheld:
