@@ -68,9 +68,16 @@ def test_index_page_loads_every_figure_in_headless_chromium(ci_study):
     assert chromium, "headless Chromium is needed (make test installs Debian's chromium)"
     index = ci_study / "index.html"
     html = index.read_text()
-    for href in re.findall(r'href="(html/[^"]+)"', html):
+    for href in re.findall(r'href="((?:html|notebooks)/[^"]+)"', html):
         assert (ci_study / href).exists(), href
-    n_png = len(list(CI_FIGURES.rglob("*.png")))
+    # a page a class starts from: the corpus summary, a start-here order, a section per notebook
+    assert "<h2>The corpus</h2>" in html and "smollm2-135m" in html
+    assert '<ol class="start">' in html and "break-all" not in html
+    for nb in pipeline.notebooks():
+        assert f'<section id="{nb.stem}">' in html, nb.stem
+        assert f'href="html/{nb.stem}.html"' in html and f'href="notebooks/{nb.name}"' in html
+    n_png = len([p for p in CI_FIGURES.rglob("*.png")
+                 if p.relative_to(CI_FIGURES).parts[0] != config.ADHOC])
     assert n_png > 0
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run(

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import argparse
 import ast
-import html
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +25,7 @@ import yaml
 
 from adakit import config
 from adakit.record import load_corpus
+from adakit.study.index_page import IndexPage, build_index  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     from adakit.judging.judges import JudgeReport
@@ -277,6 +276,20 @@ def profile_parameters(profile: str) -> dict[str, Any]:
     return dict(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
 
 
+def profile_corpus(profile: str) -> list[str]:
+    """The folders of runs a profile's notebooks read: its parameter file's ``corpus``, else
+    its study's output folder; none for an unknown profile."""
+    given = profile_parameters(profile).get("corpus")
+    if not given:
+        from adakit.study.spec import load_study
+
+        try:
+            given = str(load_study(study_file(profile)).output)
+        except FileNotFoundError:
+            return []
+    return [given] if isinstance(given, str) else [str(c) for c in given]
+
+
 def study_parameters(notebook: Path, profile: str) -> dict[str, Any]:
     """The parameters a profile's study runs ``notebook`` with: its declared defaults, then the
     profile's parameter file for the names the notebook declares."""
@@ -331,111 +344,6 @@ def execute_notebook(src: Path, dest: Path, params: Path | None,
             progress_bar=True, kernel_name="python3",
         )
     return time.time() - t0
-
-
-# --------------------------------------------------------------------------- index page
-
-
-def _title(nb: dict[str, Any], fallback: str) -> str:
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") == "markdown":
-            text = "".join(cell.get("source", ""))
-            m = re.search(r"^#\s+(.+)$", text, re.M)
-            if m:
-                return m.group(1).strip()
-    return fallback
-
-
-@dataclass
-class IndexPage:
-    path: Path
-    pages: list[Path] = field(default_factory=list)
-    images: int = 0
-
-
-def build_index(out: Path, figures: Path | None = None) -> IndexPage:
-    """Convert executed notebooks to HTML and write ``index.html`` linking them and every figure."""
-    from nbconvert import HTMLExporter
-
-    out = Path(out)
-    executed = sorted((out / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    html_dir = out / "html"
-    html_dir.mkdir(parents=True, exist_ok=True)
-    exporter = HTMLExporter()
-    exporter.exclude_input_prompt = True
-    exporter.exclude_output_prompt = True
-    rows = []
-    pages = []
-    for nb_path in executed:
-        body, _ = exporter.from_filename(str(nb_path))
-        page = html_dir / (nb_path.stem + ".html")
-        page.write_text(body, encoding="utf-8")
-        pages.append(page)
-        nb = json.loads(nb_path.read_text(encoding="utf-8"))
-        rows.append(
-            f'<li><a href="html/{page.name}">{html.escape(nb_path.stem)}</a> — '
-            f"{html.escape(_title(nb, nb_path.stem))}</li>"
-        )
-    figures = Path(figures) if figures is not None else config.figures_dir()
-    pngs = sorted(figures.rglob("*.png")) if figures.exists() else []
-    gallery = []
-    for png in pngs:
-        rel = Path(os.path.relpath(png.resolve(), out.resolve())).as_posix()
-        name = html.escape(str(png.relative_to(figures)))
-        gallery.append(
-            f'<figure><a href="{rel}"><img src="{rel}" alt="{name}"></a>'
-            f"<figcaption>{name}</figcaption></figure>"
-        )
-    index = out / "index.html"
-    index.write_text(
-        _PAGE.format(
-            title=html.escape(f"adakit study: {out.name}"),
-            when=time.strftime("%Y-%m-%d %H:%M"),
-            notebooks="\n".join(rows) or "<li>(no executed notebooks)</li>",
-            n_fig=len(pngs),
-            gallery="\n".join(gallery),
-        ),
-        encoding="utf-8",
-    )
-    return IndexPage(index, pages, len(pngs))
-
-
-_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; padding: 0 1rem; }}
-.gallery {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 1rem; }}
-figure {{ margin: 0; border: 1px solid #ddd; padding: .5rem; background: #fafafa; }}
-img {{ width: 100%; height: auto; }}
-figcaption {{ font-size: .8rem; color: #444; word-break: break-all; }}
-</style></head>
-<body>
-<h1>{title}</h1>
-<p>Built {when}. Each notebook below was executed with papermill on this study's corpus.</p>
-<h2>Notebooks</h2>
-<ol>
-{notebooks}
-</ol>
-<h2>Figures ({n_fig})</h2>
-<div class="gallery">
-{gallery}
-</div>
-<p id="image-check">Checking figures...</p>
-<script>
-// Reports, on the page itself, how many figures failed to load (also read by the tests).
-window.addEventListener("load", function () {{
-  var imgs = Array.prototype.slice.call(document.images);
-  var broken = imgs.filter(function (i) {{ return !i.complete || i.naturalWidth === 0; }});
-  var p = document.getElementById("image-check");
-  p.dataset.images = imgs.length;
-  p.dataset.broken = broken.length;
-  p.textContent = broken.length ? broken.length + " of " + imgs.length + " figures failed to load: " +
-    broken.map(function (i) {{ return i.getAttribute("src"); }}).join(", ")
-    : "All " + imgs.length + " figures loaded.";
-}});
-</script>
-</body></html>
-"""
 
 
 # --------------------------------------------------------------------------- summary + CLI
@@ -503,7 +411,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
                                     profile=Path(profile).stem)
             print(f"notebook {nb.name}: {secs:.1f}s")
     if "index" in stages:
-        page = build_index(out)
+        page = build_index(out, corpus=profile_corpus(profile))
         print(f"index: {page.path} ({len(page.pages)} notebooks, {page.images} figures)")
     if "launch" in stages:
         print(summary(profile))
@@ -532,7 +440,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.what == "dataset":
         print(build_declared_dataset(args.profile))
     elif args.what == "index":
-        page = build_index(output_dir(args.profile))
+        page = build_index(output_dir(args.profile), corpus=profile_corpus(args.profile))
         print(f"index: {page.path} ({len(page.pages)} notebooks, {page.images} figures)")
     elif args.what == "judge":
         run_judge_stage(args.profile)

@@ -1,5 +1,7 @@
 """The exercises of the guided tour (notebook 00): the hand-made trajectory of exercise 2, the
-checks that grade a student's answers, and reference answers for testing the notebook.
+checks that grade a student's answers, reference answers for testing the notebook, and the
+tour's display helpers (tables that keep an answer back until its check passes, line numbers
+shown as whole numbers, lens 3's judges named with their weaknesses).
 
 Exercise 1 asks for the distinct lines a run was shown (lens 0's *LOC viewed*); exercise 2 asks
 for the Table 5 tags of five transitions (lens 2). The reference answers are worked out
@@ -9,18 +11,37 @@ of merging ranges, and exercise 2's tags were assigned by hand from Table 5.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import html
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral, Real
 from typing import Any
 
 import pandas as pd
 
 from adakit.lenses import policy
+from adakit.llm.models import ModelSpec, load_registry
 
 #: Exercise 2's tags, worked out by hand from Table 5 for :func:`mini_trajectory`.
 _MINI_TAGS = ("zoom in", "close read", "trace", "skim", "dump")
 
 FILL_IN = "✎ fill in your answer"
+#: What a table shows in place of a value it keeps back until exercise 1 is checked right.
+KEPT_BACK = "✎ after exercise 1"
+#: What a readable table shows for a missing value (a call without a line range, say).
+NO_LINE = "—"
+
+
+class Check(str):
+    """The outcome of one exercise check: the message to print (the string itself), and
+    whether the answer passed (:attr:`passed`)."""
+
+    passed: bool
+
+    def __new__(cls, message: str, passed: bool) -> Check:
+        check = super().__new__(cls, message)
+        check.passed = passed
+        return check
 
 
 def mini_trajectory() -> pd.DataFrame:
@@ -57,27 +78,73 @@ def _one_run(census: pd.DataFrame) -> pd.Series:
     return census.iloc[0]
 
 
-def check_distinct_lines(answer: Any, census: pd.DataFrame) -> str:
+def check_distinct_lines(answer: Any, census: pd.DataFrame) -> Check:
     """Grade exercise 1 against lens 0 (``surface.run_surface`` of the one run).
 
     A blank answer (None) asks to fill it in; a wrong one says whether it is too high or too
     low, with a hint, never the expected number (only a right answer shows lens 0's count).
+    The message is a :class:`Check`, whose ``passed`` the tour's later tables wait for.
     """
     row = _one_run(census)
     expected, shown = int(row["loc_viewed"]), int(row["lines_shown"])
     if answer is None:
-        return f"{FILL_IN}: set my_distinct_lines to a number (it is None)"
+        return Check(f"{FILL_IN}: set my_distinct_lines to a number (it is None)", False)
     if isinstance(answer, bool) or not isinstance(answer, Real):
-        return f"✗ my_distinct_lines should be a number of lines, not {answer!r}"
+        return Check(f"✗ my_distinct_lines should be a number of lines, not {answer!r}", False)
     if answer == expected:
-        return (f"✓ right: {expected} distinct lines (lens 0's LOC viewed)\n"
-                f"lines shown with repeats: {shown} ({shown - expected} shown again)")
+        return Check(f"✓ right: {expected} distinct lines (lens 0's LOC viewed)\n"
+                     f"lines shown with repeats: {shown} ({shown - expected} shown again)", True)
     exact = answer if isinstance(answer, Integral) else f"{answer:g}"
     if answer > expected:
-        return (f"✗ not quite: {exact} is too many. Did you count overlapping ranges twice? "
-                "Change my_distinct_lines and run the check again.")
-    return (f"✗ not quite: {exact} is too few. Did you miss a range, or count an inclusive "
-            "range one short? Change my_distinct_lines and run the check again.")
+        return Check(f"✗ not quite: {exact} is too many. Did you count overlapping ranges "
+                     "twice? Change my_distinct_lines and run the check again.", False)
+    return Check(f"✗ not quite: {exact} is too few. Did you miss a range, or count an "
+                 "inclusive range one short? Change my_distinct_lines and run the check again.",
+                 False)
+
+
+class Withheld:
+    """Stands in for a table whose values would give an exercise's answer away."""
+
+    def __init__(self, what: str, exercise: int = 1) -> None:
+        self.text = (f"({what}: shown once exercise {exercise}'s check says ✓; run the check, "
+                     "then this cell again)")
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        return f"<p><em>{html.escape(self.text)}</em></p>"
+
+
+def after_check(check: Check, frame: pd.DataFrame, what: str) -> pd.DataFrame | Withheld:
+    """``frame`` once ``check`` has passed; before, a note saying it will show then."""
+    return frame if check.passed else Withheld(what)
+
+
+def keep_back(check: Check, frame: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
+    """``frame`` with ``columns`` blanked (:data:`KEPT_BACK`) until ``check`` has passed, so
+    a column whose sum is the answer cannot give it away."""
+    if check.passed:
+        return frame
+    cols = list(columns)
+    missing = [c for c in cols if c not in frame.columns]
+    if missing:
+        raise KeyError(f"no column {', '.join(missing)} to keep back")
+    return frame.assign(**{c: KEPT_BACK for c in cols})
+
+
+def readable(frame: pd.DataFrame,
+             lines: Sequence[str] = ("start_line", "end_line")) -> pd.DataFrame:
+    """``frame`` for a class to read: its line-number columns ``lines`` as whole numbers, and
+    :data:`NO_LINE` wherever a value is missing (pandas would show 10.0, NaN and None)."""
+    out = frame.copy()
+    for col in out.columns:
+        if col in lines:
+            out[col] = [NO_LINE if pd.isna(v) else int(v) for v in out[col]]
+        elif out[col].isna().any():
+            out[col] = out[col].astype(object).where(out[col].notna(), NO_LINE)
+    return out
 
 
 def _normal_tag(tag: Any) -> str:
@@ -124,3 +191,119 @@ def _left_table(frame: pd.DataFrame) -> str:
     rows = zip(*cols, strict=True)
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
+
+
+# --------------------------------------------------------------------------- lens 3's judges
+
+#: How the tour calls a judge that is not in the model registry.
+UNKNOWN_JUDGE = "not in the model registry: nothing is known of how strong it is"
+
+
+def _model_of(seat: str) -> str:
+    """A judge seat's registry name (``m#2``, a copied seat of ``m``, is ``m``)."""
+    return re.sub(r"#\d+$", "", str(seat))
+
+
+def _identity(name: str, registry: Mapping[str, ModelSpec]) -> tuple[str, str | None]:
+    """The model behind a registry name: its model id and endpoint (the name when unknown)."""
+    spec = registry.get(name)
+    return (spec.model_id or spec.name, spec.base_url) if spec else (name, None)
+
+
+def judge_weakness(seats: Sequence[str], registry: Mapping[str, ModelSpec],
+                   studied: Iterable[str] = ()) -> str:
+    """What a reader should know before trusting the verdicts of ``seats`` (judge seats that
+    one model serves), in a few short phrases.
+
+    ``registry`` maps model names to their specs; ``studied`` names the models whose runs the
+    verdicts are about (a judge that is one of them judges its own runs).
+    """
+    names = [_model_of(s) for s in seats]
+    specs = [registry[n] for n in names if n in registry]
+    if not specs:
+        return UNKNOWN_JUDGE
+    ident = _identity(names[0], registry)
+    family = [sp for sp in registry.values() if _identity(sp.name, registry) == ident]
+    notes = []
+    if any("floor" in sp.description.lower() for sp in family):
+        notes.append("the floor model (the registry's weakest): its verdicts test the "
+                     "apparatus, not the runs")
+    elif specs[0].kind == "local":
+        notes.append("a small embedded model, far below the paper's judges: a rehearsal, "
+                     "not a measurement")
+    if len(seats) > 1:
+        notes.append(f"{len(seats)} seats of one model: not independent judges")
+    if any(_identity(m, registry) == ident for m in studied):
+        notes.append("it judges its own runs")
+    return "; ".join(notes) or "a hosted model"
+
+
+def lens3_judges(verdicts: pd.DataFrame, runs: pd.DataFrame,
+                 registry: Mapping[str, ModelSpec] | None = None) -> pd.DataFrame:
+    """One row per model that judged (its seats together): the seats, the model (the
+    registry's description), how many verdicts on how many runs, and its weakness
+    (:func:`judge_weakness`, "judges its own runs" when ``runs`` shows it judged a run of
+    its own model)."""
+    if registry is None:
+        registry = load_registry()
+    columns = ["judges", "model", "verdicts", "runs", "weakness"]
+    if verdicts.empty:
+        return pd.DataFrame(columns=columns)
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for seat in sorted(set(verdicts["judge"].astype(str))):
+        groups.setdefault(_identity(_model_of(seat), registry), []).append(seat)
+    rows = []
+    for seats in groups.values():
+        mine = verdicts[verdicts["judge"].astype(str).isin(seats)]
+        spec = registry.get(_model_of(seats[0]))
+        studied = set(runs.loc[runs["run_id"].isin(mine["run_id"]), "model"].astype(str))
+        rows.append({"judges": ", ".join(seats),
+                     "model": spec.description if spec and spec.description else seats[0],
+                     "verdicts": len(mine), "runs": mine["run_id"].nunique(),
+                     "weakness": judge_weakness(seats, registry, studied)})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _panels(verdicts: pd.DataFrame,
+            registry: Mapping[str, ModelSpec] | None = None) -> pd.Series:
+    """Per run id, the panel that gave it verdicts as one short label: each judge model once,
+    with ``×n`` when it sat in n seats."""
+    if registry is None:
+        registry = load_registry()
+
+    def label(seats: pd.Series) -> str:
+        groups: dict[tuple[str, str | None], list[str]] = {}
+        for seat in sorted(set(map(str, seats))):
+            groups.setdefault(_identity(_model_of(seat), registry), []).append(seat)
+        return ", ".join(f"{g[0]} ×{len(g)}" if len(g) > 1 else g[0] for g in groups.values())
+
+    return verdicts.groupby("run_id")["judge"].agg(label).rename("judged by")
+
+
+def lens3_table(scores: pd.DataFrame, verdicts: pd.DataFrame, dims: Sequence[str],
+                registry: Mapping[str, ModelSpec] | None = None) -> pd.DataFrame:
+    """Mean normalised lens 3 scores per model and per panel that judged it (a model judged by
+    two panels gets two rows), with the number of runs behind each mean; runs without a
+    verdict are left out."""
+    table = scores.join(_panels(verdicts, registry), on="run_id", how="inner")
+    grouped = table.groupby(["model", "judged by"])
+    out = grouped[list(dims)].mean().round(2)
+    out.insert(0, "runs", grouped.size())
+    return out
+
+
+def lens3_caveat(table: pd.DataFrame, dims: Sequence[str], spread: float = 0.1) -> str | None:
+    """A warning when the judges barely tell the rows of :func:`lens3_table` apart: on every
+    dimension with two or more scored rows, the means span less than ``spread``."""
+    flat = []
+    for dim in dims:
+        values = table[dim].dropna() if dim in table else pd.Series(dtype=float)
+        if len(values) < 2:
+            continue
+        if values.max() - values.min() >= spread:
+            return None
+        flat.append(f"{dim} {values.min():.2f}–{values.max():.2f}")
+    if not flat:
+        return None
+    return ("these judges barely tell the rows apart (" + "; ".join(flat) + "): "
+            "read the scores as the judges' habit, not as a difference between models")
