@@ -21,7 +21,7 @@ from typing import Any
 
 from adakit.importers import openhands
 from adakit.importers.base import BadInput, Target, build_records
-from adakit.importers.formats import AUTO, FORMATS, discover, read_source
+from adakit.importers.formats import AUTO, FORMATS, TOO_DEEP, discover, read_source
 from adakit.record import SourceInfo, WorldInfo
 
 #: Importing at least this many files shows a progress bar (unless turned off).
@@ -40,6 +40,9 @@ class FileResult:
     reason: str | None = None
     detail: str = ""
     turns: int = 0
+    format: str | None = None
+    #: the fields ``auto`` chose the format by ("" when the format was given)
+    markers: str = ""
 
     @property
     def ok(self) -> bool:
@@ -60,9 +63,12 @@ def _init(fmt: str, out: str, known: frozenset[str], target: Target) -> None:
 
 def _write(path: Path, records: Sequence[Any]) -> None:
     tmp = path.with_name(f".{path.name}.part")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write("".join(r.model_dump_json() + "\n" for r in records))
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("".join(r.model_dump_json() + "\n" for r in records))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def import_file(path: str | Path) -> list[FileResult]:
@@ -70,19 +76,20 @@ def import_file(path: str | Path) -> list[FileResult]:
     one result, or one per line of a file of records (an OpenHands ``output.jsonl``)."""
     path = Path(path)
     try:
-        sha, fmt, data = read_source(path, _FMT)
+        sha, fmt, data, found = read_source(path, _FMT)
     except BadInput as exc:
         return [FileResult(str(path), reason=exc.reason, detail=exc.detail)]
     if fmt == openhands.FORMAT and path.name.endswith(".jsonl"):
         return [_import_one(path, label, rec_sha, fmt, rec,
-                            f"{path.name.removesuffix('.jsonl')}-{label.rsplit(':', 1)[-1]}")
+                            f"{path.name.removesuffix('.jsonl')}-{label.rsplit(':', 1)[-1]}", found)
                 for label, rec_sha, rec in data]
-    return [_import_one(path, str(path), sha, fmt, data, path.name)]
+    return [_import_one(path, str(path), sha, fmt, data, path.name, found)]
 
 
-def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str) -> FileResult:
+def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str,
+                found: str = "") -> FileResult:
     assert _TARGET is not None and _OUT is not None
-    res = FileResult(label, sha256=sha)
+    res = FileResult(label, sha256=sha, format=fmt, markers=found)
     try:
         if isinstance(data, BadInput):
             raise data
@@ -99,8 +106,10 @@ def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str
         res.run_id, res.written, res.turns = header.run_id, str(target), len(turns)
     except BadInput as exc:
         res.reason, res.detail = exc.reason, exc.detail
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        res.reason, res.detail = "unreadable trajectory", f"{type(exc).__name__}: {exc}"
+    except RecursionError:
+        res.reason, res.detail = TOO_DEEP, "a value nests deeper than the importer follows"
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as exc:
+        res.reason, res.detail = "unreadable trajectory", f"{type(exc).__name__}: {exc}"[:300]
     return res
 
 
@@ -145,6 +154,15 @@ class ImportReport:
     def bad(self) -> int:
         """Files skipped for a reason other than having been imported before."""
         return sum(n for reason, n in self.counts().items() if reason != ALREADY)
+
+    def detected(self) -> Counter[tuple[str, str]]:
+        """Files ``auto`` read, by (format, the markers it was chosen by)."""
+        return Counter((r.format, r.markers) for r in self.results if r.format and r.markers)
+
+    def detection_lines(self) -> list[str]:
+        """One line per format ``auto`` chose, with the markers it chose it by."""
+        return [f"auto: {n} as {fmt} ({found})" for (fmt, found), n in sorted(
+            self.detected().items(), key=lambda kv: (-kv[1], kv[0]))]
 
     def summary(self) -> str:
         """One line: runs imported, files skipped by reason."""
@@ -286,6 +304,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"adakit import: {exc}", file=sys.stderr)
         return 2
+    for line in report.detection_lines():
+        print(line)
     print(report.summary())
     return 1 if report.bad else 0
 

@@ -66,6 +66,26 @@ def _time(value: Any) -> float | None:
     return None
 
 
+def _is_event(e: Any) -> bool:
+    """An OpenHands event: an ``action`` or ``observation`` kind, and not a chat message
+    (SWE-agent's ``history`` messages carry an ``action`` too, beside their ``role``)."""
+    return isinstance(e, dict) and ("action" in e or "observation" in e) and "role" not in e
+
+
+def markers(data: Any) -> str | None:
+    """The fields that make ``data`` an OpenHands event stream (None: not one)."""
+    if isinstance(data, dict) and isinstance(data.get("history"), list):
+        events, where = data["history"], "a 'history' list"
+    elif isinstance(data, list):
+        events, where = data, "a list"
+    else:
+        return None
+    flat = [x for e in events for x in (e if isinstance(e, list) else [e])]
+    if any(_is_event(e) for e in flat):
+        return f"{where} of events with 'action'/'observation' (no 'role')"
+    return None
+
+
 def _events(data: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     meta: dict[str, Any] = {}
     if isinstance(data, dict) and isinstance(data.get("history"), list):
@@ -81,8 +101,9 @@ def _events(data: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if not flat:
             raise BadInput("empty trajectory", "no events")
         raise BadInput("unknown shape", "events are not JSON objects")
-    if not any("action" in e or "observation" in e for e in flat):
-        raise BadInput("unknown shape", "no event has an 'action' or 'observation' kind")
+    if not any(_is_event(e) for e in flat):
+        raise BadInput("unknown shape", "no event has an 'action' or 'observation' kind "
+                       "(chat messages with a 'role' are not events)")
     return _unflatten(flat), meta
 
 
