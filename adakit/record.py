@@ -196,8 +196,28 @@ class ToolMetrics(_Record):
 
 
 class Injection(_Record):
-    source: Literal["reminder", "coach", "system"]
+    """Text put into the agent's context by something other than the tools: a reminder, the
+    coach, the system, or (imported runs) a ``compaction``: the summary the source scaffold
+    put in place of the history it dropped, on the first turn after it (the turn's
+    ``dropped_messages`` counts the messages it replaced, where the source says)."""
+
+    source: Literal["reminder", "coach", "system", "compaction"]
     text: str
+
+
+class Sidechain(_Record):
+    """Where a subagent's turn sits in its parent run (imported runs, schema 1.1): the turns
+    a delegated agent (Claude Code's ``Task``/``Agent``) took are kept in the parent run, in
+    time order, each marked with the span it belongs to, so they are neither flattened into
+    the parent's own turns nor dropped. ``id`` names the span (the subagent's id, or the
+    delegating call's id), ``parent_turn`` the parent's turn that started it (None when the
+    source does not link them), ``agent`` the subagent's kind, ``depth`` 1 for a subagent
+    of the main agent, 2 for one of its subagents."""
+
+    id: str
+    parent_turn: int | None = None
+    agent: str = ""
+    depth: int = 1
 
 
 #: ``ModelCall.purpose`` of the agent's own draws in a redrawn turn (``redraw_repeats``)
@@ -261,6 +281,15 @@ class Turn(_Record):
     model_calls: list[ModelCall] = Field(default_factory=list)
     dropped_messages: int = 0
     observation_chars: int | None = None
+    #: set on the turns of a subagent (:class:`Sidechain`); left out of the record when unset
+    sidechain: Sidechain | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_sidechain(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("sidechain", 0) is None:
+            del data["sidechain"]
+        return data
 
 
 class End(_Record):
@@ -735,7 +764,7 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
                 "dropped_messages": t.dropped_messages,
             }
         )
-        if m.file and m.error_type is None:
+        if m.file and m.error_type is None and m.tool not in ACT:  # an edit's lines are not read
             for a, b in m.ranges:
                 read_rows.append(
                     {

@@ -21,8 +21,10 @@ from adakit.record import (
     ConditionInfo,
     End,
     Header,
+    Injection,
     ModelInfo,
     ParseError,
+    Sidechain,
     SourceInfo,
     TaskInfo,
     ToolCall,
@@ -79,6 +81,15 @@ class SourceStep:
     #: (tool, args) to map the step by when the recorded call only wraps it (an IPython cell
     #: that calls one editor function); the record keeps ``tool`` and ``args`` as recorded
     mapped_as: tuple[str, dict[str, Any]] | None = None
+    #: the structured result recorded beside the observation text (Claude Code's
+    #: ``toolUseResult``, plus ``is_error``), read by the mapping of named tools
+    result: dict[str, Any] | None = None
+    #: the subagent span the step belongs to (``parent_turn``: the 1-based number of the
+    #: delegating step in the trajectory's steps); None for the main agent's own steps
+    sidechain: Sidechain | None = None
+    #: the summary the scaffold put in place of the history it dropped just before this step
+    compaction: str | None = None
+    dropped_messages: int = 0
 
 
 @dataclass
@@ -103,6 +114,9 @@ class Trajectory:
     step_limit: int | None = None
     mode: str = ""
     repo: str | None = None
+    #: the drift account: record types, fields and blocks of the file the reader did not use,
+    #: counted (``type:NAME``, ``field:NAME``, ``block:NAME``)
+    unused: dict[str, int] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- paths
@@ -309,6 +323,9 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             "observation": clip(obs, target.max_observation_chars, marker=_OBSERVATION_CUT,
                                 within=False, space="keep"),
             "observation_chars": len(obs),
+            "sidechain": step.sidechain, "dropped_messages": step.dropped_messages,
+            "injected": [Injection(source="compaction", text=step.compaction)]
+            if step.compaction is not None else [],
         }
         if step.parse_error is not None:
             turns.append(Turn(**common, parse_error=ParseError(kind="no_tool",
@@ -321,6 +338,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             open_file=resolver(step.open_file, cwd) if step.open_file else None,
             resolve=resolver, is_dir=resolver.is_dir, line_count=resolver.line_count,
             output_complete=step.observation_complete, exit_code=step.exit_code,
+            result=step.result,
         )
         m = _mapped_turn(step, ctx)
         submitted = submitted or m.tool == "SUB"

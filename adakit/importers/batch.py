@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adakit.importers import openhands
+from adakit.importers import claude_code, openhands
 from adakit.importers.base import BadInput, Target, build_records
 from adakit.importers.formats import AUTO, FORMATS, TOO_DEEP, discover, read_source
 from adakit.record import SourceInfo, WorldInfo
@@ -27,6 +27,8 @@ from adakit.record import SourceInfo, WorldInfo
 #: Importing at least this many files shows a progress bar (unless turned off).
 PROGRESS_FROM = 20
 ALREADY = "already imported"
+#: Skips that are not bad input: imported before, or imported with another file.
+BENIGN = frozenset({ALREADY, claude_code.SUBAGENT_FILE})
 
 
 @dataclass
@@ -43,6 +45,8 @@ class FileResult:
     format: str | None = None
     #: the fields ``auto`` chose the format by ("" when the format was given)
     markers: str = ""
+    #: the drift account: record types, fields and blocks the reader did not use, counted
+    unused: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -96,6 +100,8 @@ def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str
         if sha in _KNOWN:
             raise BadInput(ALREADY, f"same sha256 {sha[:12]} in {_OUT}")
         module = FORMATS[fmt]
+        if hasattr(module, "with_companions"):  # files that belong to this one (subagents)
+            data = module.with_companions(path, data)
         traj = module.parse(data, name)
         source = SourceInfo(format=fmt, file=str(path.resolve()), sha256=sha, agent=traj.agent,
                             agent_version=traj.agent_version, instance=traj.instance,
@@ -104,6 +110,7 @@ def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str
         target = _OUT / f"{header.run_id}.jsonl"
         _write(target, [header, *turns, end])
         res.run_id, res.written, res.turns = header.run_id, str(target), len(turns)
+        res.unused = traj.unused
     except BadInput as exc:
         res.reason, res.detail = exc.reason, exc.detail
     except RecursionError:
@@ -111,6 +118,15 @@ def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as exc:
         res.reason, res.detail = "unreadable trajectory", f"{type(exc).__name__}: {exc}"[:300]
     return res
+
+
+def unused_note(unused: dict[str, int], show: int = 12) -> str:
+    """The drift account of one file on one line: record types first, then content blocks,
+    then fields, each most frequent first."""
+    order = {"type": 0, "block": 1}
+    items = sorted(unused.items(), key=lambda kv: (order.get(kv[0].split(":", 1)[0], 2), -kv[1], kv[0]))
+    text = ", ".join(f"{n} {what}" for what, n in items[:show])
+    return text + (f", and {len(items) - show} more" if len(items) > show else "")
 
 
 def imported_hashes(out: str | Path) -> dict[str, str]:
@@ -152,8 +168,8 @@ class ImportReport:
 
     @property
     def bad(self) -> int:
-        """Files skipped for a reason other than having been imported before."""
-        return sum(n for reason, n in self.counts().items() if reason != ALREADY)
+        """Files skipped for bad input (not for having been imported before, or with another file)."""
+        return sum(n for reason, n in self.counts().items() if reason not in BENIGN)
 
     def detected(self) -> Counter[tuple[str, str]]:
         """Files ``auto`` read, by (format, the markers it was chosen by)."""
@@ -270,6 +286,8 @@ def import_paths(
         elif res.ok and res.sha256:
             seen[res.sha256] = res.written or ""
         report.results.append(res)
+        if res.ok and res.unused and echo:
+            bar.write(f"not used in {res.path}: {unused_note(res.unused)}", file=sys.stderr)
         if not res.ok and res.reason != ALREADY and echo:
             bar.write(f"skipped {res.path}: {res.reason}" + (f" ({res.detail})" if res.detail else ""),
                       file=sys.stderr)
@@ -314,7 +332,7 @@ def register_cli(sub: Any) -> None:
     """``adakit import FORMAT PATH... --out DIR``: other agents' trajectories as runs."""
     p = sub.add_parser(
         "import", help="import other agents' trajectories (SWE-agent, mini-swe-agent, "
-        "OpenHands, generic JSONL) as runs the lenses read")
+        "OpenHands, Claude Code, generic JSONL) as runs the lenses read")
     p.add_argument("format", choices=[*FORMATS, AUTO], metavar="FORMAT",
                    help=f"the source format: {', '.join(FORMATS)}, or {AUTO} (detect per file)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="trajectory files or folders")
