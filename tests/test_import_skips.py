@@ -22,6 +22,7 @@ SWE_CMD = FIXTURES / "swe_agent" / "pallets__flask-5001.traj"
 MINI = FIXTURES / "mini_swe_agent" / "pallets__flask-5003.traj.json"
 OH = FIXTURES / "openhands" / "pallets__flask-5005.json"
 GENERIC = FIXTURES / "generic" / "flask-blueprint-walk.jsonl"
+AGENT_CLI = Path(__file__).parent / "fixtures" / "agent_cli"
 DEEP = 1_100
 
 
@@ -101,7 +102,8 @@ def test_wrong_shapes_are_skipped_with_a_reason_each(tmp_path):
     assert rep.summary().endswith(f"skipped {len(reasons)}: {len(reasons)} unknown shape")
 
 
-@pytest.mark.parametrize("fmt", ["auto", "swe-agent", "mini-swe-agent", "openhands", "generic"])
+@pytest.mark.parametrize("fmt", ["auto", "swe-agent", "mini-swe-agent", "openhands", "generic",
+                                 "claude-code", "codex"])
 def test_mangled_fixtures_never_stop_an_import(tmp_path, fmt):
     """Every fixture with random parts replaced by other JSON values: each file is imported or
     skipped with a reason, never raises (seeded, so a failure reproduces)."""
@@ -119,7 +121,8 @@ def test_mangled_fixtures_never_stop_an_import(tmp_path, fmt):
     batch._init(fmt, str(tmp_path / "out"), frozenset(), Target())
     (tmp_path / "out").mkdir()
     seen = 0
-    for source in sorted(FIXTURES.rglob("*.*")):
+    sources = sorted([*FIXTURES.rglob("*.*"), *AGENT_CLI.rglob("*.jsonl")])
+    for source in sources:
         lines = source.name.endswith(".jsonl")
         for k in range(12):
             text = source.read_text()
@@ -131,7 +134,7 @@ def test_mangled_fixtures_never_stop_an_import(tmp_path, fmt):
             for res in batch.import_file(path):
                 assert res.ok or (res.reason and "\n" not in res.detail), res
                 seen += 1
-    assert seen >= 12 * 7
+    assert seen >= 12 * len(sources)
 
 
 def test_auto_chooses_by_the_files_own_fields_and_says_which(tmp_path):

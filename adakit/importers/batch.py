@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from adakit.importers import claude_code, openhands
 from adakit.importers.base import BadInput, Target, build_records
 from adakit.importers.formats import AUTO, FORMATS, TOO_DEEP, discover, read_source
@@ -116,7 +118,7 @@ def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str
     except RecursionError:
         res.reason, res.detail = TOO_DEEP, "a value nests deeper than the importer follows"
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as exc:
-        res.reason, res.detail = "unreadable trajectory", f"{type(exc).__name__}: {exc}"[:300]
+        res.reason, res.detail = "unreadable trajectory", _one_line(exc)
     return res
 
 
@@ -127,6 +129,16 @@ def unused_note(unused: dict[str, int], show: int = 12) -> str:
     items = sorted(unused.items(), key=lambda kv: (order.get(kv[0].split(":", 1)[0], 2), -kv[1], kv[0]))
     text = ", ".join(f"{n} {what}" for what, n in items[:show])
     return text + (f", and {len(items) - show} more" if len(items) > show else "")
+
+
+def _one_line(exc: Exception) -> str:
+    """An exception as one short line (a record field the source filled with the wrong type
+    names the field)."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        err = exc.errors()[0]
+        where = ".".join(map(str, err["loc"])) or exc.title
+        return f"{exc.title}.{where}: {err['msg']}"[:300]
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def imported_hashes(out: str | Path) -> dict[str, str]:
@@ -332,7 +344,7 @@ def register_cli(sub: Any) -> None:
     """``adakit import FORMAT PATH... --out DIR``: other agents' trajectories as runs."""
     p = sub.add_parser(
         "import", help="import other agents' trajectories (SWE-agent, mini-swe-agent, "
-        "OpenHands, Claude Code, generic JSONL) as runs the lenses read")
+        "OpenHands, Claude Code, Codex CLI, generic JSONL) as runs the lenses read")
     p.add_argument("format", choices=[*FORMATS, AUTO], metavar="FORMAT",
                    help=f"the source format: {', '.join(FORMATS)}, or {AUTO} (detect per file)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="trajectory files or folders")

@@ -11,12 +11,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from adakit.importers import claude_code, generic, mini_swe_agent, openhands, swe_agent
+from adakit.importers import claude_code, codex, generic, mini_swe_agent, openhands, swe_agent
 from adakit.importers.base import BadInput
 
 #: Format name -> reader module (``parse``, ``FORMAT``, ``AGENT``, ``EXTENSIONS``).
 FORMATS: dict[str, Any] = {
-    m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code)
+    m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code, codex)
 }
 AUTO = "auto"
 

@@ -577,6 +577,29 @@ def _map_edit(name: str, args: Mapping[str, Any], observation: str, ctx: Context
     return m
 
 
+_PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
+
+
+def _map_patch(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """apply_patch (Codex): an edit of the first file the patch names; a file it adds touches
+    the lines it adds (an update's hunks are anchored by context, not line numbers)."""
+    text = str(_arg(args, "input", "patch", "command") or "")
+    files = _PATCH_FILE.findall(text)
+    target = _arg(args, "path") or (files[0][1] if files else None)
+    m = _rule("tool:edit", file=ctx.resolve(str(target), ctx.cwd) if target else None,
+              action="apply_patch")
+    if files and files[0][0] == "Add":
+        body = text.split(f"*** Add File: {files[0][1]}", 1)[1]
+        added = 0
+        for line in body.split("\n")[1:]:
+            if line.startswith("*** "):
+                break
+            added += line.startswith("+")
+        m.ranges = [(1, added)] if added else []
+    m.failed = ctx.exit_code not in (None, 0) or _errored(observation, ctx)
+    return m
+
+
 def _map_plan(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
     """TodoWrite and the other CLIs' plan tools: the plan channel (MEM), with its item count."""
     items = _arg(args, "todos", "plan", "items")
@@ -598,7 +621,8 @@ _NAMED_TOOLS: dict[str, Callable[[str, Mapping[str, Any], str, Context], Mapped]
     "Read": _map_read, "Grep": _map_grep, "Glob": _map_glob,
     **{n: _map_edit for n in ("Edit", "MultiEdit", "Write", "NotebookEdit")},
     **{n: _map_plan for n in RULES["tool:plan"].covers},
-    "Task": _map_subagent, "Agent": _map_subagent, "other": _map_other,
+    "Task": _map_subagent, "Agent": _map_subagent, "apply_patch": _map_patch,
+    "other": _map_other,
 }
 
 
