@@ -9,7 +9,11 @@ record: model settings carry the *name* of the key variable, never its value.
 Runs imported from other agents (:mod:`adakit.importers`, schema 1.1) use the same records:
 their header's ``source`` names the format, the source file and its sha256, their turns may
 carry the action classes EDT / EXE / SUB (:data:`ACT_ORDER`), and their end record keeps the
-source's exit status and submission. Every field added in 1.1 is optional, so 1.0 files load.
+source's exit status and submission. A subagent's turns (Claude Code's ``Task``) stay in the
+parent run in time order, each marked with its :class:`Sidechain` span; a compaction of the
+source's history is an :class:`Injection` of source ``compaction`` on the next turn. Every field
+added in 1.1 is optional (``Turn.sidechain`` is left out of the record when unset), so 1.0
+files load and launched runs are written byte for byte as before.
 
 Time is kept on three clocks (:func:`time_totals`; the loader derives them from the turn
 records, so runs recorded before the End totals carried them get them too): ``active_s``, the

@@ -93,6 +93,8 @@ class _Session:
         self.last_time: dict[str, float | None] = {}
         self.counted: set[str] = set()
         self.unused: Counter[str] = Counter()
+        self.keys: Counter[tuple[str, ...]] = Counter()
+        self.message_keys: Counter[tuple[str, ...]] = Counter()
         self.compaction: str | None = None
         self.compactions = 0
         self.task = ""
@@ -127,15 +129,24 @@ class _Session:
         step, _, kind, depth = self.tasks.pop(at)
         return Sidechain(id=key, parent_turn=step, agent=kind, depth=depth)
 
+    def drift(self) -> dict[str, int]:
+        """The drift account: types and blocks not read, fields not used, counted."""
+        for keys, n in self.keys.items():
+            for k in set(keys) - USED_FIELDS:
+                self.unused[f"field:{k}"] += n
+        for keys, n in self.message_keys.items():
+            for k in set(keys) - _MESSAGE_FIELDS:
+                self.unused[f"field:message.{k}"] += n
+        return dict(self.unused)
+
     # ----------------------------------------------------------------- lines
 
     def read(self, rec: dict[str, Any]) -> None:
         kind = rec["type"]
         if kind in _READ_TYPES:  # a type not read is counted once, not by its fields
-            self.unused.update(f"field:{k}" for k in rec if k not in USED_FIELDS)
+            self.keys[tuple(rec)] += 1  # counted by key set, spelled out once at the end
             if isinstance(rec.get("message"), dict):
-                self.unused.update(f"field:message.{k}" for k in rec["message"]
-                                   if k not in _MESSAGE_FIELDS)
+                self.message_keys[tuple(rec["message"])] += 1
         self.version = str(rec.get("version") or self.version)
         self.session = self.session or str(rec.get("sessionId") or "")
         self.root = self.root or (str(rec["cwd"]) if rec.get("cwd") else None)
@@ -306,5 +317,5 @@ def parse(data: Any, name: str = "") -> Trajectory:
                 "compactions": s.compactions or None, "user_prompts": s.prompts},
         started_at=s.steps[0].started_at, ended_at=s.steps[-1].ended_at,
         timing="recorded" if any(st.ended_at is not None for st in s.steps) else "none",
-        root=s.root, mode="session", unused=dict(s.unused),
+        root=s.root, mode="session", unused=s.drift(),
     )
