@@ -12,6 +12,7 @@ import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from adakit import __version__
@@ -415,6 +416,22 @@ def text_of(content: Any) -> str:
     if isinstance(content, dict):
         return str(content.get("text", ""))
     return str(content)
+
+
+def seconds(value: Any) -> float | None:
+    """A timestamp as seconds since the epoch: a number as it is, an ISO 8601 text (``Z`` or
+    an offset; UTC when it names none); None for anything else."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=UTC)
+        return stamp.timestamp()
+    return None
 
 
 def first(items: Iterable[Any], default: Any = None) -> Any:

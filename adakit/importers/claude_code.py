@@ -34,8 +34,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
-from adakit.importers.openhands import _time
+from adakit.importers.base import BadInput, SourceStep, Trajectory, seconds, text_of
 from adakit.record import Sidechain
 
 FORMAT = "claude-code"
@@ -170,7 +169,7 @@ class _Session:
     def user(self, rec: dict[str, Any]) -> None:
         side = self.span(rec)
         chain = side.id if side else MAIN
-        stamp = _time(rec.get("timestamp"))
+        stamp = seconds(rec.get("timestamp"))
         content = (rec.get("message") or {}).get("content")
         if rec.get("isCompactSummary"):
             self.compact(text_of(content))
@@ -212,7 +211,7 @@ class _Session:
         side = self.span(rec)
         chain = side.id if side else MAIN
         msg = rec["message"]
-        stamp = _time(rec.get("timestamp"))
+        stamp = seconds(rec.get("timestamp"))
         model = str(msg.get("model") or "")
         if model and not model.startswith("<") and not self.model:
             self.model = model

@@ -36,8 +36,7 @@ import shlex
 from collections import Counter
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
-from adakit.importers.openhands import _time
+from adakit.importers.base import BadInput, SourceStep, Trajectory, seconds, text_of
 
 FORMAT = "codex"
 AGENT = "codex"
@@ -127,7 +126,7 @@ class _Rollout:
 
     def line(self, rec: dict[str, Any]) -> None:
         kind, payload = _kind(rec), rec.get("payload")
-        stamp = _time(rec.get("timestamp"))
+        stamp = seconds(rec.get("timestamp"))
         if kind in WRAPPED and isinstance(payload, dict):
             used = _USED_PAYLOAD.get(str(kind))
             if used is not None:

@@ -28,10 +28,9 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
+from adakit.importers.base import BadInput, SourceStep, Trajectory, seconds, text_of
 
 FORMAT = "openhands"
 AGENT = "openhands"
@@ -50,20 +49,6 @@ _EVENT_FIELDS = frozenset({"id", "timestamp", "source", "message", "action", "ob
                            "action_risk", "security_risk", "is_confirmed", "content", "extras"})
 _SCAFFOLD_NOTE = re.compile(r"^\[(?:The command|Current working directory|Python interpreter|"
                             r"Command finished|Below is the output).*\]\s*$")
-
-
-def _time(value: Any) -> float | None:
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        if stamp.tzinfo is None:
-            stamp = stamp.replace(tzinfo=UTC)
-        return stamp.timestamp()
-    return None
 
 
 def _is_event(e: Any) -> bool:
@@ -247,14 +232,14 @@ def parse(data: Any, name: str = "") -> Trajectory:
         root = "/workspace"
     system = task = ""
     steps: list[SourceStep] = []
-    last_time = _time(events[0].get("timestamp"))
+    last_time = seconds(events[0].get("timestamp"))
     start = last_time
     cost_so_far = 0.0
     cwd = root
     final_message: str | None = None
     agent_state: str | None = None
     for e in events:
-        stamp = _time(e.get("timestamp"))
+        stamp = seconds(e.get("timestamp"))
         if "observation" in e:
             if e.get("observation") == "agent_state_changed":
                 agent_state = str((e.get("extras") or {}).get("agent_state") or agent_state)
@@ -288,7 +273,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
         cost = None
         if isinstance(total_cost, (int, float)):
             cost, cost_so_far = max(float(total_cost) - cost_so_far, 0.0), float(total_cost)
-        ended = _time(obs.get("timestamp")) if obs else stamp
+        ended = seconds(obs.get("timestamp")) if obs else stamp
         thought = _thought(e)
         if kind == "finish":
             args_all = e.get("args") or {}
