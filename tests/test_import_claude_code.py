@@ -210,3 +210,47 @@ def test_each_jsonl_format_is_chosen_only_on_its_own_fields(tmp_path, name):
     other = "generic" if name == "claude-code" else "claude-code"
     wrong = import_paths(other, [src], tmp_path / "out2", progress=False)
     assert wrong.counts() == {"unknown shape": 1}
+
+
+def _line(kind: str, uuid: str, parent: str | None, content, side: bool = False, **kw) -> dict:
+    role = "assistant" if kind == "assistant" else "user"
+    return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s", "cwd": "/r",
+            "version": "1.0.60", "isSidechain": side, "timestamp": "2025-07-10T10:00:00Z",
+            "message": {"role": role, "content": content}, **kw}
+
+
+def _use(tid: str, name: str, **inp) -> list:
+    return [{"type": "tool_use", "id": tid, "name": name, "input": inp}]
+
+
+def _result(tid: str, text: str) -> list:
+    return [{"type": "tool_result", "tool_use_id": tid, "content": text}]
+
+
+def test_parallel_subagents_interleaved_in_the_file_keep_their_own_spans(tmp_path):
+    """Two Task calls in one reply; their sidechains' lines interleave: each turn goes to the
+    span its chain of parentUuid starts, linked to the call whose prompt started it."""
+    lines = [
+        _line("user", "u1", None, "Compare the two readers."),
+        _line("assistant", "a1", "u1", _use("t1", "Task", prompt="Read a.py", subagent_type="x")
+              + _use("t2", "Task", prompt="Read b.py", subagent_type="y")),
+        _line("user", "sb1", None, "Read b.py", side=True),
+        _line("user", "sa1", None, "Read a.py", side=True),
+        _line("assistant", "sa2", "sa1", _use("r1", "Read", file_path="/r/a.py"), side=True),
+        _line("assistant", "sb2", "sb1", _use("r2", "Read", file_path="/r/b.py"), side=True),
+        _line("user", "sb3", "sb2", _result("r2", "     1\u2192b"), side=True),
+        _line("user", "sa3", "sa2", _result("r1", "     1\u2192a\n     2\u2192a"), side=True),
+        _line("user", "u2", "a1", _result("t1", "a done")),
+        _line("user", "u3", "u2", _result("t2", "b done")),
+        _line("summary", "x", None, None, summary="Readers compared"),
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    _, rf = one(path, tmp_path / "out")
+    got = [(t.turn, t.call.tool, t.metrics.file, *t.metrics.ranges,
+            (t.sidechain.parent_turn, t.sidechain.agent) if t.sidechain else None) for t in rf.turns]
+    assert got == [(1, "Task", None, None), (2, "Task", None, None),
+                   (3, "Read", "a.py", (1, 2), (1, "x")), (4, "Read", "b.py", (1, 1), (2, "y"))]
+    assert rf.turns[2].sidechain.id == "sa1" and rf.turns[3].sidechain.id == "sb1"
+    # a summary after the last step is marked on the main agent's last turn
+    assert [(t.turn, i.text) for t in rf.turns for i in t.injected] == [(2, "Readers compared")]

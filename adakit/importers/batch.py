@@ -265,7 +265,8 @@ def import_paths(
     not record it, ``root`` the folder the agent's paths start from when the source does not
     say. Observations are clipped to ``max_observation_chars`` (their full length is kept).
     ``jobs`` worker processes (default: up to 2 for 50 files or more); ``progress`` shows a bar
-    (default: from :data:`PROGRESS_FROM` files). ``echo`` prints one line per skipped file.
+    (default: from :data:`PROGRESS_FROM` files). ``echo`` prints one line per skipped file,
+    and per imported file the record types, blocks and fields its reader did not use.
     """
     if fmt != AUTO and fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join([*FORMATS, AUTO])}")
