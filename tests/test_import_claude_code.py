@@ -254,3 +254,22 @@ def test_parallel_subagents_interleaved_in_the_file_keep_their_own_spans(tmp_pat
     assert rf.turns[2].sidechain.id == "sa1" and rf.turns[3].sidechain.id == "sb1"
     # a summary after the last step is marked on the main agent's last turn
     assert [(t.turn, i.text) for t in rf.turns for i in t.injected] == [(2, "Readers compared")]
+
+
+def test_lines_of_a_shape_the_reader_does_not_know_are_counted_not_fatal(tmp_path):
+    lines = [
+        _line("user", "u1", None, "Read a.py."),
+        {**_line("user", "u2", "u1", None), "message": "a bare string"},
+        {k: v for k, v in _line("assistant", "a0", "u2", None).items() if k != "message"},
+        _line("assistant", "a1", "u2", [{"type": "image", "source": {}}]
+              + _use("r1", "Read", file_path="/r/a.py")),
+        _line("user", "u3", "a1", _result("r1", "     1\u2192a")),
+        {"type": "progress", "data": {"kind": "agent_progress"}, "sessionId": "s"},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    res, rf = one(path, tmp_path / "out")
+    assert [(t.metrics.tool, t.metrics.file, *t.metrics.ranges) for t in rf.turns] == [
+        ("PKR", "a.py", (1, 1))]
+    assert {"type:assistant:no message": 1, "block:image": 1, "type:progress": 1}.items() \
+        <= res.unused.items()

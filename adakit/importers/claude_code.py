@@ -76,6 +76,11 @@ def markers(records: Any) -> str | None:
     return None
 
 
+def _content(rec: dict[str, Any]) -> Any:
+    msg = rec.get("message")
+    return msg.get("content") if isinstance(msg, dict) else None
+
+
 class _Session:
     """The reading state of one session file (one pass over its lines)."""
 
@@ -120,7 +125,7 @@ class _Session:
     def _link(self, key: str, rec: dict[str, Any]) -> Sidechain:
         """A new span, linked to the delegating call whose prompt it starts with (else the
         latest call not linked yet)."""
-        prompt = text_of((rec.get("message") or {}).get("content")).strip()
+        prompt = text_of(_content(rec)).strip()
         at = next((k for k, t in enumerate(self.tasks) if prompt and t[1].strip() == prompt),
                   len(self.tasks) - 1)
         if at < 0:
@@ -170,7 +175,7 @@ class _Session:
         side = self.span(rec)
         chain = side.id if side else MAIN
         stamp = seconds(rec.get("timestamp"))
-        content = (rec.get("message") or {}).get("content")
+        content = _content(rec)
         if rec.get("isCompactSummary"):
             self.compact(text_of(content))
             return
@@ -208,9 +213,12 @@ class _Session:
                 span.parent_turn = self.number.get(str(block.get("tool_use_id")), span.parent_turn)
 
     def assistant(self, rec: dict[str, Any]) -> None:
+        msg = rec.get("message")
+        if not isinstance(msg, dict):  # a reply without its message: counted, not read
+            self.unused["type:assistant:no message"] += 1
+            return
         side = self.span(rec)
         chain = side.id if side else MAIN
-        msg = rec["message"]
         stamp = seconds(rec.get("timestamp"))
         model = str(msg.get("model") or "")
         if model and not model.startswith("<") and not self.model:
