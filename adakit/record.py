@@ -11,7 +11,7 @@ their header's ``source`` names the format, the source file and its sha256, thei
 carry the action classes EDT / EXE / SUB (:data:`ACT_ORDER`), and their end record keeps the
 source's exit status and submission. A subagent's turns (Claude Code's ``Task``) stay in the
 parent run in time order, each marked with its :class:`Sidechain` span; a compaction of the
-source's history is an :class:`Injection` of source ``compaction`` on the next turn. Every field
+source's history is an :class:`Injection` of source ``compaction`` on the turn it followed. Every field
 added in 1.1 is optional (``Turn.sidechain`` is left out of the record when unset), so 1.0
 files load and launched runs are written byte for byte as before.
 
@@ -202,8 +202,8 @@ class ToolMetrics(_Record):
 class Injection(_Record):
     """Text put into the agent's context by something other than the tools: a reminder, the
     coach, the system, or (imported runs) a ``compaction``: the summary the source scaffold
-    put in place of the history it dropped, on the first turn after it (the turn's
-    ``dropped_messages`` counts the messages it replaced, where the source says)."""
+    put in place of the history it dropped. Like every injection it is recorded on the turn it
+    followed and is in the next prompt (a compaction before any turn: on the first turn)."""
 
     source: Literal["reminder", "coach", "system", "compaction"]
     text: str

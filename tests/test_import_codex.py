@@ -66,8 +66,8 @@ def test_a_newer_rollout_with_turn_context_and_a_compaction(tmp_path, flask_worl
         ("shell", "EXE", "shell:execute", "pytest", None),
     ]
     t = {x.turn: x for x in rf.turns}
-    assert [(x.turn, i.source) for x in rf.turns for i in x.injected] == [(4, "compaction")]
-    assert "ctx.py:255" in t[4].injected[0].text
+    assert [(x.turn, i.source) for x in rf.turns for i in x.injected] == [(3, "compaction")]
+    assert "ctx.py:255" in t[3].injected[0].text  # after turn 3: in the prompt of turn 4
     assert [(x.tokens_in, x.tokens_out) for x in rf.turns[:3]] == [(5200, 140), (6100, 90), (6400, 200)]
     assert t[7].metrics.exit_code == 1 and t[1].metrics.exit_code == 0
     assert t[1].observation.startswith("   240\t")  # the Exit code / Output header is not output

@@ -88,7 +88,9 @@ class SourceStep:
     #: the subagent span the step belongs to (``parent_turn``: the 1-based number of the
     #: delegating step in the trajectory's steps); None for the main agent's own steps
     sidechain: Sidechain | None = None
-    #: the summary the scaffold put in place of the history it dropped just before this step
+    #: the summary the scaffold put in place of the history it dropped right after this step
+    #: (so it is in the next prompt, as every injection is); a compaction before the first
+    #: step is marked on the first step (:func:`mark_compaction`)
     compaction: str | None = None
     dropped_messages: int = 0
 
@@ -416,6 +418,14 @@ def text_of(content: Any) -> str:
     if isinstance(content, dict):
         return str(content.get("text", ""))
     return str(content)
+
+
+def mark_compaction(steps: list[SourceStep], text: str, main: SourceStep | None = None) -> None:
+    """Mark a compaction (its summary ``text``) on the step it followed: ``main`` (the main
+    agent's last step, when subagents' steps come between), else the last step."""
+    target = main or (steps[-1] if steps else None)
+    if target is not None:
+        target.compaction = "\n\n".join(t for t in (target.compaction, text) if t)
 
 
 def seconds(value: Any) -> float | None:

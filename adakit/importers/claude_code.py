@@ -22,7 +22,8 @@ Every line carries ``uuid``/``parentUuid`` (a tree), ``sessionId``, ``cwd``, ``v
 ``isSidechain: true`` (newer versions add ``agentId``): its steps are kept in the run in time
 order, each marked with its span (:class:`~adakit.record.Sidechain`), linked to the
 delegating call by the subagent's prompt (or its ``agentId``). A ``summary`` record or a
-compaction is a marked event (an injection of source ``compaction``) on the next step.
+compaction is a marked event (an injection of source ``compaction``) on the main agent's step
+it followed (the summary is in the next prompt; one before any step goes on the first).
 Tools are mapped by name (:mod:`adakit.importers.mapping`); a tool this module does not know
 is kept as ``other`` with its name.
 """
@@ -34,7 +35,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, seconds, text_of
+from adakit.importers.base import (
+    BadInput,
+    SourceStep,
+    Trajectory,
+    mark_compaction,
+    seconds,
+    text_of,
+)
 from adakit.record import Sidechain
 
 FORMAT = "claude-code"
@@ -99,8 +107,9 @@ class _Session:
         self.unused: Counter[str] = Counter()
         self.keys: Counter[tuple[str, ...]] = Counter()
         self.message_keys: Counter[tuple[str, ...]] = Counter()
-        self.compaction: str | None = None
+        self.compaction: str | None = None  # a compaction not marked on a step yet
         self.compactions = 0
+        self.last_main: SourceStep | None = None
         self.task = ""
         self.final: str | None = None
         self.model = self.version = self.session = ""
@@ -161,7 +170,7 @@ class _Session:
         elif kind == "summary":
             self.compact(str(rec.get("summary") or ""), new=True)
         elif kind == "system" and rec.get("subtype") == "compact_boundary":
-            self.compact("", new=True)
+            self.compact(str(rec.get("content") or "compacted"), new=True)
         else:
             self.unused[f"type:{kind}" + (f":{rec['subtype']}" if rec.get("subtype") else "")] += 1
 
@@ -258,8 +267,11 @@ class _Session:
             mapped_as=None if name in KNOWN_TOOLS else ("other", {"name": name}),
             sidechain=side,
         )
-        if side is None and self.compaction is not None:
-            step.compaction, self.compaction = self.compaction, None
+        if side is None:
+            if self.compaction is not None:  # on the step it followed (the first: this one)
+                mark_compaction([step], self.compaction, self.last_main)
+                self.compaction = None
+            self.last_main = step
         self.steps.append(step)
         tool_id = str(block.get("id") or f"#{len(self.steps)}")
         self.pending[tool_id] = step
@@ -312,9 +324,8 @@ def parse(data: Any, name: str = "") -> Trajectory:
         s.read(rec)
     if not s.steps:
         raise BadInput("empty trajectory", "no tool calls")
-    if s.compaction:  # a compaction after the last step: marked on the last main step
-        last = next((st for st in reversed(s.steps) if st.sidechain is None), s.steps[-1])
-        last.compaction = "\n\n".join(t for t in (last.compaction, s.compaction) if t)
+    if s.compaction is not None:  # after the last step
+        mark_compaction(s.steps, s.compaction, s.last_main)
     stem = name.rsplit("/", 1)[-1].removesuffix(".jsonl")
     side = sum(1 for st in s.steps if st.sidechain is not None)
     return Trajectory(

@@ -24,8 +24,8 @@ Each call is one step. ``shell`` runs an argv list: ``["bash", "-lc", CMD]`` is 
 line ``CMD``, any other list its words joined; it goes through the shell mapping in the
 call's ``workdir``. ``apply_patch`` (a custom tool, or ``shell`` with ``apply_patch`` as
 its program) is an edit of the files the patch names; ``update_plan`` is a plan; any other
-tool is kept as ``other`` with its name. A ``compacted`` line is a marked event on the next
-step (an injection of source ``compaction``).
+tool is kept as ``other`` with its name. A ``compacted`` line is a marked event (an
+injection of source ``compaction``) on the step it followed (one before any step: the first).
 """
 
 from __future__ import annotations
@@ -36,7 +36,14 @@ import shlex
 from collections import Counter
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, seconds, text_of
+from adakit.importers.base import (
+    BadInput,
+    SourceStep,
+    Trajectory,
+    mark_compaction,
+    seconds,
+    text_of,
+)
 
 FORMAT = "codex"
 AGENT = "codex"
@@ -212,8 +219,9 @@ class _Rollout:
         self.thought = []
         step = SourceStep(tool=name, args=args, thought=thought, response=thought, cwd=cwd,
                           started_at=self.last_time or stamp, ended_at=stamp, mapped_as=mapped)
-        if self.compaction is not None:
-            step.compaction, self.compaction = self.compaction, None
+        if self.compaction is not None:  # on the step it followed (the first: this one)
+            mark_compaction(self.steps or [step], self.compaction)
+            self.compaction = None
         self.steps.append(step)
         self.pending[str(item.get("call_id") or f"#{len(self.steps)}")] = step
         self.final = None
@@ -243,8 +251,8 @@ def parse(records: Any, name: str = "") -> Trajectory:
         r.line(rec)
     if not r.steps:
         raise BadInput("empty trajectory", "no tool calls")
-    if r.compaction:
-        r.steps[-1].compaction = "\n\n".join(t for t in (r.steps[-1].compaction, r.compaction) if t)
+    if r.compaction is not None:  # after the last step
+        mark_compaction(r.steps, r.compaction)
     stem = name.rsplit("/", 1)[-1].removesuffix(".jsonl")
     return Trajectory(
         steps=r.steps, agent=AGENT, agent_version=r.version, instance=r.session or stem or None,

@@ -14,7 +14,9 @@ from typing import Any
 from adakit.importers import claude_code, codex, generic, mini_swe_agent, openhands, swe_agent
 from adakit.importers.base import BadInput
 
-#: Format name -> reader module (``parse``, ``FORMAT``, ``AGENT``, ``EXTENSIONS``).
+#: Format name -> reader module: ``parse``, ``markers`` (the fields ``auto`` knows it by),
+#: ``FORMAT``, ``AGENT``, ``EXTENSIONS``, ``LINES`` (true: its files are JSON lines) and, where
+#: a run spans several files, ``with_companions`` (the other files' content added).
 FORMATS: dict[str, Any] = {
     m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code, codex)
 }
@@ -84,18 +86,18 @@ def _json(text: str) -> Any:
     except RecursionError:
         raise BadInput(TOO_DEEP, "the JSON nests deeper than the parser follows") from None
     except json.JSONDecodeError as exc:
-        raise _decode_fault(exc, text, "") from None
+        raise _decode_fault(exc, text) from None
 
 
-def _decode_fault(exc: json.JSONDecodeError, text: str, where: str) -> BadInput:
+def _decode_fault(exc: json.JSONDecodeError, text: str) -> BadInput:
     """``truncated JSON`` when the document stops mid-value (also inside a string), else
     ``not JSON`` with the parser's message and position."""
     end = len(text.rstrip())
     # a string the parser finds unterminated runs to the end (a newline inside one is refused
     # as a control character before), so the document was cut inside it
     if exc.pos >= end - 1 or exc.msg.startswith("Unterminated string"):
-        return BadInput("truncated JSON", f"{where}ends at character {end} mid-document")
-    return BadInput("not JSON", f"{where}{exc.msg} (line {exc.lineno}, column {exc.colno})")
+        return BadInput("truncated JSON", f"ends at character {end} mid-document")
+    return BadInput("not JSON", f"{exc.msg} (line {exc.lineno}, column {exc.colno})")
 
 
 _DECODER = json.JSONDecoder()
