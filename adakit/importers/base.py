@@ -92,7 +92,6 @@ class SourceStep:
     #: (so it is in the next prompt, as every injection is); a compaction before the first
     #: step is marked on the first step (:func:`mark_compaction`)
     compaction: str | None = None
-    dropped_messages: int = 0
 
 
 @dataclass
@@ -326,7 +325,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             "observation": clip(obs, target.max_observation_chars, marker=_OBSERVATION_CUT,
                                 within=False, space="keep"),
             "observation_chars": len(obs),
-            "sidechain": step.sidechain, "dropped_messages": step.dropped_messages,
+            "sidechain": step.sidechain,
             "injected": [Injection(source="compaction", text=step.compaction)]
             if step.compaction is not None else [],
         }
