@@ -142,6 +142,9 @@ def test_edits_are_not_reads_and_ordinary_turns_carry_no_sidechain(tmp_path, fla
     import_paths("claude-code", [V1, V2], tmp_path, world="flask", progress=False)
     c = load_corpus(tmp_path, cache=False)
     assert set(c.reads["tool"]) == {"PKR"}  # the edits' lines are in the turns, not the reads
+    spans = c.turns.dropna(subset=["sidechain"]).groupby("sidechain")["turn"].apply(list)
+    assert spans.to_dict() == {"a7f3c21d": [5, 6], "5f0c9a2e-0014": [5, 6]}  # agent id; first line's uuid
+    assert c.turns["sidechain"].isna().sum() == 22 - 4
     edits = c.turns[c.turns["tool"] == "EDT"]
     assert sorted(zip(edits["start_line"], edits["end_line"], strict=True)) == [
         (1, 3), (118, 126), (253, 254)]
