@@ -9,9 +9,13 @@ record: model settings carry the *name* of the key variable, never its value.
 Runs imported from other agents (:mod:`adakit.importers`, schema 1.1) use the same records:
 their header's ``source`` names the format, the source file and its sha256, their turns may
 carry the action classes EDT / EXE / SUB (:data:`ACT_ORDER`), and their end record keeps the
-source's exit status and submission. Every field added in 1.1 is optional, so 1.0 files load.
-A fork of a recorded run (``adakit fork``, docs/forks.md) says where it came from in its
-header's ``forked_from`` (:class:`ForkInfo`), left out of every other header.
+source's exit status and submission. A subagent's turns (Claude Code's ``Task``) stay in the
+parent run in time order, each marked with its :class:`Sidechain` span; a compaction of the
+source's history is an :class:`Injection` of source ``compaction`` on the turn it followed. Every field
+added in 1.1 is optional (``Turn.sidechain`` is left out of the record when unset), so 1.0
+files load and launched runs are written byte for byte as before. A fork of a recorded run
+(``adakit fork``, docs/forks.md) says where it came from in its header's ``forked_from``
+(:class:`ForkInfo`), left out of every other header.
 
 Time is kept on three clocks (:func:`time_totals`; the loader derives them from the turn
 records, so runs recorded before the End totals carried them get them too): ``active_s``, the
@@ -226,8 +230,28 @@ class ToolMetrics(_Record):
 
 
 class Injection(_Record):
-    source: Literal["reminder", "coach", "system"]
+    """Text put into the agent's context by something other than the tools: a reminder, the
+    coach, the system, or (imported runs) a ``compaction``: the summary the source scaffold
+    put in place of the history it dropped. Like every injection it is recorded on the turn it
+    followed and is in the next prompt (a compaction before any turn: on the first turn)."""
+
+    source: Literal["reminder", "coach", "system", "compaction"]
     text: str
+
+
+class Sidechain(_Record):
+    """Where a subagent's turn sits in its parent run (imported runs, schema 1.1): the turns
+    a delegated agent (Claude Code's ``Task``/``Agent``) took are kept in the parent run, in
+    time order, each marked with the span it belongs to, so they are neither flattened into
+    the parent's own turns nor dropped. ``id`` names the span (the subagent's id, or the
+    delegating call's id), ``parent_turn`` the parent's turn that started it (None when the
+    source does not link them), ``agent`` the subagent's kind, ``depth`` 1 for a subagent
+    of the main agent, 2 for one of its subagents."""
+
+    id: str
+    parent_turn: int | None = None
+    agent: str = ""
+    depth: int = 1
 
 
 #: ``ModelCall.purpose`` of the agent's own draws in a redrawn turn (``redraw_repeats``)
@@ -291,6 +315,15 @@ class Turn(_Record):
     model_calls: list[ModelCall] = Field(default_factory=list)
     dropped_messages: int = 0
     observation_chars: int | None = None
+    #: set on the turns of a subagent (:class:`Sidechain`); left out of the record when unset
+    sidechain: Sidechain | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_sidechain(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("sidechain", 0) is None:
+            del data["sidechain"]
+        return data
 
 
 class End(_Record):
@@ -590,6 +623,7 @@ TURN_COLUMNS = [
     "output_chars", "started_at", "ended_at", "t_rel_start", "t_rel_end", "duration_s",
     "coach_s", "active_s", "active_rel_start", "active_rel_end", "latency_s", "tokens_in",
     "tokens_out", "cached", "coach_decision", "n_injected", "dropped_messages", "tokens_reused",
+    "sidechain",
 ]
 READ_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "file", "start_line",
@@ -599,7 +633,7 @@ READ_COLUMNS = [
 
 #: Bumped whenever the tidy tables change shape, so cached tables of an older loader are
 #: rebuilt from the run files.
-LOADER_VERSION = 4
+LOADER_VERSION = 5
 
 
 def _coach_span(turn: Turn) -> float:
@@ -763,9 +797,10 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
                 "coach_decision": coach_decision,
                 "n_injected": len(t.injected),
                 "dropped_messages": t.dropped_messages,
+                "sidechain": t.sidechain.id if t.sidechain else None,
             }
         )
-        if m.file and m.error_type is None:
+        if m.file and m.error_type is None and m.tool not in ACT:  # an edit's lines are not read
             for a, b in m.ranges:
                 read_rows.append(
                     {

@@ -1047,7 +1047,7 @@ def synthetic_tables(
                 t.started_at, t.ended_at, (t.started_at - t0) / span, (t.ended_at - t0) / span,
                 t.ended_at - t.started_at, 0.0, active[k], a_start, a_end, t.latency_s,
                 t.tokens_in, t.tokens_out, False,
-                t.coach.get("decision") if t.coach else None, len(t.injected), 0, None,
+                t.coach.get("decision") if t.coach else None, len(t.injected), 0, None, None,
             ))
             if t.file and t.error_type is None:
                 for a, b in t.ranges:
@@ -1580,6 +1580,7 @@ def _fast_turns(rng: np.random.Generator, mx: _Matrix, walk: _FastWalk, files: _
         "n_injected": n_injected,
         "dropped_messages": np.zeros(T, dtype=np.int64),
         "tokens_reused": np.full(T, None, dtype=object),
+        "sidechain": np.full(T, None, dtype=object),
     }, columns=TURN_COLUMNS)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import matplotlib
 import nbformat
 import pytest
 from matplotlib.figure import Figure
@@ -25,7 +26,9 @@ def _png(path: Path, width: float = 4.0, height: float = 3.0) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig = Figure(figsize=(width, height), dpi=50)
     fig.add_subplot().plot([0, 1], [1, 0])
-    fig.savefig(path)
+    # whatever style an earlier test applied (adakit's saves tight at a higher dpi)
+    with matplotlib.rc_context({"savefig.dpi": 50, "savefig.bbox": "standard"}):
+        fig.savefig(path)
 
 
 @pytest.fixture

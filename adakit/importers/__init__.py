@@ -2,9 +2,10 @@
 
 ``adakit import FORMAT PATH... --out DIR`` turns every trajectory file of a format into one
 run file of adakit's record schema, so the lenses, the explorer and the judges read SWE-agent,
-mini-swe-agent, OpenHands or any agent's runs beside Ada's. One module per format reads its
-files into a :class:`~adakit.importers.base.Trajectory`; :mod:`~adakit.importers.mapping`
-maps every step onto a canonical tool; :mod:`~adakit.importers.base` writes the records.
+mini-swe-agent, OpenHands, Claude Code, Codex CLI or any agent's runs beside Ada's. One module per
+format reads its files into a :class:`~adakit.importers.base.Trajectory`;
+:mod:`~adakit.importers.mapping` maps every step onto a canonical tool;
+:mod:`~adakit.importers.base` writes the records.
 
 ========================  ===================  ==========================================
 format                    module               files
@@ -14,6 +15,10 @@ format                    module               files
 ``openhands``             ``openhands``        ``*.json`` (event list, or ``history`` object),
                                                ``output.jsonl`` (one ``history`` record a line)
 ``generic``               ``generic``          ``*.jsonl`` (docs/importing.md)
+``claude-code``           ``claude_code``      ``<session>.jsonl`` of ``~/.claude/projects``
+                                               (CLI 1.0.x to 2.x; subagent ``agent-*.jsonl``)
+``codex``                 ``codex``            ``rollout-*.jsonl`` of ``~/.codex/sessions``
+                                               (wrapped ``payload`` lines, or early bare items)
 ``auto``                  (detected per file)  any of the above
 ========================  ===================  ==========================================
 
@@ -36,5 +41,6 @@ Modules:
 - :mod:`~adakit.importers.corpora`: imported runs read beside launched ones (notebook 40);
 - one reader per format: :mod:`~adakit.importers.swe_agent`,
   :mod:`~adakit.importers.mini_swe_agent`, :mod:`~adakit.importers.openhands`,
-  :mod:`~adakit.importers.generic`.
+  :mod:`~adakit.importers.generic`, :mod:`~adakit.importers.claude_code`,
+  :mod:`~adakit.importers.codex`.
 """

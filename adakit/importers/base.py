@@ -12,6 +12,7 @@ import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from adakit import __version__
@@ -21,8 +22,10 @@ from adakit.record import (
     ConditionInfo,
     End,
     Header,
+    Injection,
     ModelInfo,
     ParseError,
+    Sidechain,
     SourceInfo,
     TaskInfo,
     ToolCall,
@@ -79,6 +82,16 @@ class SourceStep:
     #: (tool, args) to map the step by when the recorded call only wraps it (an IPython cell
     #: that calls one editor function); the record keeps ``tool`` and ``args`` as recorded
     mapped_as: tuple[str, dict[str, Any]] | None = None
+    #: the structured result recorded beside the observation text (Claude Code's
+    #: ``toolUseResult``, plus ``is_error``), read by the mapping of named tools
+    result: dict[str, Any] | None = None
+    #: the subagent span the step belongs to (``parent_turn``: the 1-based number of the
+    #: delegating step in the trajectory's steps); None for the main agent's own steps
+    sidechain: Sidechain | None = None
+    #: the summary the scaffold put in place of the history it dropped right after this step
+    #: (so it is in the next prompt, as every injection is); a compaction before the first
+    #: step is marked on the first step (:func:`mark_compaction`)
+    compaction: str | None = None
 
 
 @dataclass
@@ -103,6 +116,9 @@ class Trajectory:
     step_limit: int | None = None
     mode: str = ""
     repo: str | None = None
+    #: the drift account: record types, fields and blocks of the file the reader did not use,
+    #: counted (``type:NAME``, ``field:NAME``, ``block:NAME``)
+    unused: dict[str, int] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- paths
@@ -309,6 +325,9 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             "observation": clip(obs, target.max_observation_chars, marker=_OBSERVATION_CUT,
                                 within=False, space="keep"),
             "observation_chars": len(obs),
+            "sidechain": step.sidechain,
+            "injected": [Injection(source="compaction", text=step.compaction)]
+            if step.compaction is not None else [],
         }
         if step.parse_error is not None:
             turns.append(Turn(**common, parse_error=ParseError(kind="no_tool",
@@ -321,6 +340,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             open_file=resolver(step.open_file, cwd) if step.open_file else None,
             resolve=resolver, is_dir=resolver.is_dir, line_count=resolver.line_count,
             output_complete=step.observation_complete, exit_code=step.exit_code,
+            result=step.result,
         )
         m = _mapped_turn(step, ctx)
         submitted = submitted or m.tool == "SUB"
@@ -397,6 +417,30 @@ def text_of(content: Any) -> str:
     if isinstance(content, dict):
         return str(content.get("text", ""))
     return str(content)
+
+
+def mark_compaction(steps: list[SourceStep], text: str, main: SourceStep | None = None) -> None:
+    """Mark a compaction (its summary ``text``) on the step it followed: ``main`` (the main
+    agent's last step, when subagents' steps come between), else the last step."""
+    target = main or (steps[-1] if steps else None)
+    if target is not None:
+        target.compaction = "\n\n".join(t for t in (target.compaction, text) if t)
+
+
+def seconds(value: Any) -> float | None:
+    """A timestamp as seconds since the epoch: a number as it is, an ISO 8601 text (``Z`` or
+    an offset; UTC when it names none); None for anything else."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=UTC)
+        return stamp.timestamp()
+    return None
 
 
 def first(items: Iterable[Any], default: Any = None) -> Any:

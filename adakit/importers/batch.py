@@ -19,14 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adakit.importers import openhands
+from pydantic import ValidationError
+
+from adakit.importers import claude_code, openhands
 from adakit.importers.base import BadInput, Target, build_records
-from adakit.importers.formats import AUTO, FORMATS, discover, read_source
+from adakit.importers.formats import AUTO, FORMATS, TOO_DEEP, discover, read_source
 from adakit.record import SourceInfo, WorldInfo
 
 #: Importing at least this many files shows a progress bar (unless turned off).
 PROGRESS_FROM = 20
 ALREADY = "already imported"
+#: Skips that are not bad input: imported before, or imported with another file.
+BENIGN = frozenset({ALREADY, claude_code.SUBAGENT_FILE})
 
 
 @dataclass
@@ -40,6 +44,11 @@ class FileResult:
     reason: str | None = None
     detail: str = ""
     turns: int = 0
+    format: str | None = None
+    #: the fields ``auto`` chose the format by ("" when the format was given)
+    markers: str = ""
+    #: the drift account: record types, fields and blocks the reader did not use, counted
+    unused: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -60,9 +69,12 @@ def _init(fmt: str, out: str, known: frozenset[str], target: Target) -> None:
 
 def _write(path: Path, records: Sequence[Any]) -> None:
     tmp = path.with_name(f".{path.name}.part")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write("".join(r.model_dump_json() + "\n" for r in records))
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("".join(r.model_dump_json() + "\n" for r in records))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def import_file(path: str | Path) -> list[FileResult]:
@@ -70,25 +82,28 @@ def import_file(path: str | Path) -> list[FileResult]:
     one result, or one per line of a file of records (an OpenHands ``output.jsonl``)."""
     path = Path(path)
     try:
-        sha, fmt, data = read_source(path, _FMT)
+        sha, fmt, data, found = read_source(path, _FMT)
     except BadInput as exc:
         return [FileResult(str(path), reason=exc.reason, detail=exc.detail)]
     if fmt == openhands.FORMAT and path.name.endswith(".jsonl"):
         return [_import_one(path, label, rec_sha, fmt, rec,
-                            f"{path.name.removesuffix('.jsonl')}-{label.rsplit(':', 1)[-1]}")
+                            f"{path.name.removesuffix('.jsonl')}-{label.rsplit(':', 1)[-1]}", found)
                 for label, rec_sha, rec in data]
-    return [_import_one(path, str(path), sha, fmt, data, path.name)]
+    return [_import_one(path, str(path), sha, fmt, data, path.name, found)]
 
 
-def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str) -> FileResult:
+def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str,
+                found: str = "") -> FileResult:
     assert _TARGET is not None and _OUT is not None
-    res = FileResult(label, sha256=sha)
+    res = FileResult(label, sha256=sha, format=fmt, markers=found)
     try:
         if isinstance(data, BadInput):
             raise data
         if sha in _KNOWN:
             raise BadInput(ALREADY, f"same sha256 {sha[:12]} in {_OUT}")
         module = FORMATS[fmt]
+        if hasattr(module, "with_companions"):  # files that belong to this one (subagents)
+            data = module.with_companions(path, data)
         traj = module.parse(data, name)
         source = SourceInfo(format=fmt, file=str(path.resolve()), sha256=sha, agent=traj.agent,
                             agent_version=traj.agent_version, instance=traj.instance,
@@ -97,11 +112,33 @@ def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str
         target = _OUT / f"{header.run_id}.jsonl"
         _write(target, [header, *turns, end])
         res.run_id, res.written, res.turns = header.run_id, str(target), len(turns)
+        res.unused = traj.unused
     except BadInput as exc:
         res.reason, res.detail = exc.reason, exc.detail
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        res.reason, res.detail = "unreadable trajectory", f"{type(exc).__name__}: {exc}"
+    except RecursionError:
+        res.reason, res.detail = TOO_DEEP, "a value nests deeper than the importer follows"
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as exc:
+        res.reason, res.detail = "unreadable trajectory", _one_line(exc)
     return res
+
+
+def unused_note(unused: dict[str, int], show: int = 12) -> str:
+    """The drift account of one file on one line: record types first, then content blocks,
+    then fields, each most frequent first."""
+    order = {"type": 0, "block": 1}
+    items = sorted(unused.items(), key=lambda kv: (order.get(kv[0].split(":", 1)[0], 2), -kv[1], kv[0]))
+    text = ", ".join(f"{n} {what}" for what, n in items[:show])
+    return text + (f", and {len(items) - show} more" if len(items) > show else "")
+
+
+def _one_line(exc: Exception) -> str:
+    """An exception as one short line (a record field the source filled with the wrong type
+    names the field)."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        err = exc.errors()[0]
+        where = ".".join(map(str, err["loc"])) or exc.title
+        return f"{exc.title}.{where}: {err['msg']}"[:300]
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def imported_hashes(out: str | Path) -> dict[str, str]:
@@ -143,8 +180,17 @@ class ImportReport:
 
     @property
     def bad(self) -> int:
-        """Files skipped for a reason other than having been imported before."""
-        return sum(n for reason, n in self.counts().items() if reason != ALREADY)
+        """Files skipped for bad input (not for having been imported before, or with another file)."""
+        return sum(n for reason, n in self.counts().items() if reason not in BENIGN)
+
+    def detected(self) -> Counter[tuple[str, str]]:
+        """Files ``auto`` read, by (format, the markers it was chosen by)."""
+        return Counter((r.format, r.markers) for r in self.results if r.format and r.markers)
+
+    def detection_lines(self) -> list[str]:
+        """One line per format ``auto`` chose, with the markers it chose it by."""
+        return [f"auto: {n} as {fmt} ({found})" for (fmt, found), n in sorted(
+            self.detected().items(), key=lambda kv: (-kv[1], kv[0]))]
 
     def summary(self) -> str:
         """One line: runs imported, files skipped by reason."""
@@ -219,7 +265,8 @@ def import_paths(
     not record it, ``root`` the folder the agent's paths start from when the source does not
     say. Observations are clipped to ``max_observation_chars`` (their full length is kept).
     ``jobs`` worker processes (default: up to 2 for 50 files or more); ``progress`` shows a bar
-    (default: from :data:`PROGRESS_FROM` files). ``echo`` prints one line per skipped file.
+    (default: from :data:`PROGRESS_FROM` files). ``echo`` prints one line per skipped file,
+    and per imported file the record types, blocks and fields its reader did not use.
     """
     if fmt != AUTO and fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join([*FORMATS, AUTO])}")
@@ -252,6 +299,8 @@ def import_paths(
         elif res.ok and res.sha256:
             seen[res.sha256] = res.written or ""
         report.results.append(res)
+        if res.ok and res.unused and echo:
+            bar.write(f"not used in {res.path}: {unused_note(res.unused)}", file=sys.stderr)
         if not res.ok and res.reason != ALREADY and echo:
             bar.write(f"skipped {res.path}: {res.reason}" + (f" ({res.detail})" if res.detail else ""),
                       file=sys.stderr)
@@ -286,6 +335,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"adakit import: {exc}", file=sys.stderr)
         return 2
+    for line in report.detection_lines():
+        print(line)
     print(report.summary())
     return 1 if report.bad else 0
 
@@ -294,7 +345,7 @@ def register_cli(sub: Any) -> None:
     """``adakit import FORMAT PATH... --out DIR``: other agents' trajectories as runs."""
     p = sub.add_parser(
         "import", help="import other agents' trajectories (SWE-agent, mini-swe-agent, "
-        "OpenHands, generic JSONL) as runs the lenses read")
+        "OpenHands, Claude Code, Codex CLI, generic JSONL) as runs the lenses read")
     p.add_argument("format", choices=[*FORMATS, AUTO], metavar="FORMAT",
                    help=f"the source format: {', '.join(FORMATS)}, or {AUTO} (detect per file)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="trajectory files or folders")

@@ -31,7 +31,19 @@ from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
 FORMAT = "generic"
 AGENT = "generic"
 EXTENSIONS = (".jsonl",)
+#: The files are JSON lines, one record a line.
+LINES = True
 ROLES = frozenset({"meta", "system", "user", "assistant", "tool", "outcome"})
+
+
+def markers(records: Any) -> str | None:
+    """The fields that make the lines of a JSONL file generic chat lines (None: not such)."""
+    if not isinstance(records, list) or not records:
+        return None
+    if all(isinstance(r, dict) and isinstance(r.get("role"), str) and r["role"] in ROLES
+           for r in records):
+        return "a 'role' of " + "/".join(sorted(ROLES)) + " on every line"
+    return None
 
 
 def _calls(msg: dict[str, Any]) -> list[tuple[str | None, str, dict[str, Any]]]:
@@ -60,8 +72,11 @@ def parse(records: list[Any], name: str = "") -> Trajectory:
     """The lines of a generic JSONL file (already parsed) as a :class:`Trajectory`."""
     if not records:
         raise BadInput("empty trajectory", "no lines")
-    if not all(isinstance(r, dict) and r.get("role") in ROLES for r in records):
-        bad = next(r for r in records if not (isinstance(r, dict) and r.get("role") in ROLES))
+    def known(r: Any) -> bool:
+        return isinstance(r, dict) and isinstance(r.get("role"), str) and r["role"] in ROLES
+
+    if not all(known(r) for r in records):
+        bad = next(r for r in records if not known(r))
         what = bad.get("role") if isinstance(bad, dict) else type(bad).__name__
         raise BadInput("unknown shape", f"a line with role {what!r} (expected {sorted(ROLES)})")
     meta: dict[str, Any] = {}

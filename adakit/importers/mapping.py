@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adakit.importers.shell import Segment, Stage, join_path, options, parse_command
+from adakit.record import merge_ranges
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ MAPPING_TABLE: tuple[MappingRule, ...] = (
                               "view_file", "open_file", "cat_file", "peek_code_region"),
                 "PKR", None,
                 "an editor view of a file prints its lines (cat -n): a window read."),
+    MappingRule("tool:read", ("Read",), "PKR", None,
+                "Claude Code's Read: with offset/limit a ranged read (clipped to what the result "
+                "showed); without them, the numbered lines its result showed."),
     MappingRule("tool:view_outline", ("filemap", "str_replace_editor:view:abbreviated",
                                       "file_outline", "outline", "get_structural_overview"),
                 "OVW", None,
@@ -96,7 +100,12 @@ MAPPING_TABLE: tuple[MappingRule, ...] = (
     MappingRule("tool:find_file", ("find_file", "find_files", "glob"), "EXP",
                 "find_all_references",
                 "looks a file up by name across the tree (the issue's choice; find -name alike)."),
-    MappingRule("tool:edit", ("edit", "insert", "create", "str_replace_editor:create",
+    MappingRule("tool:grep", ("Grep",), "EXP", "find_all_references",
+                "Claude Code's Grep runs ripgrep: like the shell's grep/rg (a definition pattern "
+                "is go to definition)."),
+    MappingRule("tool:glob", ("Glob",), "EXP", "find_all_references",
+                "Claude Code's Glob looks files up by a name pattern, like find -name."),
+    MappingRule("tool:edit", ("Edit", "MultiEdit", "Write", "NotebookEdit", "edit", "insert", "create", "str_replace_editor:create",
                               "str_replace_editor:str_replace", "str_replace_editor:insert",
                               "str_replace_editor:undo_edit", "str_replace", "write",
                               "write_file", "create_file", "edit_file", "apply_patch",
@@ -105,17 +114,29 @@ MAPPING_TABLE: tuple[MappingRule, ...] = (
     MappingRule("tool:submit", ("submit", "finish", "exit_forfeit", "complete", "done"),
                 "SUB", "submit",
                 "hands in the result and ends the run: terminal, like a finalizing CON."),
+    MappingRule("tool:plan", ("TodoWrite", "update_plan", "TaskCreate", "TaskUpdate",
+                              "ExitPlanMode"), "MEM", "plan",
+                "writes the agent's plan (a todo list) without touching the world: the "
+                "cognitive channel, Ada's MEM."),
     MappingRule("tool:think", ("think", "task_tracking", "note", "plan"), "MEM", None,
                 "externalises reasoning without touching the world: Ada's MEM."),
     MappingRule("tool:message", ("message",), "CON", None,
                 "a report to the user in mid-run: a provisional (non-final) conclusion."),
-    MappingRule("tool:bash", ("bash", "execute_bash", "run", "shell", "terminal", "cmd",
+    MappingRule("tool:bash", ("Bash", "bash", "execute_bash", "run", "shell", "terminal", "cmd",
                               "execute_command", "run_command"),
                 "EXE", None,
                 "a shell command: classified by the shell:* rules; EXE when none applies."),
     MappingRule("tool:execute", ("run_ipython", "ipython", "python", "browse",
-                                 "browse_interactive", "call_tool_mcp", "delegate"),
+                                 "browse_interactive", "call_tool_mcp", "delegate",
+                                 "BashOutput", "KillShell", "KillBash", "WebFetch",
+                                 "WebSearch"),
                 "EXE", None, "runs code or acts outside the repository."),
+    MappingRule("tool:subagent", ("Task", "Agent"), "EXE", "subagent",
+                "hands a task to a subagent (Claude Code); the subagent's own turns follow as a "
+                "sidechain span of the run."),
+    MappingRule("tool:other", ("other",), "EXE", None,
+                "a tool the format's reader does not know: kept with its name (the action), "
+                "counted as acting outside Ada's tools."),
     MappingRule("shell:ls", ("ls", "tree", "dir", "exa", "eza", "git ls-files",
                              "git ls-tree"),
                 "OVW", None, "lists a folder: structure without code."),
@@ -182,6 +203,7 @@ _GREP_VALUE = frozenset({"-e", "-f", "-A", "-B", "-C", "-m", "--include", "--exc
                          "--before-context", "--type-not", "-M"})
 _SWE_WINDOW_LINE = re.compile(r"^(\d+)[:|]", re.M)  # SWE-agent 12:code, agentskills 12|code
 _TAB_LINE = re.compile(r"^ *(\d+)\t", re.M)
+_ARROW_LINE = re.compile(r"^ *(\d+)(?:\u2192|\t)", re.M)  # Claude Code's Read: "    12→code"
 _FILE_HEADER = re.compile(r"^\[File: (.+?) \((\d+) lines total\)\]", re.M)
 _FOUND = re.compile(r"Found (\d+) matches? for")
 _NO_MATCH = re.compile(r"No matches found|did not find any|no matches", re.I)
@@ -213,6 +235,9 @@ class Context:
     line_count: Callable[[str], int | None] = lambda rel: None
     output_complete: bool = True
     exit_code: int | None = None
+    #: the structured result a scaffold recorded beside the observation text (Claude Code's
+    #: ``toolUseResult``; ``is_error`` when the tool reported an error), else None
+    result: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -263,8 +288,9 @@ def output_lines(text: str) -> list[str]:
 
 def numbered_range(text: str, style: str = "tab") -> tuple[int, int] | None:
     """First and last line number of a numbered listing (``tab``: ``cat -n`` / editor views,
-    ``colon``: SWE-agent windows ``12:code`` and OpenHands agentskills ``12|code``), or None when the text has none."""
-    pattern = _TAB_LINE if style == "tab" else _SWE_WINDOW_LINE
+    ``colon``: SWE-agent windows ``12:code`` and OpenHands agentskills ``12|code``, ``arrow``:
+    Claude Code's ``12→code`` or a tab), or None when the text has none."""
+    pattern = {"tab": _TAB_LINE, "arrow": _ARROW_LINE}.get(style, _SWE_WINDOW_LINE)
     first = pattern.search(text)
     if first is None:
         return None
@@ -339,6 +365,8 @@ def tool_key(name: str, args: Mapping[str, Any] | None = None) -> str:
 
 def map_tool(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
     """The canonical action of a named tool call (shell tools go through :func:`map_shell`)."""
+    if name in _NAMED_TOOLS:
+        return _NAMED_TOOLS[name](name, args, observation, ctx)
     key = tool_key(name, args)
     rule_id = _TOOL_RULE.get(key) or _TOOL_RULE.get(name) or "tool:execute"
     if rule_id == "tool:bash":
@@ -411,6 +439,191 @@ def map_tool(name: str, args: Mapping[str, Any], observation: str, ctx: Context)
     if rule_id == "tool:message":
         return _rule(rule_id, finalize=False)
     return _rule(rule_id, action=name if rule_id == "tool:execute" else None)
+
+
+# --------------------------------------------------------------------------- agent CLIs' tools
+# Claude Code's named tools (and the plan tools of other CLIs): read by their arguments and
+# by the structured result the CLI records beside the text (``Context.result``).
+
+_FOUND_CLI = re.compile(r"^Found (\d+) (?:files?|lines?|matches?|occurrences?)", re.M)
+_NONE_FOUND = re.compile(r"^No (?:files|matches) found", re.M)
+
+
+def _result(ctx: Context) -> Mapping[str, Any]:
+    return ctx.result if isinstance(ctx.result, Mapping) else {}
+
+
+def _errored(observation: str, ctx: Context) -> bool:
+    return bool(_result(ctx).get("is_error")) or observation.lstrip().startswith("<tool_use_error>")
+
+
+def _path_of(args: Mapping[str, Any], ctx: Context, *keys: str) -> str | None:
+    raw = _arg(args, *keys)
+    return ctx.resolve(str(raw), ctx.cwd) if raw is not None else None
+
+
+def _map_read(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """Read: offset/limit give a ranged read, clipped to the lines the result showed; without
+    them, the lines the result showed (its ``file.startLine``/``numLines``, else the numbers of
+    its ``12→code`` lines)."""
+    file = _path_of(args, ctx, "file_path", "path")
+    m = _rule("tool:read", file=file)
+    if _errored(observation, ctx):
+        m.failed = True
+        return m
+    info = _result(ctx).get("file")
+    info = info if isinstance(info, Mapping) else {}
+    total = (ctx.line_count(file) if file else None) or _int(info.get("totalLines"))
+    start, n = _int(info.get("startLine")), _int(info.get("numLines"))
+    shown = ((start, start + n - 1) if n > 0 else None) if start and n is not None \
+        else numbered_range(observation, "arrow")
+    offset, limit = _int(args.get("offset")), _int(args.get("limit"))
+    if not (offset or limit):
+        return _window(m, shown, total)
+    a = max(offset or 1, 1)
+    b = a + limit - 1 if limit else (shown[1] if shown else total)
+    if shown is not None:
+        a, b = max(a, shown[0]), min(b, shown[1]) if b else shown[1]
+    m.action = "range"
+    return _window(m, (a, b) if b else None, total)
+
+
+def _cli_count(observation: str, counted: Any) -> int | None:
+    """A search's result count: the CLI's own count, else the "Found N ..." line, else lines."""
+    if isinstance(counted, int) and not isinstance(counted, bool):
+        return counted
+    if _NONE_FOUND.search(observation[:200]):
+        return 0
+    found = _FOUND_CLI.search(observation[:200])
+    if found:
+        return int(found.group(1))
+    return _count_results(observation) if observation.strip() else 0
+
+
+def _map_grep(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """Grep (ripgrep): a search like the shell's rg; a definition pattern is go to definition;
+    a single file as ``path`` is the file searched."""
+    pattern = str(_arg(args, "pattern", "query") or "")
+    defined = _DEFINITION.match(pattern)
+    m = _rule("tool:grep", symbol=defined.group(2) if defined else (pattern or None))
+    if defined:
+        m.action = "go_to_definition"
+    target = _arg(args, "path")
+    if target is not None:
+        rel = ctx.resolve(str(target), ctx.cwd)
+        if ctx.is_dir(rel) is False or (ctx.is_dir(rel) is None and _looks_like_file(str(target))):
+            m.file = rel
+    if _errored(observation, ctx):
+        m.failed = True
+        return m
+    res = _result(ctx)
+    mode = str(res.get("mode") or args.get("output_mode") or "files_with_matches")
+    key = {"content": "numLines", "count": "numMatches"}.get(mode, "numFiles")
+    m.result_count = _cli_count(observation, res.get(key))
+    return m
+
+
+def _map_glob(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """Glob: files looked up by a name pattern, like find -name."""
+    pattern = _arg(args, "pattern")
+    m = _rule("tool:glob", symbol=str(pattern) if pattern is not None else None)
+    if _errored(observation, ctx):
+        m.failed = True
+        return m
+    res = _result(ctx)
+    names = res.get("filenames")
+    m.result_count = _cli_count(observation, res.get("numFiles", len(names) if isinstance(
+        names, list) else None))
+    return m
+
+
+def patch_lines(hunks: Any) -> list[tuple[int, int]]:
+    """The new file's lines a structured patch touched (added lines, and where lines were
+    removed), merged into ranges; hunks are ``{newStart, lines: [" ctx", "-old", "+new"]}``."""
+    touched: list[tuple[int, int]] = []
+    for h in hunks if isinstance(hunks, list) else []:
+        line = _int(h.get("newStart")) if isinstance(h, Mapping) else None
+        lines = h.get("lines") if isinstance(h, Mapping) else None
+        if line is None or not isinstance(lines, list):
+            continue
+        for text in lines:
+            mark = str(text)[:1]
+            if mark in ("+", "-"):
+                touched.append((max(line, 1), max(line, 1)))
+            if mark != "-":
+                line += 1
+    return merge_ranges(touched)
+
+
+def _map_edit(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """Edit, MultiEdit, Write, NotebookEdit: an edit of the file, with the lines it touched
+    (from the structured patch; a Write touches all its lines; else the numbered snippet the
+    result showed around the edit)."""
+    file = _path_of(args, ctx, "file_path", "notebook_path", "path")
+    m = _rule("tool:edit", file=file, action=name)
+    if _errored(observation, ctx):
+        m.failed = True
+        return m
+    res = _result(ctx)
+    ranges = patch_lines(res.get("structuredPatch"))
+    content = args.get("content")
+    if not ranges and name == "Write" and isinstance(content, str) and content:
+        ranges = [(1, len(output_lines(content)) or 1)]
+    if not ranges:
+        shown = numbered_range(observation, "arrow")
+        ranges = [shown] if shown else []
+    total = ctx.line_count(file) if file else None
+    m.ranges = [(a, min(b, total) if total else b) for a, b in ranges if not total or a <= total]
+    return m
+
+
+_PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
+
+
+def _map_patch(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """apply_patch (Codex): an edit of the first file the patch names; a file it adds touches
+    the lines it adds (an update's hunks are anchored by context, not line numbers)."""
+    text = str(_arg(args, "input", "patch", "command") or "")
+    files = _PATCH_FILE.findall(text)
+    target = _arg(args, "path") or (files[0][1] if files else None)
+    m = _rule("tool:edit", file=ctx.resolve(str(target), ctx.cwd) if target else None,
+              action="apply_patch")
+    if files and files[0][0] == "Add":
+        body = text.split(f"*** Add File: {files[0][1]}", 1)[1]
+        added = 0
+        for line in body.split("\n")[1:]:
+            if line.startswith("*** "):
+                break
+            added += line.startswith("+")
+        m.ranges = [(1, added)] if added else []
+    m.failed = ctx.exit_code not in (None, 0) or _errored(observation, ctx)
+    return m
+
+
+def _map_plan(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """TodoWrite and the other CLIs' plan tools: the plan channel (MEM), with its item count."""
+    items = _arg(args, "todos", "plan", "items")
+    return _rule("tool:plan", result_count=len(items) if isinstance(items, list) else None)
+
+
+def _map_subagent(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """Task / Agent: a subagent takes over; its own turns follow as a sidechain."""
+    return _rule("tool:subagent", failed=_errored(observation, ctx))
+
+
+def _map_other(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """A tool the reader does not know (``args["name"]``): kept under its name."""
+    return _rule("tool:other", action=str(args.get("name") or name))
+
+
+#: Named tools read by their own mapper (keys are the tools' names as recorded).
+_NAMED_TOOLS: dict[str, Callable[[str, Mapping[str, Any], str, Context], Mapped]] = {
+    "Read": _map_read, "Grep": _map_grep, "Glob": _map_glob,
+    **{n: _map_edit for n in ("Edit", "MultiEdit", "Write", "NotebookEdit")},
+    **{n: _map_plan for n in RULES["tool:plan"].covers},
+    "Task": _map_subagent, "Agent": _map_subagent, "apply_patch": _map_patch,
+    "other": _map_other,
+}
 
 
 # --------------------------------------------------------------------------- shell

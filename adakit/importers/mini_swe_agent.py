@@ -115,6 +115,19 @@ def _thought(msg: dict[str, Any]) -> str:
     return re.sub(r"^THOUGHT:\s*", "", text)
 
 
+def markers(data: Any) -> str | None:
+    """The fields that make ``data`` a mini-swe-agent trajectory (None: not one)."""
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        messages, where = data["messages"], "a 'messages' list"
+    elif isinstance(data, list):
+        messages, where = data, "a list"
+    else:
+        return None
+    if messages and all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
+        return f"{where} of chat messages with 'role' and 'content'"
+    return None
+
+
 def _get(data: Any, *path: str) -> Any:
     for key in path:
         if not isinstance(data, dict):

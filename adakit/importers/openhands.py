@@ -28,10 +28,9 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
+from adakit.importers.base import BadInput, SourceStep, Trajectory, seconds, text_of
 
 FORMAT = "openhands"
 AGENT = "openhands"
@@ -52,17 +51,23 @@ _SCAFFOLD_NOTE = re.compile(r"^\[(?:The command|Current working directory|Python
                             r"Command finished|Below is the output).*\]\s*$")
 
 
-def _time(value: Any) -> float | None:
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        if stamp.tzinfo is None:
-            stamp = stamp.replace(tzinfo=UTC)
-        return stamp.timestamp()
+def _is_event(e: Any) -> bool:
+    """An OpenHands event: an ``action`` or ``observation`` kind, and not a chat message
+    (SWE-agent's ``history`` messages carry an ``action`` too, beside their ``role``)."""
+    return isinstance(e, dict) and ("action" in e or "observation" in e) and "role" not in e
+
+
+def markers(data: Any) -> str | None:
+    """The fields that make ``data`` an OpenHands event stream (None: not one)."""
+    if isinstance(data, dict) and isinstance(data.get("history"), list):
+        events, where = data["history"], "a 'history' list"
+    elif isinstance(data, list):
+        events, where = data, "a list"
+    else:
+        return None
+    flat = [x for e in events for x in (e if isinstance(e, list) else [e])]
+    if any(_is_event(e) for e in flat):
+        return f"{where} of events with 'action'/'observation' (no 'role')"
     return None
 
 
@@ -81,8 +86,9 @@ def _events(data: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if not flat:
             raise BadInput("empty trajectory", "no events")
         raise BadInput("unknown shape", "events are not JSON objects")
-    if not any("action" in e or "observation" in e for e in flat):
-        raise BadInput("unknown shape", "no event has an 'action' or 'observation' kind")
+    if not any(_is_event(e) for e in flat):
+        raise BadInput("unknown shape", "no event has an 'action' or 'observation' kind "
+                       "(chat messages with a 'role' are not events)")
     return _unflatten(flat), meta
 
 
@@ -226,14 +232,14 @@ def parse(data: Any, name: str = "") -> Trajectory:
         root = "/workspace"
     system = task = ""
     steps: list[SourceStep] = []
-    last_time = _time(events[0].get("timestamp"))
+    last_time = seconds(events[0].get("timestamp"))
     start = last_time
     cost_so_far = 0.0
     cwd = root
     final_message: str | None = None
     agent_state: str | None = None
     for e in events:
-        stamp = _time(e.get("timestamp"))
+        stamp = seconds(e.get("timestamp"))
         if "observation" in e:
             if e.get("observation") == "agent_state_changed":
                 agent_state = str((e.get("extras") or {}).get("agent_state") or agent_state)
@@ -267,7 +273,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
         cost = None
         if isinstance(total_cost, (int, float)):
             cost, cost_so_far = max(float(total_cost) - cost_so_far, 0.0), float(total_cost)
-        ended = _time(obs.get("timestamp")) if obs else stamp
+        ended = seconds(obs.get("timestamp")) if obs else stamp
         thought = _thought(e)
         if kind == "finish":
             args_all = e.get("args") or {}

@@ -39,6 +39,16 @@ _SCAFFOLD_EXITS = re.compile(r"^exit_(cost|context|format|error|api|environment_
 _CURRENT_DIR = re.compile(r"\(Current directory: ([^)]+)\)")
 
 
+def markers(data: Any) -> str | None:
+    """The fields that make ``data`` a SWE-agent ``.traj`` (None: not one)."""
+    if not isinstance(data, dict) or not isinstance(data.get("trajectory"), list):
+        return None
+    steps = data["trajectory"]
+    if not all(isinstance(s, dict) for s in steps) or (steps and not any("action" in s for s in steps)):
+        return None
+    return "a 'trajectory' list of steps with 'action'" if steps else "an empty 'trajectory' list"
+
+
 def _state(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw

@@ -1,0 +1,106 @@
+"""``adakit import codex`` (issue 27) on two hand-made rollouts in the shape of two Codex CLI
+versions (tests/fixtures/agent_cli/codex): an early one (a session line, then bare response
+items, no timestamps, output as JSON) and a newer one (``{timestamp, type, payload}`` lines
+with ``session_meta``, ``turn_context``, ``event_msg``, ``compacted``, plain-text output).
+Expected values are read off the fixtures by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+from test_schema import validate_corpus
+
+from adakit.importers.batch import import_paths
+from adakit.importers.codex import command_line
+from adakit.lenses import footprint as fp
+from adakit.lenses import journey, policy, surface
+from adakit.record import load_corpus, read_run
+
+FIXTURES = Path(__file__).parent / "fixtures" / "agent_cli" / "codex"
+EARLY = FIXTURES / "rollout-2025-05-20T09-00-00-1c7e0b52.jsonl"
+NEW = FIXTURES / "rollout-2025-10-02T14-00-00-0199a4f2.jsonl"
+
+
+def one(path: Path, out: Path, **kw):
+    rep = import_paths("codex", [path], out, progress=False, **kw)
+    assert len(rep.imported) == 1, rep.summary()
+    return rep.imported[0], read_run(rep.imported[0].written)
+
+
+def row(t) -> tuple:
+    m = t.metrics
+    return (t.call.tool, m.tool, m.mapped_by, m.action, m.file, *m.ranges)
+
+
+def test_an_early_rollout_of_bare_items(tmp_path):
+    res, rf = one(EARLY, tmp_path)
+    assert [row(t) for t in rf.turns] == [
+        ("shell", "EXP", "shell:grep_def", "go_to_definition", None),
+        ("shell", "PKR", "shell:sed_n", None, "src/flask/helpers.py", (180, 240)),
+        ("update_plan", "MEM", "tool:plan", "plan", None),
+        ("shell", "EDT", "tool:edit", "apply_patch", "src/flask/helpers.py"),
+        ("view_image", "EXE", "tool:other", "view_image", None),
+    ]
+    t = {x.turn: x for x in rf.turns}
+    assert (t[1].metrics.symbol, t[1].metrics.result_count, t[1].metrics.exit_code) == ("url_for", 2, 0)
+    assert t[1].thinking == "**Searching for url_for**"
+    assert t[3].thinking == "The helper forwards to the app." and t[3].metrics.result_count == 2
+    assert t[2].observation.startswith("    ...  # helpers.py line 180")  # the JSON output unwrapped
+    h = rf.header
+    assert (h.source.timing, h.task.target, h.task.prompt) == (
+        "none", "1c7e0b52-9f3a-4d2b-8e61-0a4f5c9d2e17", "Where does url_for build the URL?")
+    assert rf.end.conclusion.startswith("url_for in helpers.py forwards to App.url_for")
+    assert res.unused == {"field:reasoning.encrypted_content": 1}
+
+
+def test_a_newer_rollout_with_turn_context_and_a_compaction(tmp_path, flask_world):
+    res, rf = one(NEW, tmp_path, world="flask")
+    assert [row(t) for t in rf.turns] == [
+        ("shell", "PKR", "shell:nl", None, "src/flask/ctx.py", (240, 299)),
+        ("shell", "EXP", "shell:grep", "find_all_references", None),
+        ("apply_patch", "EDT", "tool:edit", "apply_patch", "notes/appctx.md", (1, 3)),
+        ("update_plan", "MEM", "tool:plan", "plan", None),
+        ("mcp__docs__search", "EXE", "tool:other", "mcp__docs__search", None),
+        ("shell", "PKR", "shell:cat", None, "src/flask/globals.py", (1, 51)),
+        ("shell", "EXE", "shell:execute", "pytest", None),
+    ]
+    t = {x.turn: x for x in rf.turns}
+    assert [(x.turn, i.source) for x in rf.turns for i in x.injected] == [(3, "compaction")]
+    assert "ctx.py:255" in t[3].injected[0].text  # after turn 3: in the prompt of turn 4
+    assert [(x.tokens_in, x.tokens_out) for x in rf.turns[:3]] == [(5200, 140), (6100, 90), (6400, 200)]
+    assert t[7].metrics.exit_code == 1 and t[1].metrics.exit_code == 0
+    assert t[1].observation.startswith("   240\t")  # the Exit code / Output header is not output
+    h = rf.header
+    assert (h.model.name, h.source.agent_version, h.source.timing, h.world.name) == (
+        "gpt-5-codex", "0.46.0", "recorded", "flask")
+    assert (rf.end.reason, rf.end.exit_status) == ("agent_exit", "aborted (interrupted)")
+    assert {"type:event_msg:user_message": 1, "type:event_msg:agent_message": 1,
+            "field:turn_context.effort": 1}.items() <= res.unused.items()
+
+
+def test_auto_lenses_and_the_schema(tmp_path, flask_world):
+    rep = import_paths("auto", [FIXTURES], tmp_path, world="flask", progress=False)
+    assert sorted(rep.detection_lines()) == [
+        "auto: 1 as codex ('timestamp'/'type'/'payload' lines of session_meta/response_item)",
+        "auto: 1 as codex (a session line with 'id' and 'instructions', then bare response items)"]
+    assert validate_corpus(tmp_path) == 2 + 5 + 7 + 2
+    c = load_corpus(tmp_path, cache=False)
+    surf = surface.run_surface(c)
+    assert sorted(surf["turns"]) == [5, 7] and surf["loc_viewed"].sum() == 61 + 60 + 51
+    ev = journey.arc_events(c)
+    assert len(ev) == 12
+    plt.close(journey.plot_journey_arcs(ev, c.runs, facet=["model"]))
+    tags = policy.tag_transitions(c.turns)
+    assert len(tags) == 10 and "edit" in set(tags["tag"])
+    files, _ = fp.map_files("flask", c.reads, source=fp.world_source(c.runs, "flask"))
+    dens = fp.trace_density(c.reads, c.runs).set_index("file")
+    assert dens.loc["src/flask/ctx.py", "lines_shown"] == 60
+    plt.close(fp.plot_repo_map(files, dens.reset_index()))
+
+
+def test_command_line_of_an_argv():
+    assert command_line(["bash", "-lc", "cd src && ls"]) == "cd src && ls"
+    assert command_line(["/bin/zsh", "-c", "pwd"]) == "pwd"
+    assert command_line(["sed", "-n", "1,5p", "a b.py"]) == "sed -n 1,5p 'a b.py'"
+    assert command_line("ls -la") == "ls -la" and command_line(None) == ""
