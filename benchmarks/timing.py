@@ -89,6 +89,5 @@ def ratio_table(rows: Iterable[Ratio]) -> str:
 
 
 def print_ratios(rows: Iterable[Ratio]) -> None:
-    """Print the ratio table of ``rows`` after a blank line."""
-    print()
-    print(ratio_table(rows), flush=True)
+    """Print the ratio table of ``rows`` between blank lines (a blank line ends the table)."""
+    print(f"\n{ratio_table(rows)}\n", flush=True)
