@@ -144,8 +144,9 @@ def print_behaviour(study: Study, table: pd.DataFrame) -> None:
 
 def ratio_rows(table: pd.DataFrame) -> list[Ratio]:
     """The offline default agent's measures against the issue's targets."""
-    value = (lambda key: float(table.at[DEFAULT, key])) if DEFAULT in table.index else (lambda key: None)
-    return [Ratio(f"{DEFAULT}: {TARGET_LABELS[key]}", value(key), goal, op, fmt="{:.3g}")
+    row = table.loc[DEFAULT] if DEFAULT in table.index else None
+    return [Ratio(f"{DEFAULT}: {TARGET_LABELS[key]}", None if row is None else float(row[key]),
+                  goal, op, fmt="{:.3g}")
             for key, (op, goal) in TARGETS.items()]
 
 
