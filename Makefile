@@ -24,7 +24,7 @@ LLAMA_VERSION := 0.3.36
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup git-filter local-model worlds study study-clean test chromium lint bench bench-models lab clean
+.PHONY: help setup git-filter local-model worlds study study-clean test chromium lint bench bench-quick bench-models lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -135,11 +135,24 @@ chromium: ## install Debian's headless Chromium (for the index-page and JupyterL
 lint: $(STAMP) ## ruff only
 	$(PY) -m ruff check adakit tests benchmarks notebooks
 
-bench: $(STAMP) $(LOCAL_STAMP) ## benchmarks that print side-by-side ratios
+# every benchmark one after another, each timed; a failing one is named at the end (the rest
+# still run) and makes the target fail
+BENCHES := $(sort $(wildcard benchmarks/bench_*.py))
+define run_benches
+	@failed=""; for b in $(BENCHES); do start=$$SECONDS; echo "== $$b $(1)"; \
+	  $(PY) $$b $(1) || failed="$$failed $$b"; echo "== $$b: $$((SECONDS - start)) s"; done; \
+	if [ -n "$$failed" ]; then echo "benchmarks that failed:$$failed" >&2; exit 1; fi
+endef
+
+bench: $(STAMP) $(LOCAL_STAMP) ## every benchmark at full size, printing side-by-side ratios (long: bench_models runs what the reference corpus lacks live)
 	@command -v rg >/dev/null && command -v ctags >/dev/null || { echo "installing ripgrep and universal-ctags (Debian) for the comparison"; \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ripgrep universal-ctags) >/dev/null; }
-	$(PY) -m adakit worlds fetch scikit-learn tensorzero
-	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	$(PY) -m adakit worlds fetch scikit-learn tensorzero flask requests
+	$(call run_benches,)
+
+bench-quick: $(STAMP) ## every benchmark with --quick: tiny sizes, seconds each, offline, no model (what make test checks)
+	$(PY) -m adakit worlds fetch flask
+	$(call run_benches,--quick)
 
 bench-models: $(STAMP) $(LOCAL_STAMP) ## the local models' behaviour on a fixed slice beside the baselines (replays the reference corpus)
 	$(PY) -m adakit worlds fetch flask requests

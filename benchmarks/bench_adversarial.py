@@ -32,6 +32,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from timing import Ratio, print_ratios
+
 from adakit.apparatus.protocol import (
     _OPEN_RE,
     MAX_REPLY_CHARS,
@@ -88,9 +90,11 @@ def verdict(ms: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best is kept)")
-    ap.add_argument("--quick", action="store_true", help="fewer sizes in the old-vs-new table")
+    ap.add_argument("--quick", action="store_true",
+                    help="one run per figure, smaller sizes in the old-vs-new table (seconds)")
     args = ap.parse_args(argv)
-    repeat = max(1, args.repeat)
+    repeat = 1 if args.quick else max(1, args.repeat)
+    normal = 20 if args.quick else 200
 
     print(f"1. parse_reply on 1 MB adversarial replies (best of {repeat}, wall / CPU of this "
           f"process; target <= {TARGET_MS:.0f} ms; load average {os.getloadavg()[0]:.1f} on "
@@ -115,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{worst_wall / TARGET_MS:.2f} x target: {verdict(worst_wall)}; worst CPU "
           f"{worst_cpu:.1f} ms = {worst_cpu / TARGET_MS:.2f} x target: {verdict(worst_cpu)}")
 
-    sizes = [2_000, 4_000, 8_000] if args.quick else [2_000, 4_000, 8_000, 16_000]
+    sizes = [1_000, 2_000, 4_000] if args.quick else [2_000, 4_000, 8_000, 16_000]
     print("\n2. the tag scan on unclosed tags '<a>' * n/3, old expression vs linear scanner")
     print(f"   {'size':>8} {'old':>10} {'new':>9} {'old/new':>9}")
     for size in sizes:
@@ -123,15 +127,16 @@ def main(argv: list[str] | None = None) -> int:
         old = best_ms(lambda t=text: list(OLD_TAG_RE.finditer(t)), 1)[0]
         new = best_ms(lambda t=text: tags(t), repeat)[0]
         print(f"   {size:>8,} {old:>8.1f} ms {new:>6.3f} ms {old / max(new, 1e-6):>8.0f}x")
+    scan_old, scan_new = old, new
     print("   (old: four times the time per doubling; at 64 kB it took 15 s, at 1 MB it "
           "did not finish in 45 s on this machine)")
 
-    print("\n3. a well-formed reply, the normal turn (best of 200)")
+    print(f"\n3. a well-formed reply, the normal turn (best of {normal})")
     old = best_ms(lambda: [(m.group(1), m.group(2)) for m in OLD_TAG_RE.finditer(WELL_FORMED)],
-                  200)[0]
-    new = best_ms(lambda: tags(WELL_FORMED), 200)[0]
+                  normal)[0]
+    new = best_ms(lambda: tags(WELL_FORMED), normal)[0]
     whole = statistics.median([best_ms(lambda: parse_reply(WELL_FORMED, TOOL_SPECS), 1)[0]
-                               for _ in range(200)])
+                               for _ in range(normal)])
     print(f"   tag scan: old {old * 1000:.1f} us, new {new * 1000:.1f} us; "
           f"parse_reply median {whole * 1000:.1f} us")
 
@@ -146,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             except SandboxError:
                 pass
 
-        ms = best_ms(resolve_huge, repeat)[0]
+        ms = resolve_ms = best_ms(resolve_huge, repeat)[0]
         print(f"   World.resolve on a 5 MB path: {ms:.2f} ms (refused) = "
               f"{ms / TARGET_MS:.3f} x target: {verdict(ms)}")
     deep = '{"file_path": ' + "[" * 100_000 + "]" * 100_000 + ', "start_line": 1}'
@@ -154,6 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     kind = parse_function_call("peek_code_region", deep, TOOL_SPECS).kind
     print(f"   parse_function_call, arguments nested 100,000 deep: {ms:.2f} ms ({kind}) = "
           f"{ms / TARGET_MS:.3f} x target: {verdict(ms)}")
+    print_ratios([
+        Ratio("1 MB replies as called, worst (ms)", worst_called, TARGET_MS),
+        Ratio("1 MB replies, cap lifted, worst wall (ms)", worst_wall, TARGET_MS),
+        Ratio("1 MB replies, cap lifted, worst CPU (ms)", worst_cpu, TARGET_MS),
+        Ratio(f"tag scan, {sizes[-1]:,} chars unclosed, new vs old (ms)", scan_new,
+              baseline=scan_old, fmt="{:.3f}"),
+        Ratio("well-formed reply, tag scan, new vs old (us)", new * 1000, baseline=old * 1000,
+              fmt="{:.1f}"),
+        Ratio("World.resolve, 5 MB path (ms)", resolve_ms, TARGET_MS),
+        Ratio("parse_function_call, nested 100,000 deep (ms)", ms, TARGET_MS),
+    ])
     return 0
 
 

@@ -33,6 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from timing import Ratio, print_ratios
+
 from adakit import config, record
 from adakit.apparatus import agent, tools
 from adakit.apparatus.agent import LaunchContext, Run, RunConfig
@@ -203,10 +205,10 @@ def instrumented(probe: Probe) -> Iterator[None]:
 
     original_turn = Run._turn
 
-    def turn(self: Run, n: int) -> Any:
+    def turn(self: Run, *args: Any, **kwargs: Any) -> Any:  # whatever _turn takes, passed on
         probe.turn_starts.append(time.perf_counter())
         probe.spent.append(defaultdict(float))
-        return original_turn(self, n)
+        return original_turn(self, *args, **kwargs)
 
     original_write = record.RunWriter.write
     original_fsync = os.fsync
@@ -359,21 +361,13 @@ def main(argv: list[str] | None = None) -> int:
         print("tool errors:", *errors[:3], sep="\n  ")
 
     bare = statistics.median(no_fsync)
-    rows = [
-        ("p50 per turn, all (ms)", p50, TARGET_P50_MS),
-        ("p50 per turn, fsync excluded (ms)", bare, TARGET_P50_MS),
-        ("p95 per turn, all (ms)", pct(over, 95), None),
-        ("p50 fsync per turn (ms)", statistics.median(ms["fsync"]), None),
-        ("p50 fsync alone on this disk (ms)", statistics.median(disk), None),
-    ]
-    print(f"\n{'measure':<36}{'value':>9}{'target':>9}{'ratio':>8}  verdict")
-    for name, value, target in rows:
-        if target is None:
-            print(f"{name:<36}{value:>9.2f}{'-':>9}{'-':>8}")
-        else:
-            ratio = value / target
-            print(f"{name:<36}{value:>9.2f}{target:>9.1f}{ratio:>8.2f}  "
-                  f"{'met' if ratio <= 1 else 'MISSED'}")
+    print_ratios([
+        Ratio("p50 per turn, all (ms)", p50, TARGET_P50_MS),
+        Ratio("p50 per turn, fsync excluded (ms)", bare, TARGET_P50_MS),
+        Ratio("p95 per turn, all (ms)", pct(over, 95)),
+        Ratio("p50 fsync per turn (ms)", statistics.median(ms["fsync"]),
+              baseline=statistics.median(disk)),
+    ])
     verdict = "meets" if p50 <= TARGET_P50_MS else "misses"
     print(f"The p50 overhead per turn {verdict} the {TARGET_P50_MS:g} ms target "
           f"({p50:.2f} ms); {100 * sum(ms['fsync']) / total:.0f}% of the overhead is the fsync "

@@ -14,7 +14,7 @@ HTTP 429 and a Retry-After (evenly spread, so exactly 30%). Two measures:
 
 The script prints its figures and never fails on a missed target.
 
-    python benchmarks/bench_paid.py [--runs 8] [--turns 10] [--calls 25] [--retry-after 0.05]
+    python benchmarks/bench_paid.py [--runs 8] [--turns 10] [--calls 25] [--retry-after 0.05] [--quick]
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from timing import Ratio, print_ratios  # noqa: E402
 
 from adakit.llm.models import ModelSpec, OpenAIBackend, RetryPolicy  # noqa: E402
 from tests.fake_openai import FakeOpenAI, reply  # noqa: E402
@@ -122,17 +124,23 @@ def hammer(calls: int, retry_after: float, shared: bool, hold: bool) -> dict[str
                 "max_in_flight": fake.max_in_flight, "seconds": time.perf_counter() - t0}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=8, help="agent runs (at most 16)")
     parser.add_argument("--turns", type=int, default=10, help="turns per run")
     parser.add_argument("--calls", type=int, default=25, help="calls per thread in part 2")
     parser.add_argument("--retry-after", type=float, default=0.05, help="Retry-After of a 429 (s)")
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true",
+                        help="2 runs of 3 turns, 4 calls per thread, Retry-After 0.01 s (seconds)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.turns, args.calls, args.retry_after = 2, 3, 4, 0.01
+    if not (1 <= args.runs <= 16) or args.turns < 1 or args.calls < 1 or args.retry_after < 0:
+        parser.error("need 1-16 runs, at least 1 turn and 1 call, and a Retry-After >= 0")
 
     print(f"one endpoint, {THREADS} threads, {FRACTION:.0%} of requests answered 429 "
           f"(Retry-After {args.retry_after:g} s)")
-    r = launch_runs(min(args.runs, 16), args.turns, args.retry_after)
+    r = launch_runs(args.runs, args.turns, args.retry_after)
     ratio = r["requests"] / max(r["answered"], 1)
     print(f"1. agent runs through adakit.study.launch.launch ({r['runs']} runs x {args.turns} turns, "
           f"concurrency {THREADS}):")
@@ -141,26 +149,41 @@ def main() -> None:
     print(f"   total / successful requests = {ratio:.3f} (target <= {TARGET_RATIO}; "
           f"{FRACTION:.0%} refusals alone make {1 / (1 - FRACTION):.3f}); "
           f"max in flight {r['max_in_flight']}; {r['seconds']:.1f} s")
+    rows = [Ratio("agent runs finished", r["finished"], r["runs"], ">=", fmt="{:.0f}"),
+            Ratio("agent runs, requests per request answered", ratio, TARGET_RATIO, fmt="{:.3f}")]
+    rows += hammer_table(args.calls, args.retry_after)
+    print_ratios(rows)
+    return 0
 
-    print(f"2. {THREADS} threads x {args.calls} calls straight to the backend:")
+
+def hammer_table(calls: int, retry_after: float) -> list[Ratio]:
+    """Part 2, printed as a table: the endpoint-wide pause beside per-thread backoff on both
+    servers; returns its ratio rows (requests per call done, endpoint-wide vs per thread)."""
+    print(f"2. {THREADS} threads x {calls} calls straight to the backend:")
     head = ("server", "backoff", "calls done", "requests", "429s", "requests/done",
             "max in flight", "seconds")
     rows = [head]
+    per_done: dict[tuple[bool, bool], float] = {}
     for hold in (False, True):
         for shared in (True, False):
-            h = hammer(args.calls, args.retry_after, shared, hold)
+            h = hammer(calls, retry_after, shared, hold)
+            per_done[hold, shared] = h["requests"] / max(h["done"], 1)
             rows.append((
                 "holds its Retry-After" if hold else "independent 429s",
                 "endpoint-wide" if shared else "per thread",
                 f"{h['done']}/{h['calls']}", str(h["requests"]), str(h["refused"]),
-                f"{h['requests'] / max(h['done'], 1):.3f}", str(h["max_in_flight"]),
+                f"{per_done[hold, shared]:.3f}", str(h["max_in_flight"]),
                 f"{h['seconds']:.2f}",
             ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     for row in rows:
         print("   " + "  ".join(c.rjust(w) if i >= 2 else c.ljust(w)
                                 for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+    return [Ratio(f"requests per call done, {'holding' if hold else 'independent'} server, "
+                  "endpoint-wide vs per thread", per_done[hold, True],
+                  baseline=per_done[hold, False], fmt="{:.3f}")
+            for hold in (False, True)]
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
