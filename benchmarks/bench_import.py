@@ -16,7 +16,12 @@ files of a synthetic world. Then:
 3. the loader's first open of the imported folder (``load_corpus`` with an empty cache,
    which also writes the parquet cache) and a second, cached open.
 
-Targets (issue 16): >= 500 trajectories/s on 2 cores; first open <= 10 s. Beside the wall
+4. ``import_paths("claude-code", ...)`` with 2 processes over ``--claude`` generated Claude Code
+   sessions of 200 lines each (Read with offset/limit, Grep, Bash ``sed -n``; issue 27), beside
+   the SWE-agent rate as a ratio.
+
+Targets (issues 16 and 27): >= 500 trajectories/s on 2 cores, SWE-agent and Claude Code alike;
+first open <= 10 s. Beside the wall
 clock the script prints the CPU seconds spent (the importing process and its workers), and the
 rate two otherwise idle cores would give (files / (CPU seconds / 2)), with the load average:
 when other work shares the CPU, wall time exceeds CPU time. It prints measured values, the
@@ -161,6 +166,60 @@ def trajectory(i: int, n_steps: int, files: dict[str, int]) -> dict:
             "replay_config": json.dumps({"agent": {"model": {"name": "gpt-4o"}}})}
 
 
+def _cc_line(kind: str, uid: str, parent: str | None, when: int, message: dict, **extra: object) -> str:
+    rec = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": ROOT,
+           "sessionId": "s", "version": "2.0.14", "gitBranch": "main", "type": kind, "uuid": uid,
+           "timestamp": f"2025-07-10T10:{when // 60 % 60:02d}:{when % 60:02d}.000Z",
+           "message": message, **extra}
+    return json.dumps(rec)
+
+
+def claude_session(i: int, n_lines: int, files: dict[str, int]) -> str:
+    """One generated Claude Code session of about ``n_lines`` lines: a prompt, then pairs of an
+    assistant ``tool_use`` (Read with offset/limit, Grep, Bash ``sed -n``) and its ``tool_result``."""
+    rng = random.Random(i)
+    names = list(files)
+    lines = [_cc_line("user", f"{i}-0", None, 0, {"role": "user", "content": f"Explain issue {i}."})]
+    parent = f"{i}-0"
+    for k in range(1, (n_lines - 1) // 2 + 1):
+        f = rng.choice(names)
+        total, roll = files[f], rng.random()
+        a = rng.randint(1, max(1, total - 40))
+        if roll < 0.5:
+            tool = ("Read", {"file_path": f"{ROOT}/{f}", "offset": a, "limit": 40})
+            result = "\n".join(f"{n:6}\u2192    value_{n} = compute(value_{n - 1})" for n in range(a, a + 40))
+        elif roll < 0.8:
+            term = f"value_{rng.randint(1, 400)}"
+            tool = ("Grep", {"pattern": term, "path": f"{ROOT}/src", "output_mode": "content", "-n": True})
+            result = "\n".join(f"{ROOT}/{h}:{rng.randint(1, files[h])}:    {term} = 1"
+                               for h in rng.sample(names, k=min(len(names), 4)))
+        else:
+            tool = ("Bash", {"command": f"sed -n '{a},{a + 29}p' {ROOT}/{f}"})
+            result = "\n".join(f"    value_{m} = compute(value_{m - 1})" for m in range(a, a + 30))
+        call_id, uid = f"toolu_{i}_{k}", f"{i}-{2 * k - 1}"
+        lines.append(_cc_line("assistant", uid, parent, 2 * k - 1, {
+            "role": "assistant", "model": "claude-sonnet-4", "content": [
+                {"type": "thinking", "thinking": f"Step {k}: {f} next."},
+                {"type": "tool_use", "id": call_id, "name": tool[0], "input": tool[1]}]}))
+        parent = f"{i}-{2 * k}"
+        lines.append(_cc_line("user", parent, uid, 2 * k, {"role": "user", "content": [
+            {"tool_use_id": call_id, "type": "tool_result", "content": result}]}))
+    return "\n".join(lines) + "\n"
+
+
+def generate_claude(folder: Path, n_files: int, n_lines: int) -> int:
+    """Write the Claude Code sessions; returns their size in bytes."""
+    files = world_files("flask")
+    size = 0
+    for i in range(n_files):
+        sub = folder / f"project{i // 1000:02d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        text = claude_session(i, n_lines, files)
+        (sub / f"session-{i:05d}.jsonl").write_text(text)
+        size += len(text)
+    return size
+
+
 def generate(folder: Path, n_files: int, n_steps: int) -> int:
     """Write the corpus; returns its size in bytes."""
     files = world_files("flask")
@@ -193,10 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--single", type=int, default=2000, help="files imported with 1 process")
-    ap.add_argument("--quick", action="store_true", help="200 files, 100 with 1 process (seconds)")
+    ap.add_argument("--claude", type=int, default=10_000, help="Claude Code sessions of 200 lines")
+    ap.add_argument("--quick", action="store_true",
+                    help="200 files, 100 with 1 process, 100 Claude Code sessions (seconds)")
     args = ap.parse_args(argv)
     if args.quick:
-        args.files, args.single = 200, 100
+        args.files, args.single, args.claude = 200, 100, 100
     config.DATA.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-import-", dir=config.DATA))
     try:
@@ -253,6 +314,17 @@ def main(argv: list[str] | None = None) -> int:
               f"(target <= {TARGET_OPEN_S:.0f} s: {t_open / TARGET_OPEN_S:.2f}x -> "
               f"{_verdict(t_open <= TARGET_OPEN_S)}; by CPU {_verdict(c_open <= TARGET_OPEN_S)}); "
               f"cached open {t_cached:.2f} s")
+        cc_src = work / "claude"
+        size_cc = generate_claude(cc_src, args.claude, 200)
+        t0, c0 = time.perf_counter(), _cpu()
+        rep_cc = import_paths("claude-code", [cc_src], work / "claude-out", jobs=2, progress=False,
+                              echo=False)
+        t_cc, c_cc = time.perf_counter() - t0, _cpu() - c0
+        n_cc = len(rep_cc.imported)
+        rate_cc, idle_cc = n_cc / t_cc, n_cc / (c_cc / 2)
+        print(f"\nClaude Code: {n_cc:,} of {args.claude:,} sessions of 200 lines "
+              f"({size_cc / 1e6:.0f} MB; skipped {len(rep_cc.skipped)}), "
+              f"{sum(r.turns for r in rep_cc.imported):,} turns, in {t_cc:.1f} s wall, {c_cc:.1f} s CPU")
         print_ratios([
             Ratio("import, 2 processes, wall (files/s)", rate2, TARGET_FILES_PER_S, ">=", fmt="{:.0f}"),
             Ratio("import, 2 idle cores by CPU time (files/s)", idle2, TARGET_FILES_PER_S, ">=",
@@ -261,6 +333,11 @@ def main(argv: list[str] | None = None) -> int:
             Ratio("loader first open, wall (s)", t_open, TARGET_OPEN_S),
             Ratio("loader first open, CPU (s)", c_open, TARGET_OPEN_S),
             Ratio("loader cached open vs first (s)", t_cached, baseline=t_open),
+            Ratio("Claude Code import, 2 processes, wall (files/s)", rate_cc, TARGET_FILES_PER_S, ">=",
+                  fmt="{:.0f}"),
+            Ratio("Claude Code import, 2 idle cores by CPU time (files/s)", idle_cc,
+                  TARGET_FILES_PER_S, ">=", fmt="{:.0f}"),
+            Ratio("Claude Code vs SWE-agent import (files/s)", rate_cc, baseline=rate2, fmt="{:.0f}"),
         ])
     finally:
         shutil.rmtree(work, ignore_errors=True)
