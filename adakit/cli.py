@@ -16,7 +16,7 @@ COMMAND_MODULES = [
     "adakit.apparatus.world",  # adakit worlds list|fetch|stats
     "adakit.apparatus.tools",  # adakit tool WORLD TOOL --param value
     "adakit.study.launch",  # adakit launch STUDY.yaml
-    "adakit.judging.judges",  # adakit judge CORPUS
+    "adakit.judging.run",  # adakit judge CORPUS
     "adakit.llm.models",  # adakit models list
     "adakit.study.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
     "adakit.study.dataset",  # adakit dataset build|check|restore-cache

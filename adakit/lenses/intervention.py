@@ -501,7 +501,7 @@ PAPER_LABELS: dict[str, dict[float, str]] = {
 
 def _label_names(family: str) -> dict[float, str]:
     """Score -> display label of a conclusion family, from the judges' vocabulary."""
-    from adakit.judging.judges import get_family
+    from adakit.judging.families import get_family
 
     fam = get_family(family)
     return {float(s): lab.replace("-", " ") for lab, s in zip(fam.labels, fam.scores, strict=True)}
