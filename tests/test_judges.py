@@ -28,13 +28,16 @@ from adakit.record import (
     Injection,
     ModelInfo,
     ParseError,
+    RunFileError,
     RunWriter,
     TaskInfo,
     ToolCall,
     ToolMetrics,
     Turn,
     WorldInfo,
+    load_corpus,
     read_run,
+    skipped_note,
 )
 from adakit.synthetic import synthetic_run, write_run
 from tests.fake_openai import FakeOpenAI, reply
@@ -826,6 +829,42 @@ def test_cli_judge(key: None, corpus: Path, tmp_path: Path, monkeypatch, capsys)
     assert "no corpus" in capsys.readouterr().err
     assert main(["judge", str(corpus), "--families", "nonsense"]) == 2
     assert "unknown evaluation family" in capsys.readouterr().err
+
+
+def test_cli_judge_refuses_a_damaged_run_file_as_the_loader_does(
+    corpus: Path, tmp_path: Path, capsys
+) -> None:
+    """A run file the loader refuses stops ``adakit judge`` too: one line naming the file and
+    the line, exit 2, nothing asked and nothing written (it was skipped with a note)."""
+    lines = (corpus / "a.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[2] = lines[2][: len(lines[2]) // 2] + "\n"  # a turn record cut short, more follow
+    damaged = corpus / "c.jsonl"
+    damaged.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(RunFileError) as refused:
+        load_corpus(corpus, cache=False)
+    assert f"{damaged}" in str(refused.value) and "line 3" in str(refused.value)
+
+    parser = argparse.ArgumentParser(prog="adakit")
+    run.register_cli(parser.add_subparsers())
+    out = tmp_path / "verdicts"
+    args = parser.parse_args(["judge", str(corpus), "--out", str(out), "--no-progress"])
+    assert args.func(args) == 2
+    printed = capsys.readouterr()
+    assert printed.err == f"error: {refused.value}\n" and printed.out == ""
+    assert not out.exists()
+
+
+def test_header_less_run_files_are_skipped_with_the_loaders_note(
+    key: None, corpus: Path, tmp_path: Path
+) -> None:
+    (corpus / "empty.jsonl").write_bytes(b"")
+    with FakeOpenAI(first_label) as fake:
+        report = run.run_judgments(corpus, ["task_relevance"], ["judge-a"],
+                                   out_dir=tmp_path / "out",
+                                   backends=backends_for(fake, tmp_path), progress=False)
+    assert report.n_runs == 2 and report.n_new == 2
+    assert report.notes[0] == skipped_note([corpus / "empty.jsonl"])
+    assert "header-less" in report.summary()
 
 
 def test_judgments_dir_is_beside_the_corpus_name(tmp_path: Path) -> None:

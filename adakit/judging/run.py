@@ -5,7 +5,8 @@ vote is :func:`adakit.judging.agreement.aggregate_votes`); turn-level families b
 An invalid reply is retried with a corrective message, and a verdict that still fails is
 stored as missing (label None, score NaN, valid False), never as a low score. Verdicts go to
 the corpus's judgments log as they come (:mod:`adakit.judging.store`), so a re-run resumes
-where a crash stopped.
+where a crash stopped. A run file the record reader refuses stops the pass before anything is
+asked, as it stops the loader; header-less files are skipped with a note, as the loader does.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from adakit.judging.store import (
 )
 from adakit.judging.verdicts import REPLY_MAX_TOKENS, Verdict, parse_verdict, reply_schema
 from adakit.llm.replies import ReplyError
-from adakit.record import RunFile, iter_run_files, read_run
+from adakit.record import HeaderlessRunFile, RunFile, iter_run_files, read_run, skipped_note
 
 #: The offline judge: the embedded local model (registry name).
 LOCAL_JUDGE = "qwen2.5-coder-1.5b"
@@ -389,7 +390,8 @@ def run_judgments(
     Conclusion-level families go to every seat of ``judges`` (registry names, or "paper" for
     the paper's panel; default: the local model thrice), turn-level families to ``turn_judge``
     (default: the first judge). Verdicts already in ``judgments.jsonl`` are skipped (invalid
-    ones too, unless ``retry_invalid``); a run file that cannot be read is skipped with a note.
+    ones too, unless ``retry_invalid``). A run file the record reader refuses raises its
+    :class:`adakit.record.RunFileError` (naming the file and line) before anything is asked.
 
     To bound the work with a slow judge: ``max_turn_items`` caps the steps judged per run and
     turn-level family (spread over the run); ``runs_per_cell`` keeps that many runs (spread
@@ -401,7 +403,7 @@ def run_judgments(
     paths = list(iter_run_files(corpus))
     if not paths:
         raise FileNotFoundError(f"no run files in {corpus}")
-    runs, skipped = _read_runs(paths, progress)
+    runs, headerless = _read_runs(paths, progress)
     folder = _verdicts_folder(corpus, paths, out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     if runs_per_cell is not None:
@@ -415,23 +417,24 @@ def run_judgments(
         table=pd.DataFrame(), out_dir=folder, n_runs=len(runs), n_items=len(items),
         n_tasks=sum(len(ss) for _, _, ss in tasks) + n_skipped, n_skipped=n_skipped,
     )  # fmt: skip
-    report.notes += _notes(skipped, n_stale, panel, fams)
+    report.notes += _notes(headerless, n_stale, panel, fams)
     _ask_all(tasks, report, backends or default_backends(cache_mode), workers=workers,
              progress=progress, retries=retries, max_tokens=max_tokens,
              max_consecutive_errors=max_consecutive_errors)
     return report
 
 
-def _read_runs(paths: Sequence[Path], progress: bool) -> tuple[list[RunFile], list[str]]:
-    """The run files of ``paths`` that can be read, and a note for each one skipped."""
+def _read_runs(paths: Sequence[Path], progress: bool) -> tuple[list[RunFile], list[Path]]:
+    """The run files of ``paths`` read as the loader reads them: header-less files are set
+    aside (returned second); any other damaged file raises, naming the file and the line."""
     runs: list[RunFile] = []
-    skipped: list[str] = []
+    headerless: list[Path] = []
     for p in tqdm(paths, desc="reading runs", unit="run", disable=not progress, leave=False):
         try:
             runs.append(read_run(p))
-        except ValueError as exc:
-            skipped.append(f"skipped {p}: {exc}")
-    return runs, skipped
+        except HeaderlessRunFile:
+            headerless.append(p)
+    return runs, headerless
 
 
 def _verdicts_folder(corpus: str | Path | Iterable[str | Path], paths: Sequence[Path],
@@ -482,10 +485,10 @@ def _tasks(items: Sequence[JudgeItem], runs: Sequence[RunFile], seats: dict[str,
     return tasks, n_skipped, n_stale
 
 
-def _notes(skipped: Sequence[str], n_stale: int, panel: Sequence[str],
+def _notes(headerless: Sequence[Path], n_stale: int, panel: Sequence[str],
            families: Sequence[str]) -> list[str]:
     """What the report says before any judge is asked."""
-    notes = list(skipped)
+    notes = [skipped_note(headerless)] if headerless else []
     if n_stale:
         notes.append(f"{n_stale} stored verdicts judged an earlier recording of their run "
                      "(re-recorded since): judged again")
