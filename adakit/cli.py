@@ -17,7 +17,7 @@ COMMAND_MODULES = [
     "adakit.apparatus.tools",  # adakit tool WORLD TOOL --param value
     "adakit.study.launch",  # adakit launch STUDY.yaml
     "adakit.study.schema",  # adakit study-schema (the JSON Schema of study files)
-    "adakit.judging.judges",  # adakit judge CORPUS
+    "adakit.judging.run",  # adakit judge CORPUS
     "adakit.llm.models",  # adakit models list
     "adakit.study.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
     "adakit.study.dataset",  # adakit dataset build|check|restore-cache

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from adakit.judging import agreement as ag
+from adakit.judging import families, store
 
 NAN = float("nan")
 
@@ -14,7 +15,7 @@ NAN = float("nan")
 def verdict(item, judge, label, family="task_relevance", valid=True, score=None, run=None):
     """One judgments row; the score follows the label unless given."""
     if score is None:
-        score = ag.LABEL_SCORES[family].get(label, NAN) if label else NAN
+        score = families.LABEL_SCORES[family].get(label, NAN) if label else NAN
     return {
         "item_id": item, "run_id": run or f"run-{item}", "family": family, "judge": judge,
         "turn": NAN, "tool": None, "label": label, "score": score, "rationale": "",
@@ -39,7 +40,7 @@ def panel() -> pd.DataFrame:
 
 
 def test_unclear_and_failed_verdicts_are_excluded_not_low(panel):
-    clean = ag.clean_judgments(panel)
+    clean = store.clean_judgments(panel)
     b = clean[clean["judge"] == "B"].set_index("item_id")["score"]
     assert np.isnan(b["i4"]) and np.isnan(b["i5"])  # unclear, and failed-with-stray-score
     assert b["i1"] == 4.0
@@ -211,12 +212,12 @@ def test_human_labels_missing_file_and_unknown_items_allowed(panel, tmp_path):
 
 def test_bad_judgments_tables_are_refused():
     with pytest.raises(ValueError, match="lacks column"):
-        ag.clean_judgments(pd.DataFrame({"item_id": ["a"]}))
+        store.clean_judgments(pd.DataFrame({"item_id": ["a"]}))
     bad = pd.DataFrame([verdict("a", "A", "4", score=7.0)])
     with pytest.raises(ValueError, match="off the scale"):
-        ag.clean_judgments(bad)
+        store.clean_judgments(bad)
     with pytest.raises(ValueError, match="unknown evaluation family"):
-        ag.clean_judgments(pd.DataFrame([verdict("a", "A", "4") | {"family": "vibes"}]))
+        store.clean_judgments(pd.DataFrame([verdict("a", "A", "4") | {"family": "vibes"}]))
 
 
 def length_runs() -> pd.DataFrame:
@@ -293,29 +294,35 @@ def test_conclusion_length_tables_c11_d12():
 
 def test_named_labels_and_judges_dtypes_give_the_same_vote():
     # The judges answer with label names; the scores decide, the names are kept for display.
-    names = ag.LABEL_NAMES["termination_calibration"]  # premature .. ready-to-finalize
+    names = families.LABEL_NAMES["termination_calibration"]  # premature .. ready-to-finalize
     rows = [verdict("c", j, names[s - 1], "termination_calibration") for j, s in
             zip("ABC", (4, 2, 4), strict=True)]
     table = pd.DataFrame(rows)
-    table["turn"] = pd.array([pd.NA] * 3, dtype="Int64")  # as adakit.judging.judges types it
+    table["turn"] = pd.array([pd.NA] * 3, dtype="Int64")  # a nullable integer turn column
     agg = ag.aggregate_votes(table).iloc[0]
     assert agg["score"] == 4.0 and agg["label"] == "ready-to-finalize"
     assert ag.display_label("termination_calibration", 2.0) == "2 borderline"
     assert ag.display_label("navigation_prior", 0.5) == "mixed"
 
 
-def test_label_vocabulary_matches_the_judges():
-    judges = pytest.importorskip("adakit.judging.judges")
-    for name, fam in judges.FAMILIES.items():
-        assert ag.LABEL_NAMES[name] == fam.labels
-        assert [ag.LABEL_SCORES[name][lab] for lab in fam.labels] == list(fam.scores)
-    assert judges.judgments_dir("data/runs/quick") / "judgments.parquet" == (
-        ag.judgments_path_for("data/runs/quick"))
+def test_the_label_vocabulary_is_the_families():
+    for name, fam in families.FAMILIES.items():
+        assert families.LABEL_NAMES[name] == fam.labels
+        assert families.FAMILY_TITLES[name] == fam.title
+        assert [families.LABEL_SCORES[name][lab] for lab in fam.labels] == list(fam.scores)
+        assert families.SCALES[name] == tuple(sorted(set(families.LABEL_SCORES[name].values())))
+        assert all(families.label_of(name, s) == lab for lab, s in zip(fam.labels, fam.scores, strict=True))
+    assert families.label_of("task_relevance", 2.5) is None
+    # the digits a conclusion judge may answer with score as their label names
+    assert families.LABEL_SCORES["task_relevance"]["3"] == 3.0
+    assert "1" not in families.LABEL_SCORES["navigation_prior"]
+    assert store.judgments_dir("data/runs/quick") / "judgments.parquet" == (
+        store.judgments_path_for("data/runs/quick"))
 
 
 def test_repeated_verdicts_are_refused(panel):
     with pytest.raises(ValueError, match="repeat an"):
-        ag.clean_judgments(pd.concat([panel, panel.iloc[:1]]))
+        store.clean_judgments(pd.concat([panel, panel.iloc[:1]]))
 
 
 def test_read_judgments_formats(panel, tmp_path):
@@ -325,14 +332,14 @@ def test_read_judgments_formats(panel, tmp_path):
     log = pd.concat([panel.iloc[[0]].assign(label="1", score=1.0), panel])
     log.to_json(tmp_path / "judgments.jsonl", orient="records", lines=True)
     for name in ("j.parquet", "j.csv", "judgments.jsonl"):
-        back = ag.read_judgments(tmp_path / name)
+        back = store.read_judgments(tmp_path / name)
         assert len(back) == 15
         assert ag.aggregate_votes(back)["score"].tolist() == [4.0, 3.0, 2.0, 2.0, 3.0]
     with pytest.raises(FileNotFoundError, match="adakit judge"):
-        ag.read_judgments(tmp_path / "none.parquet")
+        store.read_judgments(tmp_path / "none.parquet")
     (tmp_path / "j.txt").write_text("x")
     with pytest.raises(ValueError, match="parquet, .csv or .jsonl"):
-        ag.read_judgments(tmp_path / "j.txt")
+        store.read_judgments(tmp_path / "j.txt")
 
 
 def test_synthetic_judgments_are_seeded_and_well_formed():
@@ -344,11 +351,11 @@ def test_synthetic_judgments_are_seeded_and_well_formed():
     a = ag.synthetic_judgments(runs, turns, seed=5)
     b = ag.synthetic_judgments(runs, turns, seed=5)
     pd.testing.assert_frame_equal(a, b)
-    assert list(a.columns) == ag.JUDGMENT_COLUMNS
+    assert list(a.columns) == store.JUDGMENT_COLUMNS
     # 5 runs with a conclusion x 3 families x 3 judges + 3 turn items
     assert len(a) == 5 * 3 * 3 + 3
     assert set(a.loc[a["tool"] == "MEM", "family"]) == {"reasoning_prior"}
-    ag.clean_judgments(a)  # on the scale, one verdict per judge and item
+    store.clean_judgments(a)  # on the scale, one verdict per judge and item
     assert not a.equals(ag.synthetic_judgments(runs, turns, seed=6))
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from adakit import config
 from adakit.importers.batch import import_paths
-from adakit.judging import judges as J
+from adakit.judging import context, run, store
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy, surface
 from adakit.record import load_corpus, read_run
@@ -203,7 +203,7 @@ def test_judges_read_imported_runs_anonymised(tmp_path):
     src.write_text(json.dumps(data))
     rep = import_paths("swe-agent", [src], tmp_path / "out", progress=False)
     rf = read_run(rep.imported[0].written)
-    items = J.build_items(rf, max_turn_items=3)
+    items = context.build_items(rf, max_turn_items=3)
     families = {i.family for i in items}
     assert {"task_relevance", "trace_grounding", "termination_calibration",
             "navigation_prior"} <= families
@@ -323,7 +323,7 @@ def test_adakit_judge_adjudicates_an_imported_folder(tmp_path, monkeypatch):
     import_paths("auto", [FIXTURES / "swe_agent", FIXTURES / "openhands"], tmp_path / "runs",
                  progress=False)
     with FakeOpenAI(first_label) as fake:
-        report = J.run_judgments(tmp_path / "runs", judges=["judge-a"], max_turn_items=2,
+        report = run.run_judgments(tmp_path / "runs", judges=["judge-a"], max_turn_items=2,
                                  out_dir=tmp_path / "verdicts",
                                  backends=backends_for(fake, tmp_path), progress=False)
         sent = json.dumps(fake.requests).lower()
@@ -332,5 +332,5 @@ def test_adakit_judge_adjudicates_an_imported_folder(tmp_path, monkeypatch):
     for leak in ("swe-agent", "openhands", "claude-3-7-sonnet", "gpt-4o-2024-11-20",
                  "pallets__flask-5001.traj", "codeactagent"):
         assert leak not in sent, leak
-    table = J.load_judgments(tmp_path / "verdicts")
+    table = store.read_judgments(tmp_path / "verdicts")
     assert table["run_id"].nunique() == 4 and table["valid"].all()

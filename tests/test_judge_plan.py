@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from adakit import config
-from adakit.judging import judges as J
+from adakit.judging import families, run, store
 from adakit.study.pipeline import JudgePlan, judge_plan
 from adakit.synthetic import synthetic_run, write_run
 
@@ -55,8 +55,8 @@ def test_without_study_or_corpus_it_asks_for_one():
 def test_a_bare_corpus_is_judged_whole_with_the_defaults(corpus):
     plan = judge_plan(corpus=corpus)
     assert plan.run_files == [corpus] and plan.whole_corpus
-    assert plan.families == list(J.FAMILIES)
-    assert plan.judges == list(J.DEFAULT_PANEL) and plan.turn_judge == J.DEFAULT_PANEL[0]
+    assert plan.families == list(families.FAMILIES)
+    assert plan.judges == list(run.DEFAULT_PANEL) and plan.turn_judge == run.DEFAULT_PANEL[0]
     assert plan.max_turn_items is None and plan.max_tokens == 2048  # the paper's cap
     assert plan.out_dir == config.JUDGMENTS / "mycorpus"
     assert judge_plan(corpus=corpus, default_max_tokens=384).max_tokens == 384
@@ -77,8 +77,8 @@ def test_explicit_arguments_override_the_study(study, corpus):
     plan = judge_plan(study=study, families=["turn"], judges=["paper"], turn_judge="tj",
                       max_turn_items=5, baseline_runs=0, max_tokens=100)
     assert [p.name for p in plan.run_files] == ["llm-1.jsonl", "llm-2.jsonl"]
-    assert plan.families == list(J.TURN_FAMILIES)
-    assert plan.judges == list(J.PAPER_PANEL) and plan.turn_judge == "tj"
+    assert plan.families == list(families.TURN_FAMILIES)
+    assert plan.judges == list(run.PAPER_PANEL) and plan.turn_judge == "tj"
     assert (plan.max_turn_items, plan.max_tokens) == (5, 100)
     # without a turn judge of its own, the first judge of the overriding panel takes the steps
     assert judge_plan(study=study, judges=["x", "y"]).turn_judge == "j2"
@@ -118,7 +118,7 @@ def test_describe_and_run(study, monkeypatch):
         seen.update(kwargs, files=files)
         return "report"
 
-    monkeypatch.setattr(J, "run_judgments", fake)
+    monkeypatch.setattr(run, "run_judgments", fake)
     assert plan.run(cache_mode="replay", progress=False) == "report"
     assert seen == {"files": plan.run_files, "families": ("task_relevance",),
                     "judges": ["j1", "j1", "j1"], "turn_judge": "j2", "max_turn_items": 2,
@@ -152,7 +152,7 @@ def test_of_several_folders_the_one_that_is_not_a_shipped_dataset_is_judged(tmp_
     _write(shipped / "runs", "ref-1", "m-llm", "local")
     (shipped / "manifest.json").write_text("{}")
     plan = judge_plan(study=study, corpus=[corpus, shipped / "runs"])
-    assert plan.corpus == corpus and plan.out_dir == J.judgments_dir(corpus)
+    assert plan.corpus == corpus and plan.out_dir == store.judgments_dir(corpus)
     assert all(shipped not in f.parents for f in plan.run_files)
     assert "is a shipped dataset" in capsys.readouterr().out
     assert judge_plan(corpus=[shipped, corpus]).corpus == corpus  # the folder itself counts too

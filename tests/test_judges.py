@@ -16,9 +16,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from adakit.judging import judges as J
-from adakit.judging.agreement import aggregate_votes, clean_judgments
+from adakit.judging import anonymise, context, families, run, store, verdicts
+from adakit.judging.agreement import aggregate_votes
+from adakit.judging.store import clean_judgments
 from adakit.llm.models import ModelSpec, OpenAIBackend, ResponseCache, RetryPolicy
+from adakit.llm.replies import ReplyError
 from adakit.record import (
     ConditionInfo,
     End,
@@ -26,13 +28,16 @@ from adakit.record import (
     Injection,
     ModelInfo,
     ParseError,
+    RunFileError,
     RunWriter,
     TaskInfo,
     ToolCall,
     ToolMetrics,
     Turn,
     WorldInfo,
+    load_corpus,
     read_run,
+    skipped_note,
 )
 from adakit.synthetic import synthetic_run, write_run
 from tests.fake_openai import FakeOpenAI, reply
@@ -205,7 +210,7 @@ def backends_for(
     names: tuple[str, ...] = ("judge-a",),
     mode: str = "use",
     **spec: Any,
-) -> J.BackendFactory:
+) -> run.BackendFactory:
     """Backends of scripted judges at the fake server (or at a URL where nothing listens)."""
     url = fake if isinstance(fake, str) else fake.url
     cache = ResponseCache(tmp_path / "cache", mode)  # type: ignore[arg-type]
@@ -232,35 +237,35 @@ def backends_for(
 
 
 def test_families_and_scores() -> None:
-    assert J.CONCLUSION_FAMILIES == ("task_relevance", "trace_grounding", "termination_calibration")
-    assert J.TURN_FAMILIES == ("navigation_prior", "reasoning_prior")
-    nav = J.FAMILIES["navigation_prior"]
+    assert families.CONCLUSION_FAMILIES == ("task_relevance", "trace_grounding", "termination_calibration")
+    assert families.TURN_FAMILIES == ("navigation_prior", "reasoning_prior")
+    nav = families.FAMILIES["navigation_prior"]
     assert [nav.score(x) for x in nav.labels] == [0.0, 0.5, 1.0]
     assert nav.tools == frozenset({"OVW", "PKR", "EXP"})
-    assert J.FAMILIES["reasoning_prior"].tools == frozenset({"MEM", "BKM", "HNT", "CON"})
-    tc = J.FAMILIES["termination_calibration"]
+    assert families.FAMILIES["reasoning_prior"].tools == frozenset({"MEM", "BKM", "HNT", "CON"})
+    tc = families.FAMILIES["termination_calibration"]
     assert tc.score("premature") == 1.0 and tc.score("ready-to-finalize") == 4.0
     assert math.isnan(tc.score("unclear")) and math.isnan(tc.score(None))
     with pytest.raises(ValueError, match="known: task_relevance"):
-        J.get_family("fluency")
+        families.get_family("fluency")
 
 
-@pytest.mark.parametrize("family", list(J.FAMILIES))
+@pytest.mark.parametrize("family", list(families.FAMILIES))
 def test_templates_list_every_label_and_the_schema_matches(family: str) -> None:
-    fam = J.FAMILIES[family]
+    fam = families.FAMILIES[family]
     text = fam.template
     for label in fam.allowed:
         assert f'"{label}"' in text
-    schema = J.reply_schema(family)
+    schema = verdicts.reply_schema(family)
     assert schema["properties"]["label"]["enum"] == list(fam.allowed)
-    assert schema["properties"]["rationale"]["maxLength"] == J.RATIONALE_MAX
-    assert schema["properties"]["evidence"]["maxItems"] == J.EVIDENCE_ITEMS
-    pyd = J.reply_model(family).model_json_schema()
+    assert schema["properties"]["rationale"]["maxLength"] == verdicts.RATIONALE_MAX
+    assert schema["properties"]["evidence"]["maxItems"] == verdicts.EVIDENCE_ITEMS
+    pyd = verdicts.reply_model(family).model_json_schema()
     assert pyd["properties"]["label"]["enum"] == list(fam.allowed)
 
 
 def test_parse_valid_reply() -> None:
-    v = J.parse_reply(
+    v = verdicts.parse_verdict(
         '{"rationale": "Claims match t2 and t3.", "label": "mostly-supported", '
         '"evidence": ["t2 dispatch_request", "t3 view_functions"]}',
         "trace_grounding",
@@ -271,20 +276,20 @@ def test_parse_valid_reply() -> None:
 
 def test_parse_lenient_forms() -> None:
     fenced = '```json\n{"rationale": "ok", "label": "Evidence Led", "evidence": "t1"}\n```'
-    v = J.parse_reply(fenced, "navigation_prior")
+    v = verdicts.parse_verdict(fenced, "navigation_prior")
     assert (v.label, v.score, v.evidence) == ("evidence-led", 0.0, ["t1"])
-    v = J.parse_reply('Sure. {"rationale": "r", "label": 2, "evidence": []}', "task_relevance")
+    v = verdicts.parse_verdict('Sure. {"rationale": "r", "label": 2, "evidence": []}', "task_relevance")
     assert (v.label, v.score) == ("partly-addressed", 2.0)
     raw_newline = '{"rationale": "line one\nline two", "label": "mixed", "evidence": []}'
-    assert J.parse_reply(raw_newline, "reasoning_prior").score == 0.5
+    assert verdicts.parse_verdict(raw_newline, "reasoning_prior").score == 0.5
     long = json.dumps({"rationale": "x" * 900, "label": "mixed", "evidence": ["e" * 500] * 6})
-    v = J.parse_reply(long, "reasoning_prior")
-    assert len(v.rationale) == J.RATIONALE_MAX
-    assert len(v.evidence) == J.EVIDENCE_ITEMS and all(len(e) == J.EVIDENCE_MAX for e in v.evidence)
+    v = verdicts.parse_verdict(long, "reasoning_prior")
+    assert len(v.rationale) == verdicts.RATIONALE_MAX
+    assert len(v.evidence) == verdicts.EVIDENCE_ITEMS and all(len(e) == verdicts.EVIDENCE_MAX for e in v.evidence)
 
 
 def test_unclear_is_valid_but_unscored() -> None:
-    v = J.parse_reply(
+    v = verdicts.parse_verdict(
         '{"rationale": "cannot tell", "label": "unclear", "evidence": []}',
         "termination_calibration",
     )
@@ -305,15 +310,15 @@ def test_unclear_is_valid_but_unscored() -> None:
 )
 def test_invalid_replies_raise_with_a_usable_message(text: str, message: str) -> None:
     family = "task_relevance" if '"5"' in text else "navigation_prior"
-    with pytest.raises(J.ReplyError, match=message):
-        J.parse_reply(text, family)
+    with pytest.raises(ReplyError, match=message):
+        verdicts.parse_verdict(text, family)
 
 
 # ----------------------------------------------------------------------------- retries
 
 
-def _item() -> J.JudgeItem:
-    return J.JudgeItem(
+def _item() -> context.JudgeItem:
+    return context.JudgeItem(
         "i1",
         "r1",
         "navigation_prior",
@@ -327,7 +332,7 @@ def test_invalid_then_fixed_by_retry(key: None, tmp_path: Path) -> None:
     good = '{"rationale": "t2 listed it", "label": "evidence-led", "evidence": ["t2"]}'
     with FakeOpenAI(["no idea", good]) as fake:
         backend = backends_for(fake, tmp_path)("judge-a")
-        res = J.ask_judge(backend, _item(), retries=2)
+        res = run.ask_judge(backend, _item(), retries=2)
         assert res.verdict is not None and res.verdict.score == 0.0
         assert res.attempts == 2 and res.error is None
         retry = fake.requests[1]["messages"]
@@ -342,16 +347,16 @@ def test_invalid_then_fixed_by_retry(key: None, tmp_path: Path) -> None:
 def test_still_invalid_is_missing_not_low(key: None, tmp_path: Path) -> None:
     bad = '{"rationale": "r", "label": "terrible", "evidence": []}'
     with FakeOpenAI([bad, bad, bad]) as fake:
-        res = J.ask_judge(backends_for(fake, tmp_path)("judge-a"), _item(), retries=2)
+        res = run.ask_judge(backends_for(fake, tmp_path)("judge-a"), _item(), retries=2)
         assert len(fake.requests) == 3
     assert res.verdict is None and res.attempts == 3 and "terrible" in (res.error or "")
-    row = J._row(_item(), J.Seat("judge-a", "judge-a"), res)
+    row = run._row(_item(), run.Seat("judge-a", "judge-a"), res)
     assert row["valid"] is False and row["label"] is None and math.isnan(row["score"])
 
 
 def test_retries_are_configurable(key: None, tmp_path: Path) -> None:
     with FakeOpenAI(["x", "y"]) as fake:
-        res = J.ask_judge(backends_for(fake, tmp_path)("judge-a"), _item(), retries=0)
+        res = run.ask_judge(backends_for(fake, tmp_path)("judge-a"), _item(), retries=0)
         assert len(fake.requests) == 1 and res.verdict is None
 
 
@@ -360,9 +365,9 @@ def test_retries_are_configurable(key: None, tmp_path: Path) -> None:
 
 def test_items_per_family_and_ids(corpus: Path) -> None:
     rf = read_run(corpus / "a.jsonl")
-    items = J.build_items(rf)
-    by_fam = {f: [i for i in items if i.family == f] for f in J.FAMILIES}
-    assert all(len(by_fam[f]) == 1 for f in J.CONCLUSION_FAMILIES)
+    items = context.build_items(rf)
+    by_fam = {f: [i for i in items if i.family == f] for f in families.FAMILIES}
+    assert all(len(by_fam[f]) == 1 for f in families.CONCLUSION_FAMILIES)
     assert [(i.turn, i.tool) for i in by_fam["navigation_prior"]] == [
         (1, "OVW"),
         (2, "PKR"),
@@ -371,18 +376,18 @@ def test_items_per_family_and_ids(corpus: Path) -> None:
     assert [(i.turn, i.tool) for i in by_fam["reasoning_prior"]] == [(4, "MEM"), (6, "CON")]
     ids = [i.item_id for i in items]
     assert len(set(ids)) == len(ids) and all(SECRET_RUN not in x for x in ids)
-    assert ids == [i.item_id for i in J.build_items(rf)]  # stable
+    assert ids == [i.item_id for i in context.build_items(rf)]  # stable
     assert all(i.item_id in i.messages[1]["content"] for i in items)
 
 
 def test_no_conclusion_no_conclusion_items(tmp_path: Path) -> None:
     rf = read_run(write_hand_run(tmp_path / "c.jsonl", conclusion=False))
-    fams = {i.family for i in J.build_items(rf)}
+    fams = {i.family for i in context.build_items(rf)}
     assert fams == {"navigation_prior", "reasoning_prior"}
 
 
 def test_anonymised_prompts(corpus: Path) -> None:
-    for item in J.build_items(read_run(corpus / "a.jsonl")):
+    for item in context.build_items(read_run(corpus / "a.jsonl")):
         text = item.prompt_text.lower()
         # the only "budget" left is repository code the run read (evidence, not a condition)
         assert text.count("budget") == text.count("# budget of retries per request")
@@ -403,7 +408,7 @@ def test_anonymised_prompts(corpus: Path) -> None:
             assert leak.lower() not in text, (item.family, item.turn, leak)
     # the evidence itself survives
     trace = next(
-        i for i in J.build_items(read_run(corpus / "a.jsonl")) if i.family == "trace_grounding"
+        i for i in context.build_items(read_run(corpus / "a.jsonl")) if i.family == "trace_grounding"
     )
     assert "dispatch_request" in trace.prompt_text and "src/flask/app.py" in trace.prompt_text
     assert "Requests are matched against url_map" in trace.prompt_text
@@ -417,39 +422,39 @@ def test_baselines_are_anonymised_too(tmp_path: Path) -> None:
     turn["thinking"] = "[close_reader baseline] Keep reading src/flask/app.py from line 1."
     lines[1] = json.dumps(turn)
     path.write_text("\n".join(lines) + "\n")
-    for item in J.build_items(read_run(path)):
+    for item in context.build_items(read_run(path)):
         text = item.prompt_text.lower()
         assert "close_reader" not in text and "baseline" not in text, item.family
-    nav = next(i for i in J.build_items(read_run(path)) if i.family == "navigation_prior")
+    nav = next(i for i in context.build_items(read_run(path)) if i.family == "navigation_prior")
     assert "Keep reading src/flask/app.py from line 1." in nav.prompt_text
 
 
 def test_anonymiser_leaves_ordinary_words() -> None:
-    anon = J.Anonymiser(("gpt-4o", "quick"))
+    anon = anonymise.Anonymiser(("gpt-4o", "quick"))
     assert (
         anon("GPT-4o read it quickly; a quick look.")
         == "[redacted] read it quickly; a [redacted] look."
     )
-    assert J._condition_variants("natural") == []
-    assert "budget pressure" in J._condition_variants("budget_pressure")
+    assert anonymise._condition_variants("natural") == []
+    assert "budget pressure" in anonymise._condition_variants("budget_pressure")
 
 
 def test_task_relevance_carries_concerns(corpus: Path) -> None:
     item = next(
-        i for i in J.build_items(read_run(corpus / "a.jsonl")) if i.family == "task_relevance"
+        i for i in context.build_items(read_run(corpus / "a.jsonl")) if i.family == "task_relevance"
     )
     text = item.messages[1]["content"]
     assert "identifies where the feature (request routing) is entered" in text
     assert "Off-task patterns" in text and "a trace of a different feature" in text
     assert "Scope note: app.py and scaffold.py" in text
-    concerns = J.task_concerns("no_such_family")
-    assert concerns["required"] == J.task_concerns("default")["required"]
+    concerns = context.task_concerns("no_such_family")
+    assert concerns["required"] == context.task_concerns("default")["required"]
 
 
 def test_navigation_item_hides_the_steps_outcome(corpus: Path) -> None:
     item = next(
         i
-        for i in J.build_items(read_run(corpus / "a.jsonl"))
+        for i in context.build_items(read_run(corpus / "a.jsonl"))
         if i.family == "navigation_prior" and i.turn == 3
     )
     text = item.messages[1]["content"]
@@ -468,20 +473,20 @@ def test_every_section_is_capped(tmp_path: Path) -> None:
     )
     write_run(long_run, tmp_path / "long.jsonl")
     rf = read_run(tmp_path / "long.jsonl")
-    default = J.build_items(rf, max_turn_items=2)
-    assert all(len(i.messages[1]["content"]) <= J.ContextCaps().prompt for i in default)
-    small = J.ContextCaps(prompt=3000)
-    items = J.build_items(rf, max_turn_items=2, caps=small)
+    default = context.build_items(rf, max_turn_items=2)
+    assert all(len(i.messages[1]["content"]) <= context.ContextCaps().prompt for i in default)
+    small = context.ContextCaps(prompt=3000)
+    items = context.build_items(rf, max_turn_items=2, caps=small)
     assert all(len(i.messages[1]["content"]) <= 3000 for i in items)
     assert "omitted" in next(i for i in items if i.family == "trace_grounding").prompt_text
 
 
 def test_sampling_spreads_over_the_run() -> None:
-    assert J.sample_evenly(list(range(10)), 3) == [0, 4, 9]  # 4.5 rounds to even
-    assert J.sample_evenly(list(range(9)), 3) == [0, 4, 8]
-    assert J.sample_evenly([1, 2], 5) == [1, 2]
-    assert J.sample_evenly([1, 2, 3], None) == [1, 2, 3]
-    assert J.sample_evenly([1, 2, 3], 0) == []
+    assert context.sample_evenly(list(range(10)), 3) == [0, 4, 9]  # 4.5 rounds to even
+    assert context.sample_evenly(list(range(9)), 3) == [0, 4, 8]
+    assert context.sample_evenly([1, 2], 5) == [1, 2]
+    assert context.sample_evenly([1, 2, 3], None) == [1, 2, 3]
+    assert context.sample_evenly([1, 2, 3], 0) == []
 
 
 # ----------------------------------------------------------------------------- runs
@@ -491,7 +496,7 @@ def test_run_judgments_sends_anonymous_constrained_requests(
     key: None, corpus: Path, tmp_path: Path
 ) -> None:
     with FakeOpenAI(first_label) as fake:
-        report = J.run_judgments(
+        report = run.run_judgments(
             corpus,
             judges=["judge-a"],
             out_dir=tmp_path / "out",
@@ -522,7 +527,7 @@ def test_run_judgments_sends_anonymous_constrained_requests(
 def test_table_schema_and_files(key: None, corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     with FakeOpenAI(first_label) as fake:
-        report = J.run_judgments(
+        report = run.run_judgments(
             corpus,
             ["task_relevance", "navigation_prior"],
             ["judge-a"],
@@ -531,10 +536,10 @@ def test_table_schema_and_files(key: None, corpus: Path, tmp_path: Path) -> None
             progress=False,
         )
     table = report.table
-    assert list(table.columns) == J.JUDGMENT_COLUMNS
+    assert list(table.columns) == store.JUDGMENT_COLUMNS
     assert len(table) == 2 * (1 + 3)
     assert set(table["run_id"]) == {SECRET_RUN, "run-other-7"}
-    assert table["valid"].all() and table["turn"].dtype == "Int64"
+    assert table["valid"].all() and table["turn"].dtype == "float64"
     conc = table[table["family"] == "task_relevance"]
     assert conc["turn"].isna().all() and conc["tool"].isna().all()
     assert (conc["label"] == "not-addressed").all() and (conc["score"] == 1.0).all()
@@ -545,14 +550,16 @@ def test_table_schema_and_files(key: None, corpus: Path, tmp_path: Path) -> None
     pd.testing.assert_frame_equal(on_disk, table)
     lines = (out / "judgments.jsonl").read_text().splitlines()
     assert len(lines) == 8 and all(json.loads(x)["model"] == "judge-a" for x in lines)
-    assert J.load_judgments(out).shape == table.shape
+    # every reader gives the one table: the folder, its parquet, its log
+    for source in (out, out / "judgments.parquet", out / "judgments.jsonl"):
+        pd.testing.assert_frame_equal(store.read_judgments(source), table)
     counted = clean_judgments(table)  # the agreement module reads it as is
     assert counted["counted"].all()
 
 
 def test_invalid_verdicts_are_stored_as_nan(key: None, corpus: Path, tmp_path: Path) -> None:
     with FakeOpenAI(lambda req: "not json at all") as fake:
-        report = J.run_judgments(
+        report = run.run_judgments(
             corpus,
             ["termination_calibration"],
             ["judge-a"],
@@ -578,7 +585,7 @@ def _panel_reply(req: dict[str, Any]) -> str:
 def test_vote_of_three(key: None, corpus: Path, tmp_path: Path) -> None:
     with FakeOpenAI(_panel_reply) as fake:
         backends = backends_for(fake, tmp_path, names=("a", "b", "c"))
-        report = J.run_judgments(
+        report = run.run_judgments(
             corpus,
             ["task_relevance", "reasoning_prior"],
             ["a", "b", "c"],
@@ -601,7 +608,7 @@ def test_vote_of_three(key: None, corpus: Path, tmp_path: Path) -> None:
 
 def test_repeated_model_is_asked_once_and_said_so(key: None, corpus: Path, tmp_path: Path) -> None:
     with FakeOpenAI(first_label) as fake:
-        report = J.run_judgments(
+        report = run.run_judgments(
             corpus,
             ["trace_grounding"],
             ["judge-a"] * 3,
@@ -618,7 +625,7 @@ def test_repeated_model_is_asked_once_and_said_so(key: None, corpus: Path, tmp_p
     assert (t.groupby("item_id")["label"].nunique() == 1).all()
     assert t.loc[t["judge"] == "judge-a#1", "cached"].eq(False).all()
     assert t.loc[t["judge"] != "judge-a#1", "latency_s"].eq(0.0).all()
-    assert J.panel_note(["x", "y", "z"]) is None
+    assert run.panel_note(["x", "y", "z"]) is None
 
 
 def test_resume_skips_finished_verdicts(key: None, corpus: Path, tmp_path: Path) -> None:
@@ -631,7 +638,7 @@ def test_resume_skips_finished_verdicts(key: None, corpus: Path, tmp_path: Path)
 
     fams = ["task_relevance", "navigation_prior"]
     with FakeOpenAI(flaky) as fake:
-        first = J.run_judgments(
+        first = run.run_judgments(
             corpus,
             fams,
             ["judge-a"],
@@ -642,7 +649,7 @@ def test_resume_skips_finished_verdicts(key: None, corpus: Path, tmp_path: Path)
     assert first.n_new == 5 and len(first.errors) == 3  # nothing recorded for failed calls
     assert len(first.table) == 5
     with FakeOpenAI(first_label) as fake:
-        second = J.run_judgments(
+        second = run.run_judgments(
             corpus,
             fams,
             ["judge-a"],
@@ -655,7 +662,7 @@ def test_resume_skips_finished_verdicts(key: None, corpus: Path, tmp_path: Path)
     assert len(second.table) == 8
     assert len((out / "judgments.jsonl").read_text().splitlines()) == 8
     with FakeOpenAI([]) as fake:  # a third pass asks nothing at all
-        third = J.run_judgments(
+        third = run.run_judgments(
             corpus,
             fams,
             ["judge-a"],
@@ -675,9 +682,9 @@ def test_verdicts_on_an_earlier_recording_of_a_run_are_judged_again(
     stored verdict on other messages (same item id) is judged again too."""
     out = tmp_path / "out"
     with FakeOpenAI(first_label) as fake:
-        J.run_judgments(corpus, ["task_relevance"], ["judge-a"], out_dir=out,
+        run.run_judgments(corpus, ["task_relevance"], ["judge-a"], out_dir=out,
                         backends=backends_for(fake, tmp_path, mode="off"), progress=False)
-    rows = J.read_jsonl(out / "judgments.jsonl")
+    rows = store.read_log(out / "judgments.jsonl")
     assert len(rows) == 2 and all(len(r["prompt_sha256"]) == 64 for r in rows)
     redone = corpus / "b.jsonl"
     lines = redone.read_text().splitlines()
@@ -685,24 +692,24 @@ def test_verdicts_on_an_earlier_recording_of_a_run_are_judged_again(
     end["ended_at"] = time.time() + 60  # recorded again after the verdicts were given
     redone.write_text("\n".join([*lines[:-1], json.dumps(end)]) + "\n")
     with FakeOpenAI(first_label) as fake:
-        again = J.run_judgments(corpus, ["task_relevance"], ["judge-a"], out_dir=out,
+        again = run.run_judgments(corpus, ["task_relevance"], ["judge-a"], out_dir=out,
                                 backends=backends_for(fake, tmp_path, mode="off"), progress=False)
         assert len(fake.requests) == 1
     assert again.n_skipped == 1 and again.n_new == 1
     assert any("earlier recording" in n for n in again.notes)
     assert len(again.table) == 2  # the newer verdict replaces the stale one
-    rf = J.read_run(corpus / "a.jsonl")
+    rf = read_run(corpus / "a.jsonl")
     row = next(r for r in rows if r["run_id"] == rf.header.run_id)
-    assert J.verdict_is_current(row, rf, row["prompt_sha256"])
-    assert not J.verdict_is_current(row, rf, "0" * 64)
-    assert J.verdict_is_current({**row, "prompt_sha256": None}, rf, "0" * 64)  # older rows
-    assert not J.verdict_is_current({**row, "judged_at": rf.end.ended_at - 1}, rf)
+    assert store.verdict_is_current(row, rf, row["prompt_sha256"])
+    assert not store.verdict_is_current(row, rf, "0" * 64)
+    assert store.verdict_is_current({**row, "prompt_sha256": None}, rf, "0" * 64)  # older rows
+    assert not store.verdict_is_current({**row, "judged_at": rf.end.ended_at - 1}, rf)
 
 
 def test_retry_invalid_asks_again(key: None, corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     with FakeOpenAI(lambda req: "garbage") as fake:
-        J.run_judgments(
+        run.run_judgments(
             corpus,
             ["task_relevance"],
             ["judge-a"],
@@ -712,7 +719,7 @@ def test_retry_invalid_asks_again(key: None, corpus: Path, tmp_path: Path) -> No
             progress=False,
         )
     with FakeOpenAI(first_label) as fake:
-        again = J.run_judgments(
+        again = run.run_judgments(
             corpus,
             ["task_relevance"],
             ["judge-a"],
@@ -728,7 +735,7 @@ def test_retry_invalid_asks_again(key: None, corpus: Path, tmp_path: Path) -> No
 def test_torn_jsonl_line_is_dropped_and_redone(key: None, corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     with FakeOpenAI(first_label) as fake:
-        J.run_judgments(
+        run.run_judgments(
             corpus,
             ["task_relevance"],
             ["judge-a"],
@@ -740,7 +747,7 @@ def test_torn_jsonl_line_is_dropped_and_redone(key: None, corpus: Path, tmp_path
     lines = path.read_text().splitlines()
     path.write_text(lines[0] + "\n" + lines[1][:30])  # a crash mid-write
     with FakeOpenAI(first_label) as fake:
-        report = J.run_judgments(
+        report = run.run_judgments(
             corpus,
             ["task_relevance"],
             ["judge-a"],
@@ -754,7 +761,7 @@ def test_torn_jsonl_line_is_dropped_and_redone(key: None, corpus: Path, tmp_path
 
 def test_cache_replay_needs_no_endpoint(key: None, corpus: Path, tmp_path: Path) -> None:
     with FakeOpenAI(first_label) as fake:
-        first = J.run_judgments(
+        first = run.run_judgments(
             corpus,
             ["trace_grounding"],
             ["judge-a"],
@@ -764,7 +771,7 @@ def test_cache_replay_needs_no_endpoint(key: None, corpus: Path, tmp_path: Path)
         )
         url = fake.url
     # the server is gone now: a replay reads every verdict from the response cache
-    replay = J.run_judgments(
+    replay = run.run_judgments(
         corpus,
         ["trace_grounding"],
         ["judge-a"],
@@ -780,7 +787,7 @@ def test_cache_replay_needs_no_endpoint(key: None, corpus: Path, tmp_path: Path)
 def test_cli_judge(key: None, corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     def main(argv: list[str]) -> int:  # only this module's subcommand
         parser = argparse.ArgumentParser(prog="adakit")
-        J.register_cli(parser.add_subparsers())
+        run.register_cli(parser.add_subparsers())
         args = parser.parse_args(argv)
         return int(args.func(args))
 
@@ -824,10 +831,46 @@ def test_cli_judge(key: None, corpus: Path, tmp_path: Path, monkeypatch, capsys)
     assert "unknown evaluation family" in capsys.readouterr().err
 
 
+def test_cli_judge_refuses_a_damaged_run_file_as_the_loader_does(
+    corpus: Path, tmp_path: Path, capsys
+) -> None:
+    """A run file the loader refuses stops ``adakit judge`` too: one line naming the file and
+    the line, exit 2, nothing asked and nothing written (it was skipped with a note)."""
+    lines = (corpus / "a.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[2] = lines[2][: len(lines[2]) // 2] + "\n"  # a turn record cut short, more follow
+    damaged = corpus / "c.jsonl"
+    damaged.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(RunFileError) as refused:
+        load_corpus(corpus, cache=False)
+    assert f"{damaged}" in str(refused.value) and "line 3" in str(refused.value)
+
+    parser = argparse.ArgumentParser(prog="adakit")
+    run.register_cli(parser.add_subparsers())
+    out = tmp_path / "verdicts"
+    args = parser.parse_args(["judge", str(corpus), "--out", str(out), "--no-progress"])
+    assert args.func(args) == 2
+    printed = capsys.readouterr()
+    assert printed.err == f"error: {refused.value}\n" and printed.out == ""
+    assert not out.exists()
+
+
+def test_header_less_run_files_are_skipped_with_the_loaders_note(
+    key: None, corpus: Path, tmp_path: Path
+) -> None:
+    (corpus / "empty.jsonl").write_bytes(b"")
+    with FakeOpenAI(first_label) as fake:
+        report = run.run_judgments(corpus, ["task_relevance"], ["judge-a"],
+                                   out_dir=tmp_path / "out",
+                                   backends=backends_for(fake, tmp_path), progress=False)
+    assert report.n_runs == 2 and report.n_new == 2
+    assert report.notes[0] == skipped_note([corpus / "empty.jsonl"])
+    assert "header-less" in report.summary()
+
+
 def test_judgments_dir_is_beside_the_corpus_name(tmp_path: Path) -> None:
     from adakit import config
 
-    assert J.judgments_dir(tmp_path / "runs" / "quick") == config.JUDGMENTS / "quick"
+    assert store.judgments_dir(tmp_path / "runs" / "quick") == config.JUDGMENTS / "quick"
 
 
 @pytest.mark.slow
@@ -837,10 +880,10 @@ def test_local_model_judges_end_to_end(tmp_path: Path, corpus: Path) -> None:
     ok, why = local_model_available()
     if not ok:
         pytest.skip(why)
-    report = J.run_judgments(
+    report = run.run_judgments(
         corpus / "a.jsonl",
         ["task_relevance"],
-        [J.LOCAL_JUDGE],
+        [run.LOCAL_JUDGE],
         cache_mode="off",
         out_dir=tmp_path / "out",
         progress=False,
@@ -851,8 +894,8 @@ def test_local_model_judges_end_to_end(tmp_path: Path, corpus: Path) -> None:
     assert len(t) == 1 and not report.errors and not t["cached"].any()
     # the 135M model's choice means nothing; the plumbing does: constrained JSON that parses
     assert t["valid"].all(), t[["family", "label", "rationale"]]
-    assert t["label"].iloc[0] in J.FAMILIES["task_relevance"].allowed
-    assert len(t["rationale"].iloc[0]) <= J.RATIONALE_MAX
+    assert t["label"].iloc[0] in families.FAMILIES["task_relevance"].allowed
+    assert len(t["rationale"].iloc[0]) <= verdicts.RATIONALE_MAX
 
 
 def test_sample_runs_per_cell() -> None:
@@ -866,22 +909,22 @@ def test_sample_runs_per_cell() -> None:
             ("r5", "synth-A", "budget_pressure"),
         ]
     ]
-    picked = J.sample_runs(runs, 1, ("model", "condition"))
+    picked = run.sample_runs(runs, 1, ("model", "condition"))
     assert sorted(r.header.run_id for r in picked) == ["r1", "r4", "r5"]
-    three = J.sample_runs(runs, 3, ("model",))  # synth-A: r1 r2 r3 r5 -> positions 0, 2, 3
+    three = run.sample_runs(runs, 3, ("model",))  # synth-A: r1 r2 r3 r5 -> positions 0, 2, 3
     assert sorted(r.header.run_id for r in three) == ["r1", "r3", "r4", "r5"]
     with pytest.raises(ValueError, match="cannot group runs by"):
-        J.sample_runs(runs, 1, ("colour",))
+        run.sample_runs(runs, 1, ("colour",))
 
 
 def test_judge_lists_accept_the_paper_alias_and_commas() -> None:
-    assert J.parse_judges(["paper"]) == list(J.PAPER_PANEL)
-    assert J.parse_judges(["a,b", "c"]) == ["a", "b", "c"]
-    assert J.parse_judges(None) is None
-    assert J.PAPER_PANEL == ("glm-5", "kimi-k2.5", "minimax-m2.7")
+    assert run.parse_judges(["paper"]) == list(run.PAPER_PANEL)
+    assert run.parse_judges(["a,b", "c"]) == ["a", "b", "c"]
+    assert run.parse_judges(None) is None
+    assert run.PAPER_PANEL == ("glm-5", "kimi-k2.5", "minimax-m2.7")
     from adakit.llm.models import load_registry
 
-    assert set(J.PAPER_PANEL) | {J.LOCAL_JUDGE} <= set(load_registry())
+    assert set(run.PAPER_PANEL) | {run.LOCAL_JUDGE} <= set(load_registry())
 
 
 def test_a_list_of_run_files_is_stored_under_their_folder(
@@ -891,7 +934,7 @@ def test_a_list_of_run_files_is_stored_under_their_folder(
 
     monkeypatch.setattr(config, "JUDGMENTS", tmp_path / "judgments")
     with FakeOpenAI(first_label) as fake:
-        report = J.run_judgments(
+        report = run.run_judgments(
             [corpus / "a.jsonl"],
             ["task_relevance"],
             ["judge-a"],
@@ -908,7 +951,7 @@ def test_tokens_and_cost_are_counted(key: None, corpus: Path, tmp_path: Path) ->
 
     with FakeOpenAI(priced) as fake:
         backends = backends_for(fake, tmp_path, price_in=1.0, price_out=2.0)
-        report = J.run_judgments(
+        report = run.run_judgments(
             corpus,
             ["task_relevance"],
             ["judge-a"],
@@ -924,10 +967,10 @@ def test_tokens_and_cost_are_counted(key: None, corpus: Path, tmp_path: Path) ->
 
 
 def test_caps_from_the_command_line() -> None:
-    caps = J.parse_caps(["conclusion=2000", "window_turns=2"], prompt=9000)
+    caps = run.parse_caps(["conclusion=2000", "window_turns=2"], prompt=9000)
     assert (caps.conclusion, caps.window_turns, caps.prompt) == (2000, 2, 9000)
-    assert caps.snippets == J.ContextCaps().snippets
-    assert J.parse_caps([]) is None
+    assert caps.snippets == context.ContextCaps().snippets
+    assert run.parse_caps([]) is None
     for bad, msg in [
         ("colour=3", "SECTION one of"),
         ("conclusion", "SECTION=N"),
@@ -935,11 +978,11 @@ def test_caps_from_the_command_line() -> None:
         ("window=-1", "negative"),
     ]:
         with pytest.raises(ValueError, match=msg):
-            J.parse_caps([bad])
+            run.parse_caps([bad])
 
 
 def test_redaction_removes_whole_sentences_only() -> None:
-    anon = J.Anonymiser(())
+    anon = anonymise.Anonymiser(())
     assert (
         anon("Given the budget, I read app.py now. Then views.py.") == "[redacted] Then views.py."
     )
@@ -952,20 +995,20 @@ def test_redaction_removes_whole_sentences_only() -> None:
 
 def test_clip_says_exactly_how_much_was_cut() -> None:
     text = "abcdefghij" * 10
-    cut = J.clip(text, 50)
+    cut = context.clip(text, 50)
     assert len(cut) <= 50 and cut.startswith("abcdefghij")
     kept = cut.split(" [... ")[0]
     assert cut.endswith(f"[... {100 - len(kept)} more characters]")
-    assert J.clip("short", 50) == "short"
+    assert context.clip("short", 50) == "short"
     assert (
-        J.clip_lines(["a" * 10] * 5, 25)
+        context.clip_lines(["a" * 10] * 5, 25)
         == "a" * 10 + "\n" + "a" * 10 + "\n(... 3 more lines omitted)"
     )
-    assert J.clip_lines(["1", "2", "3"], 4, keep="tail") == "(... 1 earlier lines omitted)\n2\n3"
+    assert context.clip_lines(["1", "2", "3"], 4, keep="tail") == "(... 1 earlier lines omitted)\n2\n3"
 
 
 def test_describe_panel_says_when_the_panel_is_one_model():
-    from adakit.judging.judges import describe_panel
+    from adakit.judging.run import describe_panel
 
     temps = describe_panel(["smollm2-135m", "smollm2-135m-t07", "smollm2-135m-t10"])
     assert temps.startswith("The panel is ONE model (SmolLM2-135M-Instruct.Q4_1) sampled at "
@@ -979,7 +1022,7 @@ def test_describe_panel_says_when_the_panel_is_one_model():
 
 def test_describe_panel_names_seats_that_share_a_model():
     """The local profile's panel: two seats are the 1.5B at two temperatures, one the 0.5B."""
-    from adakit.judging.judges import describe_panel
+    from adakit.judging.run import describe_panel
 
     local = describe_panel(["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-t07"])
     assert local.startswith("The panel has 3 seats but only 2 distinct models "
@@ -1018,14 +1061,14 @@ def test_describe_panel_names_seats_that_share_a_model():
     ],
 )
 def test_the_agents_own_words_are_neutralised_phrase_by_phrase(said: str, judged: str) -> None:
-    anon = J.Anonymiser(())
+    anon = anonymise.Anonymiser(())
     assert anon(said) == judged
     assert anon(said, redact=False) == said  # repository text (tool results) is evidence
 
 
 def test_termination_summary_does_not_count_conclusion_attempts(tmp_path: Path) -> None:
     rf = read_run(write_hand_run(tmp_path / "r.jsonl"))
-    summary = J.trajectory_summary(rf, J.anonymiser_for(rf), J.ContextCaps())
+    summary = context.trajectory_summary(rf, anonymise.anonymiser_for(rf), context.ContextCaps())
     assert "conclusion attempts" not in summary.lower()
     assert summary.splitlines()[2] == "Tool errors: 1."  # the malformed reply
 
@@ -1038,8 +1081,8 @@ def test_judges_reply_up_to_2048_tokens_by_default() -> None:
     from adakit.study.pipeline import judge_plan
 
     parser = argparse.ArgumentParser()
-    J.register_cli(parser.add_subparsers())
+    run.register_cli(parser.add_subparsers())
     assert parser.parse_args(["judge", "data/runs/x"]).max_tokens == 2048
-    assert inspect.signature(J.run_judgments).parameters["max_tokens"].default == 2048
-    assert inspect.signature(J.ask_judge).parameters["max_tokens"].default == 2048
+    assert inspect.signature(run.run_judgments).parameters["max_tokens"].default == 2048
+    assert inspect.signature(run.ask_judge).parameters["max_tokens"].default == 2048
     assert inspect.signature(judge_plan).parameters["default_max_tokens"].default == 2048

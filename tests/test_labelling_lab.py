@@ -26,7 +26,7 @@ from lab import (
 
 from adakit import config
 from adakit.judging import agreement as ag
-from adakit.judging import judges
+from adakit.judging import context, families
 from adakit.record import load_corpus
 from adakit.synthetic import write_synthetic_corpus
 from adakit.workbench import labels
@@ -75,7 +75,7 @@ def _judged(corpus: Path) -> pd.DataFrame:
     """Seeded verdicts on the judges' own item ids (three judges on conclusions)."""
     c = load_corpus(corpus, cache=False)
     table = ag.synthetic_judgments(c.runs, c.turns, seed=4)
-    table["item_id"] = [judges.item_id(r, f, None if np.isnan(t) else int(t))
+    table["item_id"] = [context.item_id(r, f, None if np.isnan(t) else int(t))
                         for r, f, t in zip(table["run_id"], table["family"], table["turn"],
                                            strict=True)]
     return table
@@ -124,7 +124,7 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
                 state = page.evaluate(GROUPS)
                 for g, (cls, options, _) in enumerate(state["groups"]):
                     family = cls.removeprefix("adakit-label-")
-                    assert options == list(judges.get_family(family).allowed)
+                    assert options == list(families.get_family(family).allowed)
                     last = len(clicked) == 2
                     text = page.evaluate(CLICK_LABEL % (g, 1, json.dumps(last)))
                     clicked.append((family, text))

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from adakit.judging import agreement as ag
-from adakit.judging import judges
+from adakit.judging import context, families
 from adakit.record import (
     ConditionInfo,
     End,
@@ -55,36 +55,36 @@ def corpus(tmp_path):
 
 def test_items_from_runs_are_the_judges_items(corpus):
     items = labels.label_items(corpus, per_family=None)
-    by_family = {f: [i for i in items if i.family == f] for f in judges.FAMILIES}
+    by_family = {f: [i for i in items if i.family == f] for f in families.FAMILIES}
     # conclusions: run-a and run-b (run-c has none); navigation: OVW, PKR and the failed PKR
     # of run-a and run-b, OVW and PKR of run-c; reasoning: MEM of each run, CON of run-a, run-b
-    for fam in judges.CONCLUSION_FAMILIES:
+    for fam in families.CONCLUSION_FAMILIES:
         assert sorted(i.run_id for i in by_family[fam]) == ["run-a", "run-b"]
     assert len(by_family["navigation_prior"]) == 8 and len(by_family["reasoning_prior"]) == 5
     assert {i.tool for i in by_family["navigation_prior"]} == {"OVW", "PKR"}
     for i in items:
-        assert i.item_id == judges.item_id(i.run_id, i.family, i.turn)
+        assert i.item_id == context.item_id(i.run_id, i.family, i.turn)
     from adakit.record import read_run
 
     rf = read_run(corpus.runs.set_index("run_id").loc["run-a", "path"])
-    built = {it.item_id for it in judges.build_items(rf)}
+    built = {it.item_id for it in context.build_items(rf)}
     assert {i.item_id for i in items if i.run_id == "run-a"} == built  # the same ids
 
 
 def test_items_from_judgments_are_sampled_the_same_for_everyone(corpus):
     rows = []
     for run in ("run-a", "run-b", "run-c", "elsewhere"):
-        for fam in judges.CONCLUSION_FAMILIES:
-            rows.append({"item_id": judges.item_id(run, fam), "run_id": run, "family": fam,
+        for fam in families.CONCLUSION_FAMILIES:
+            rows.append({"item_id": context.item_id(run, fam), "run_id": run, "family": fam,
                          "turn": np.nan, "tool": None})
         for turn in range(1, 9):
-            rows.append({"item_id": judges.item_id(run, "navigation_prior", turn),
+            rows.append({"item_id": context.item_id(run, "navigation_prior", turn),
                          "run_id": run, "family": "navigation_prior", "turn": float(turn),
                          "tool": "PKR"})
     table = pd.DataFrame(rows)
     items = labels.label_items(corpus, table, per_family=2, seed=3)
     assert all(i.run_id != "elsewhere" for i in items)  # only runs of the corpus
-    concl = [i for i in items if i.family in judges.CONCLUSION_FAMILIES]
+    concl = [i for i in items if i.family in families.CONCLUSION_FAMILIES]
     runs = {i.run_id for i in concl}
     assert len(runs) == 2 and len(concl) == 6  # two runs, each on all three families
     nav = [i for i in items if i.family == "navigation_prior"]
@@ -133,8 +133,8 @@ def _named_run() -> RunFile:
 def test_cards_are_blind_by_default():
     rf = _named_run()
     card = labels.LabelCard(rf.header.run_id, None, tuple(
-        labels.LabelItem(judges.item_id(rf.header.run_id, f), rf.header.run_id, f)
-        for f in judges.CONCLUSION_FAMILIES))
+        labels.LabelItem(context.item_id(rf.header.run_id, f), rf.header.run_id, f)
+        for f in families.CONCLUSION_FAMILIES))
     blind = labels.card_sections(card, rf)
     text = "\n".join(blind.values()).lower()
     for secret in ("gpt-4.1", "budget", "budget_pressure", "quick"):
@@ -145,7 +145,7 @@ def test_cards_are_blind_by_default():
     seen = labels.card_sections(card, rf, blind=False)
     assert "model gpt-4.1 (llm)" in seen["about"] and "condition budget_pressure" in seen["about"]
     step = labels.LabelCard(rf.header.run_id, 2, (labels.LabelItem(
-        judges.item_id(rf.header.run_id, "reasoning_prior", 2), rf.header.run_id,
+        context.item_id(rf.header.run_id, "reasoning_prior", 2), rf.header.run_id,
         "reasoning_prior", 2, "MEM"),))
     sections = labels.card_sections(step, rf)
     assert sections["about"].startswith("step 2 of a run on flask (MEM)")
@@ -228,7 +228,7 @@ def test_read_human_labels_latest_per_labeller_and_the_old_csv(tmp_path, capsys)
 
 def _human(rows):
     out = pd.DataFrame(rows, columns=["labeller", "item_id", "family", "label"])
-    return out.assign(score=[ag.LABEL_SCORES[f].get(lab, np.nan)
+    return out.assign(score=[families.LABEL_SCORES[f].get(lab, np.nan)
                              for f, lab in zip(out["family"], out["label"], strict=True)])
 
 
@@ -398,13 +398,13 @@ def test_a_bookmarked_run_shows_its_bookmarks_blind():
     for k, t in enumerate(rf.turns, 1):
         t.turn = k
     card = labels.LabelCard(rf.header.run_id, None, (labels.LabelItem(
-        judges.item_id(rf.header.run_id, "trace_grounding"), rf.header.run_id, "trace_grounding"),))
+        context.item_id(rf.header.run_id, "trace_grounding"), rf.header.run_id, "trace_grounding"),))
     blind = labels.card_sections(card, rf)
     assert blind["bookmarks"].startswith("src/app.py:12 ")
     assert "route() starts here" in blind["bookmarks"] and "gpt-4.1" not in blind["bookmarks"].lower()
     seen = labels.card_sections(card, rf, blind=False)
     assert seen["bookmarks"] == "src/app.py:12 gpt-4.1 thinks route() starts here"
     step = labels.LabelCard(rf.header.run_id, 1, (labels.LabelItem(
-        judges.item_id(rf.header.run_id, "navigation_prior", 1), rf.header.run_id,
+        context.item_id(rf.header.run_id, "navigation_prior", 1), rf.header.run_id,
         "navigation_prior", 1, "PKR"),))
     assert "bookmarks" not in labels.card_sections(step, rf)  # none yet at turn 1

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from adakit import config, figures
 from adakit.judging import agreement as ag
+from adakit.judging import families
 from adakit.lenses import adjudication as l3
 
 NAN = float("nan")
@@ -20,7 +21,7 @@ NAN = float("nan")
 
 def v(run, fam, judge, label, turn=NAN, tool=None, valid=True):
     """One verdict; conclusion labels are given as digits and scored from them."""
-    score = ag.LABEL_SCORES[fam].get(label, NAN) if label else NAN
+    score = families.LABEL_SCORES[fam].get(label, NAN) if label else NAN
     item = run if turn != turn else f"{run}#{turn}"
     return {"item_id": item, "run_id": run, "family": fam, "judge": judge, "turn": turn,
             "tool": tool, "label": label, "score": score, "rationale": "", "valid": valid}
@@ -337,7 +338,7 @@ def test_notebook_runs_on_a_synthetic_corpus(tmp_path, monkeypatch):
     log = LabelLog(tmp_path / "labels.jsonl")  # two labellers, as the explorer writes them
     for who, shift in (("ana", 0), ("bo", 1)):
         for r in human.itertuples():
-            values = ag.SCALES[r.family]
+            values = families.SCALES[r.family]
             k = min(values.index(r.score) + shift * (r.Index % 2), len(values) - 1)
             log.add(who, r.item_id, r.family, ag.display_label(r.family, values[k]).split()[-1])
     # the kernel inherits the environment: figures go under tmp_path/figures

@@ -70,9 +70,9 @@ def test_material_of_a_recorded_run_holds_its_conclusion_and_rendered_prompts(tm
     assert turns == {"r-ev": 3}
     text = materials["r-ev"]
     assert ev.normalise(run.end.conclusion)[:80] in text
-    from adakit.judging import judges
+    from adakit.judging import context
 
-    prompt = judges.build_items(run)[0].prompt_text
+    prompt = context.build_items(run)[0].prompt_text
     line = next(x for x in prompt.splitlines() if len(x.strip()) > 30)
     assert ev.classify(line, text, 3) == "verbatim"  # a line of the judge's own prompt
     assert ev.corpus_materials(runs, run_ids=["other"], worlds=False) == ({}, {})

@@ -14,6 +14,7 @@ import random
 import pytest
 
 from adakit.importers.base import _OBSERVATION_CUT
+from adakit.judging.context import clip as context_clip
 from adakit.render import _INLINE_CUT
 from adakit.text import ELLIPSIS, clip
 from adakit.workbench.explorer import _LINE_CUT
@@ -77,12 +78,13 @@ SITES = {
     "workbench.explorer._clip": (old_explorer_clip,
                                  lambda t, c: clip(t, c, marker=_LINE_CUT, within=False)),
     "workbench.labels._clip": (old_labels_clip, lambda t, c: clip(t, c, marker=_CARD_CUT)),
-    "judging.judges.clip": (old_judges_clip,
-                            lambda t, c: clip(t, c, marker=" [... {n} more characters]")),
+    "judging.context.clip": (old_judges_clip, context_clip),
 }
 
 #: Where the old helper treated a cap <= 0 as "no limit" (the others were never given one).
 NO_LIMIT_AT_ZERO = {"importers.base.clip"}
+#: Where a cap of 0 can be asked for (``adakit judge --cap SECTION=0``): only the note is kept.
+NOTE_ONLY_AT_ZERO = {"judging.context.clip"}
 
 
 def _texts() -> list[str]:
@@ -109,7 +111,8 @@ CAPS = [1, 2, 3, 5, 10, 11, 39, 40, 41, 60, 99, 100, 101, 120, 160, 240, 300, 40
 @pytest.mark.parametrize("site", sorted(SITES))
 def test_every_site_cuts_exactly_as_its_old_helper(site):
     old, new = SITES[site]
-    caps = CAPS + ([0, -1] if site in NO_LIMIT_AT_ZERO else [])
+    caps = CAPS + ([0, -1] if site in NO_LIMIT_AT_ZERO else [0] if site in NOTE_ONLY_AT_ZERO
+                   else [])
     for text in TEXTS:
         for cap in caps:
             assert new(text, cap) == old(text, cap), (site, text[:40], cap)

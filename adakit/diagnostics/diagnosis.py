@@ -221,7 +221,7 @@ def format_rates(rates: pd.DataFrame, by: Sequence[str]) -> str:
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     from adakit import config
-    from adakit.judging import agreement as ag
+    from adakit.judging.store import read_corpus_judgments
     from adakit.record import load_corpus, open_corpus, skipped_note
 
     folders = [config.resolve(c) for c in args.corpus]
@@ -245,7 +245,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
               f"{', '.join(corpus.runs.columns)})")
         return 2
     try:
-        verdicts = ag.read_corpus_judgments(corpus_dir if len(folders) == 1 else folders)
+        verdicts = read_corpus_judgments(corpus_dir if len(folders) == 1 else folders)
     except (FileNotFoundError, ValueError):
         verdicts = None
     try:

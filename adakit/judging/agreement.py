@@ -1,6 +1,7 @@
 """How far to trust lens 3: agreement, judge severity, human alignment, length robustness.
 
-Everything here reads the judgments table written by the judges (one row per verdict):
+Everything here reads the judgments table written by the judges (one row per verdict, as
+:func:`adakit.judging.store.read_judgments` reads it; the columns used are):
 
 ``item_id, run_id, family, judge, turn, tool, label, score, rationale, valid``
 
@@ -24,7 +25,8 @@ Table D12             :func:`length_diagnostic_by_model`
 Scoring rules, stated once:
 
 * A verdict counts only when ``valid`` is true, its label is not ``"unclear"`` and its score
-  is on the family's scale. Unclear and failed verdicts are excluded (NaN), never scored low.
+  is on the family's scale (:func:`adakit.judging.store.clean_judgments`). Unclear and failed
+  verdicts are excluded (NaN), never scored low.
 * Conclusion families are scored 1..4 (one step = 1). Turn families carry the prior-leaning
   index 0 / 0.5 / 1 (evidence-led or trajectory-grounded = 0, mixed = 0.5, prior-led or
   prior-shaped = 1; one step = 0.5).
@@ -55,60 +57,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from adakit import config
+from adakit.judging.families import (
+    CONCLUSION_FAMILIES,
+    FAMILIES,
+    LABEL_SCORES,
+    SCALES,
+    UNCLEAR,
+    label_of,
+)
+from adakit.judging.store import JUDGMENT_COLUMNS, clean_judgments
 from adakit.record import COG, NAV
 
 # --------------------------------------------------------------------------- vocabulary
 
-CONCLUSION_FAMILIES: tuple[str, ...] = (
-    "task_relevance",
-    "trace_grounding",
-    "termination_calibration",
-)
-TURN_FAMILIES: tuple[str, ...] = ("navigation_prior", "reasoning_prior")
-FAMILIES: tuple[str, ...] = CONCLUSION_FAMILIES + TURN_FAMILIES
-
-FAMILY_TITLES: dict[str, str] = {
-    "task_relevance": "Task relevance",
-    "trace_grounding": "Trace grounding",
-    "termination_calibration": "Termination calibration",
-    "navigation_prior": "Navigation prior usage",
-    "reasoning_prior": "Reasoning prior usage",
-}
-
-#: Label names of each family, in score order (the words the judges answer with).
-LABEL_NAMES: dict[str, tuple[str, ...]] = {
-    "task_relevance": ("not-addressed", "partly-addressed", "mostly-addressed", "fully-addressed"),
-    "trace_grounding": ("unsupported", "weakly-supported", "mostly-supported", "well-supported"),
-    "termination_calibration": ("premature", "borderline", "defensible", "ready-to-finalize"),
-    "navigation_prior": ("evidence-led", "mixed", "prior-led"),
-    "reasoning_prior": ("trajectory-grounded", "mixed", "prior-shaped"),
-}
-_SCORE_VALUES = {"conclusion": (1.0, 2.0, 3.0, 4.0), "turn": (0.0, 0.5, 1.0)}
-
-
-def _label_scores(family: str) -> dict[str, float]:
-    values = _SCORE_VALUES["conclusion" if family in CONCLUSION_FAMILIES else "turn"]
-    scores = dict(zip(LABEL_NAMES[family], values, strict=True))
-    if family in CONCLUSION_FAMILIES:  # the ordinal digits are labels too ('1'..'4')
-        scores.update({str(int(v)): v for v in values})
-    return scores
-
-
-#: The label -> score map of each family ("unclear" is deliberately absent: it has no score).
-LABEL_SCORES: dict[str, dict[str, float]] = {f: _label_scores(f) for f in FAMILIES}
-UNCLEAR = "unclear"
-
-#: The ordered score categories of each family, and the size of one ordinal step.
-SCALES: dict[str, tuple[float, ...]] = {
-    f: tuple(sorted(set(m.values()))) for f, m in LABEL_SCORES.items()
-}
+#: The size of one ordinal step of each family's scale.
 STEP: dict[str, float] = {f: 1.0 if f in CONCLUSION_FAMILIES else 0.5 for f in FAMILIES}
-
-JUDGMENT_COLUMNS: list[str] = [
-    "item_id", "run_id", "family", "judge", "turn", "tool", "label", "score", "rationale",
-    "valid",
-]
 #: The controls of the length checks (Tables C9, C10): categorical, entered as dummies.
 LENGTH_CONTROLS: tuple[str, ...] = ("model", "condition", "task", "world")
 #: Conditions outside the paper's main grid (the length checks use the main non-coach grid).
@@ -116,49 +79,6 @@ NON_GRID_CONDITIONS: tuple[str, ...] = ("coach_judge",)
 
 
 # --------------------------------------------------------------------------- the table
-
-
-def clean_judgments(judgments: pd.DataFrame) -> pd.DataFrame:
-    """Check a judgments table and return a copy whose ``score`` is NaN for every verdict that
-    does not count (invalid, failed, unclear), with a boolean ``counted`` column added.
-
-    Raises ``ValueError`` for missing columns, unknown families, or counted scores off the
-    family's scale.
-    """
-    missing = [c for c in ("item_id", "family", "judge", "label", "score", "valid")
-               if c not in judgments.columns]
-    if missing:
-        raise ValueError(
-            f"judgments table lacks column(s) {missing}; expected {JUDGMENT_COLUMNS}"
-        )
-    j = judgments.copy()
-    unknown = sorted(set(j["family"].dropna()) - set(FAMILIES))
-    if unknown:
-        raise ValueError(f"unknown evaluation family {unknown}; known: {list(FAMILIES)}")
-    if j["family"].isna().any():
-        raise ValueError(f"{int(j['family'].isna().sum())} judgment row(s) have no family")
-    j["item_id"] = j["item_id"].astype(str)
-    dup = j.duplicated(["item_id", "family", "judge"], keep=False)
-    if dup.any():
-        examples = j.loc[dup, ["item_id", "family", "judge"]].drop_duplicates().head(3)
-        raise ValueError(
-            f"{int(dup.sum())} rows repeat an (item, family, judge) verdict, e.g. "
-            f"{examples.to_dict('records')}; keep one verdict per judge and item"
-        )
-    j["score"] = pd.to_numeric(j["score"], errors="coerce").astype(float)
-    label = j["label"].astype("string").str.strip().str.lower()
-    valid = j["valid"].fillna(False).astype(bool)
-    counted = valid & label.notna() & (label != UNCLEAR) & j["score"].notna()
-    j["counted"] = counted.to_numpy(dtype=bool)
-    j.loc[~j["counted"], "score"] = np.nan
-    for fam, grp in j[j["counted"]].groupby("family"):
-        bad = grp[~grp["score"].isin(SCALES[fam])]
-        if len(bad):
-            examples = [f"{r.item_id}/{r.judge}: {r.score}" for r in bad.head(5).itertuples()]
-            raise ValueError(
-                f"{len(bad)} {fam} score(s) off the scale {SCALES[fam]}, e.g. {examples}"
-            )
-    return j
 
 
 def judge_matrix(judgments: pd.DataFrame, family: str) -> pd.DataFrame:
@@ -484,7 +404,7 @@ def _parse_human(family: str, label: str, score_text: str) -> tuple[str | None, 
     if label == UNCLEAR:
         return UNCLEAR, np.nan, problems
     final = label_score if not np.isnan(label_score) else score
-    return (label or _score_label(family, final)), final, problems
+    return (label or label_of(family, final)), final, problems
 
 
 def load_human_labels(
@@ -546,15 +466,9 @@ def load_human_labels(
     return out.drop(columns="line").reset_index(drop=True)
 
 
-def _score_label(family: str, score: float) -> str | None:
-    """The label name of a score on the family's scale (None off the scale)."""
-    values = _SCORE_VALUES["conclusion" if family in CONCLUSION_FAMILIES else "turn"]
-    return LABEL_NAMES[family][values.index(score)] if score in values else None
-
-
 def display_label(family: str, score: float) -> str | None:
     """A label for display: ``'4 fully-addressed'`` on the 1-4 scale, the name otherwise."""
-    name = _score_label(family, score)
+    name = label_of(family, score)
     if name is None or family not in CONCLUSION_FAMILIES:
         return name
     return f"{int(score)} {name}"
@@ -884,71 +798,6 @@ def print_notes(table: pd.DataFrame, key: str | None = None) -> None:
             print(f"{row[key]}: {row['note']}")
 
 
-# --------------------------------------------------------------------------- files
-
-
-def judgments_path_for(corpus: str | Path) -> Path:
-    """Where the judgments of a corpus folder are: ``judgments.parquet`` in its verdicts
-    folder (``adakit.judging.judges.judgments_dir``: ``<JUDGMENTS>/<corpus folder name>``, or a shipped
-    dataset's own ``judgments/``), else the ``judgments.jsonl`` log there when only that exists."""
-    from adakit.judging.judges import judgments_dir
-
-    folder = judgments_dir(Path(corpus))
-    parquet, log = folder / "judgments.parquet", folder / "judgments.jsonl"
-    return log if log.exists() and not parquet.exists() else parquet
-
-
-def read_corpus_judgments(corpus: str | Path | Sequence[str | Path]) -> pd.DataFrame:
-    """The judgments of one corpus folder, or of several stacked (a corpus without verdicts is
-    left out with a printed note; FileNotFoundError when none has any)."""
-    if isinstance(corpus, str | Path):
-        return read_judgments(judgments_path_for(config.resolve(corpus)))
-    tables = []
-    for one in corpus:
-        path = judgments_path_for(config.resolve(one))
-        if path.exists():
-            tables.append(read_judgments(path))
-        else:
-            print(f"note: {one} has no judgments yet ({path}); its runs are not adjudicated")
-    if not tables:
-        raise FileNotFoundError(f"no judgments for any of {[str(c) for c in corpus]}; "
-                                "run `adakit judge CORPUS` first")
-    return pd.concat(tables, ignore_index=True)
-
-
-def read_judgments(path: str | Path) -> pd.DataFrame:
-    """Read a judgments table (parquet, CSV or JSON lines) and check it (:func:`clean_judgments`).
-
-    In a ``.jsonl`` verdict log the latest line per (item, judge) wins, as in ``adakit judge``.
-
-    The returned table is the file's rows unchanged apart from types: ``item_id`` as str,
-    ``score`` as float, ``turn`` as float (NaN for conclusion items).
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"no judgments at {path}; run `adakit judge CORPUS` first, or pass the file"
-        )
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        table = pd.read_parquet(path)
-    elif suffix == ".csv":
-        table = pd.read_csv(path, dtype={"item_id": str, "label": str})
-    elif suffix in (".jsonl", ".json"):
-        table = pd.read_json(path, lines=suffix == ".jsonl", dtype={"item_id": str})
-        if suffix == ".jsonl" and {"item_id", "judge"} <= set(table.columns):
-            # an append-only verdict log: a later line for the same item and judge replaces
-            table = table.drop_duplicates(["item_id", "judge"], keep="last")
-    else:
-        raise ValueError(f"{path}: judgments must be .parquet, .csv or .jsonl")
-    clean_judgments(table)  # raises on a malformed table
-    table["item_id"] = table["item_id"].astype(str)
-    table["score"] = pd.to_numeric(table["score"], errors="coerce").astype(float)
-    if "turn" in table.columns:
-        table["turn"] = pd.to_numeric(table["turn"], errors="coerce").astype(float)
-    return table
-
-
 # --------------------------------------------------------------------------- synthetic
 
 
@@ -973,7 +822,8 @@ def synthetic_judgments(
     a length effect on task relevance and a budget effect on termination calibration; turn
     items (navigation tools: navigation_prior, cognitive tools: reasoning_prior) get one
     verdict from ``turn_judge`` (default: the first judge) whose prior-leaning odds depend on
-    the tool and task. A share of verdicts is unclear or failed.
+    the tool and task. A share of verdicts is unclear or failed. None carries evidence
+    strings or was a model call.
     """
     rng = np.random.default_rng(seed)
     turn_judge = turn_judge or judges[0]
@@ -991,7 +841,8 @@ def synthetic_judgments(
             valid = True
         rows.append({"item_id": item, "run_id": run, "family": fam, "judge": judge,
                      "turn": turn, "tool": tool, "label": label, "score": score,
-                     "rationale": rationale, "valid": valid})
+                     "rationale": rationale, "evidence": "[]", "valid": valid,
+                     "cached": False, "latency_s": 0.0})
 
     words = runs["conclusion_words"].astype(float) if "conclusion_words" in runs else None
     z = (words - words.mean()) / (words.std() or 1.0) if words is not None else None
@@ -1011,7 +862,7 @@ def synthetic_judgments(
                 severity = -0.6 + 0.8 * _unit(seed, judge, fam)
                 value = float(np.clip(np.rint(latent + severity + rng.normal(0, 0.6)), 1, 4))
                 emit(run["run_id"], run["run_id"], fam, judge, np.nan, None,
-                     _score_label(fam, value), value)
+                     label_of(fam, value), value)
     if turns is None or turns.empty:
         return pd.DataFrame(rows, columns=JUDGMENT_COLUMNS)
     base = {"OVW": 0.45, "PKR": 0.3, "EXP": 0.15, "MEM": 0.4, "BKM": 0.3, "HNT": 0.25,

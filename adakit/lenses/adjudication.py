@@ -42,6 +42,14 @@ from matplotlib.patches import Patch
 
 from adakit import figures, uncertainty
 from adakit.judging import agreement as ag
+from adakit.judging.families import (
+    CONCLUSION_FAMILIES,
+    FAMILIES,
+    FAMILY_TITLES,
+    SCALES,
+    TURN_FAMILIES,
+    UNCLEAR,
+)
 from adakit.record import COG, NAV
 
 #: Normalised lens 3 dimensions: column -> (family, display title).
@@ -56,7 +64,6 @@ DIMENSIONS: dict[str, tuple[str, str]] = {
 FIG9_DIMENSIONS: tuple[str, ...] = ("calibration", "navigation_grounding", "synthesis_grounding")
 MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
 SPLIT = "split"
-UNCLEAR = "unclear"
 #: The column naming the judge panel behind a run's verdicts (its judges, comma-separated).
 JUDGES = "judges"
 #: Marker fill of the 1st, 2nd, ... judge panel when a figure shows several.
@@ -65,19 +72,19 @@ PANEL_FILLS: tuple[str, ...] = ("full", "none", "left", "bottom", "right", "top"
 
 def label_order(family: str) -> list[str]:
     """Display labels of a family from most to least favourable, then split and unclear."""
-    values = list(ag.SCALES[family])
-    if family in ag.CONCLUSION_FAMILIES:
+    values = list(SCALES[family])
+    if family in CONCLUSION_FAMILIES:
         values = values[::-1]  # 4 (best) first; for the prior index 0 (evidence-led) is best
     return [ag.display_label(family, v) for v in values] + [SPLIT, UNCLEAR]
 
 
 def normalise(family: str, score: pd.Series | np.ndarray | float) -> pd.Series | np.ndarray | float:
     """Map a family's score to [0, 1], higher = better (module table)."""
-    if family in ag.CONCLUSION_FAMILIES:
+    if family in CONCLUSION_FAMILIES:
         return (score - 1.0) / 3.0
-    if family in ag.TURN_FAMILIES:
+    if family in TURN_FAMILIES:
         return 1.0 - score
-    raise ValueError(f"unknown family {family!r}; known: {list(ag.FAMILIES)}")
+    raise ValueError(f"unknown family {family!r}; known: {list(FAMILIES)}")
 
 
 def judge_panels(judgments: pd.DataFrame, families: Sequence[str] | None = None) -> pd.Series:
@@ -131,7 +138,7 @@ def lens3_scores(judgments: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     table = ag.run_scores(judgments, runs)
     for col, (fam, _) in DIMENSIONS.items():
         table[col] = normalise(fam, table[fam])
-    panels = judge_panels(judgments, ag.CONCLUSION_FAMILIES)
+    panels = judge_panels(judgments, CONCLUSION_FAMILIES)
     if len(panels):
         table[JUDGES] = table["run_id"].map(panels)
     return table
@@ -520,7 +527,7 @@ def plot_label_shares(
     ax.grid(True, axis="x")
     ax.grid(False, axis="y")
     _legend_or_note(ax, title="label", loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.set_title(panel_title(f"{ag.FAMILY_TITLES[family]}: panel label composition",
+    ax.set_title(panel_title(f"{FAMILY_TITLES[family]}: panel label composition",
                              judges if judges is not None else panel_names(shares)))
     return fig
 
@@ -534,7 +541,7 @@ def _item_table(
     """Scored turn-level items with the run columns ``columns`` joined on; items of runs in
     ``exclude_conditions`` are left out."""
     agg = ag.aggregate_votes(judgments)
-    agg = agg[agg["family"].isin(ag.TURN_FAMILIES) & agg["score"].notna()]
+    agg = agg[agg["family"].isin(TURN_FAMILIES) & agg["score"].notna()]
     if exclude_conditions:
         if "condition" not in runs.columns:
             raise ValueError("leaving out conditions needs the runs table's condition column")
@@ -641,7 +648,7 @@ def tool_prior_scores(
         items = _item_table(judgments, runs, by, exclude_conditions)
     else:
         agg = ag.aggregate_votes(judgments)
-        items = agg[agg["family"].isin(ag.TURN_FAMILIES) & agg["score"].notna()]
+        items = agg[agg["family"].isin(TURN_FAMILIES) & agg["score"].notna()]
     if items["tool"].isna().any():
         raise ValueError("turn-level judgments without a tool cannot be split by tool")
     rows = []
@@ -651,7 +658,7 @@ def tool_prior_scores(
                      "prior_index": m, "grounding": 1.0 - m, "sem": sem})
     out = pd.DataFrame(rows, columns=["family", "tool", *by, "n", "prior_index", "grounding",
                                       "sem"])
-    fam_rank = {f: i for i, f in enumerate(ag.TURN_FAMILIES)}
+    fam_rank = {f: i for i, f in enumerate(TURN_FAMILIES)}
     tools = figures.tool_order(out["tool"].unique())
     out["_f"] = out["family"].map(fam_rank)
     out["_t"] = out["tool"].map({t: i for i, t in enumerate(tools)})
@@ -707,7 +714,7 @@ def plot_length_robustness(
     fig, ax = _axes(ax, figsize=(5.6, 4.0))
     colors = _colors(hue, d[hue].unique())
     rng = np.random.default_rng(0)
-    jitter = 0.06 if family in ag.CONCLUSION_FAMILIES else 0.02
+    jitter = 0.06 if family in CONCLUSION_FAMILIES else 0.02
     for value, color in colors.items():
         g = d[d[hue] == value]
         ax.scatter(g[length], g[family] + rng.uniform(-jitter, jitter, len(g)), s=14,
@@ -722,9 +729,9 @@ def plot_length_robustness(
             f"{r2_text}\nn = {int(stats['n'])}", transform=ax.transAxes,
             va="top", fontsize=8, bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.9})
     ax.set_xlabel("Conclusion length (words)" if length == "conclusion_words" else length)
-    scale = "1-4" if family in ag.CONCLUSION_FAMILIES else "prior index"
-    ax.set_ylabel(f"{ag.FAMILY_TITLES[family]} ({scale})")
+    scale = "1-4" if family in CONCLUSION_FAMILIES else "prior index"
+    ax.set_ylabel(f"{FAMILY_TITLES[family]} ({scale})")
     _legend_or_note(ax, loc="lower right")
-    ax.set_title(panel_title(f"Length robustness: {ag.FAMILY_TITLES[family].lower()}",
+    ax.set_title(panel_title(f"Length robustness: {FAMILY_TITLES[family].lower()}",
                              panel_names(d)))
     return fig

@@ -65,9 +65,9 @@ def _scripts(text: str) -> set[str]:
 def run_material(rf: RunFile, world: object = None) -> str:
     """Everything a judge of this run can have read, normalised: the rendered judge prompts of
     every family and step, and the run's thinking, calls, observations and conclusion."""
-    from adakit.judging import judges
+    from adakit.judging.context import build_items
 
-    parts = [item.prompt_text for item in judges.build_items(rf, world=world)]
+    parts = [item.prompt_text for item in build_items(rf, world=world)]
     for t in rf.turns:
         parts += [t.thinking, t.raw_text, t.observation]
         if t.call is not None:
@@ -120,7 +120,7 @@ def check_evidence(
     ``evidence`` column)."""
     cols = ["item_id", "run_id", "family", "judge", "position", "evidence", "kind",
             "foreign_script"]
-    if "evidence" not in judgments:  # e.g. synthetic or imported verdicts without evidence
+    if "evidence" not in judgments:  # e.g. a table written elsewhere, without evidence
         return pd.DataFrame(columns=cols)
     rows = []
     scripts: dict[str, set[str]] = {}
@@ -162,7 +162,7 @@ def corpus_materials(
 ) -> tuple[dict[str, str], dict[str, int]]:
     """The material and turn count of each run (``runs`` from a corpus: its ``path`` column),
     for the runs in ``run_ids``; a world already fetched here gives its structure summary."""
-    from adakit.judging.judges import fetched_world
+    from adakit.judging.context import fetched_world
 
     wanted = set(runs["run_id"] if run_ids is None else run_ids)
     opened: dict[str, object] = {}

@@ -77,6 +77,7 @@ from matplotlib.patches import Patch
 
 from adakit import figures, uncertainty
 from adakit.judging import agreement as ag
+from adakit.judging.families import CONCLUSION_FAMILIES
 from adakit.lenses import adjudication as adj
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy
@@ -463,8 +464,8 @@ def grounding_distribution(
     if unclear not in ("row", "drop"):
         raise ValueError(f"unclear must be 'row' or 'drop', not {unclear!r}")
     require_columns(runs, ["run_id", "model", "condition"], "the runs table")
-    if family not in ag.CONCLUSION_FAMILIES:
-        raise ValueError(f"{family!r} is not a conclusion-level family {ag.CONCLUSION_FAMILIES}")
+    if family not in CONCLUSION_FAMILIES:
+        raise ValueError(f"{family!r} is not a conclusion-level family {CONCLUSION_FAMILIES}")
     r = _one_model(runs, model)
     r = r[r["condition"].isin([baseline, treatment])]
     ids = set(r["run_id"])
@@ -503,7 +504,7 @@ PAPER_LABELS: dict[str, dict[float, str]] = {
 
 def _label_names(family: str) -> dict[float, str]:
     """Score -> display label of a conclusion family, from the judges' vocabulary."""
-    from adakit.judging.judges import get_family
+    from adakit.judging.families import get_family
 
     fam = get_family(family)
     return {float(s): lab.replace("-", " ") for lab, s in zip(fam.labels, fam.scores, strict=True)}

@@ -114,7 +114,7 @@ def build(
     settings the study no longer has (:func:`adakit.study.retry.changed_settings`) is never packed:
     it is listed under ``outdated`` (and ``remaining``), and refused without
     ``leave_unfinished``."""
-    from adakit.judging.judges import judgments_dir
+    from adakit.judging.store import judgments_dir
 
     runs_dir = config.resolve(runs_dir)
     out = config.resolve(out)
@@ -234,19 +234,19 @@ def _pack_verdicts(verdicts: Path, parsed: list[RunFile], tmp: Path) -> _Verdict
     counts = _VerdictCounts()
     if not verdicts.exists():
         return counts
-    from adakit.judging.judges import read_jsonl, verdict_is_current
+    from adakit.judging.store import read_log, verdict_is_current, write_log
 
     packed = {rf.header.run_id: rf for rf in parsed}
     (tmp / "judgments").mkdir()
-    with open(tmp / "judgments" / "judgments.jsonl", "w", encoding="utf-8") as fh:
-        for row in read_jsonl(verdicts):
-            rf = packed.get(row.get("run_id", ""))
-            if rf is None or not verdict_is_current(row, rf):
-                counts.left_out += 1
-                continue
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            counts.verdicts += 1
-            counts.judge_models.add(row.get("judge", ""))
+    kept = []
+    for row in read_log(verdicts):
+        rf = packed.get(row.get("run_id", ""))
+        if rf is None or not verdict_is_current(row, rf):
+            counts.left_out += 1
+            continue
+        kept.append(row)
+        counts.judge_models.add(row.get("judge", ""))
+    counts.verdicts = write_log(tmp / "judgments" / "judgments.jsonl", kept)
     return counts
 
 

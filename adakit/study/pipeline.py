@@ -28,7 +28,7 @@ from adakit.record import load_corpus
 from adakit.study.index_page import IndexPage, build_index  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
-    from adakit.judging.judges import JudgeReport
+    from adakit.judging.run import JudgeReport
 
 
 def study_file(profile: str) -> Path:
@@ -103,7 +103,7 @@ class JudgePlan:
 
     def describe(self) -> str:
         """The plan in a few readable lines."""
-        from adakit.judging.judges import panel_note
+        from adakit.judging.run import panel_note
 
         which = "every run" if self.whole_corpus else f"{len(self.run_files)} runs"
         lines = [
@@ -121,8 +121,8 @@ class JudgePlan:
         return "\n".join(lines)
 
     def run(self, cache_mode: str = "use", progress: bool = True) -> JudgeReport:
-        """Ask the judges (``adakit.judging.judges.run_judgments``); returns its JudgeReport."""
-        from adakit.judging.judges import run_judgments
+        """Ask the judges (``adakit.judging.run.run_judgments``); returns its JudgeReport."""
+        from adakit.judging.run import run_judgments
 
         return run_judgments(
             self.run_files,
@@ -186,7 +186,9 @@ def judge_plan(
     ``baseline_runs``) a folder corpus is narrowed by :func:`judge_selection`; otherwise the
     corpus (folder or run file) is judged whole. Raises ValueError without a corpus.
     """
-    from adakit.judging.judges import DEFAULT_PANEL, judgments_dir, parse_families, parse_judges
+    from adakit.judging.families import parse_families
+    from adakit.judging.run import DEFAULT_PANEL, parse_judges
+    from adakit.judging.store import judgments_dir
     from adakit.study.spec import load_study
 
     spec: dict[str, Any] = {}

@@ -32,7 +32,6 @@ evidence caps). Hint calls are not estimated without a measured corpus.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -95,7 +94,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _judgment_rows(folder: Path) -> list[dict[str, Any]]:
-    from adakit.judging.judges import judgments_dir
+    from adakit.judging.store import judgments_dir, read_log
 
     for candidate in (
         folder / "judgments.jsonl",
@@ -103,13 +102,7 @@ def _judgment_rows(folder: Path) -> list[dict[str, Any]]:
         judgments_dir(folder) / "judgments.jsonl",
     ):
         if candidate.is_file():
-            rows = []
-            for line in candidate.read_text(encoding="utf-8").splitlines():
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    continue  # a torn last line
-            return rows
+            return read_log(candidate)
     return []
 
 
@@ -248,7 +241,8 @@ def _judge_block(study: Study) -> dict[str, Any] | None:
     block = study.raw.get("judge")
     if not isinstance(block, dict):
         return None
-    from adakit.judging.judges import DEFAULT_PANEL, get_family, parse_families, parse_judges
+    from adakit.judging.families import get_family, parse_families
+    from adakit.judging.run import DEFAULT_PANEL, parse_judges
 
     panel = parse_judges(block.get("judges")) or list(DEFAULT_PANEL)
     families = parse_families(block.get("families"))

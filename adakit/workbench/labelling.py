@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from adakit.judging import judges
+from adakit.judging.families import FAMILIES, get_family
 from adakit.record import Corpus, RunFile, read_run
 from adakit.workbench.explorer import PRE_STYLE, WRAP, use_widgets
 from adakit.workbench.labels import (
@@ -152,7 +152,7 @@ class LabellingWidgets:
                 old.close()
             rows, self.buttons = [], {}
             for item in card.items:
-                fam = judges.get_family(item.family)
+                fam = get_family(item.family)
                 buttons = w.ToggleButtons(options=list(fam.allowed),
                                           value=mine.get((item.item_id, item.family)),
                                           style={"button_width": "auto"},
@@ -231,7 +231,7 @@ class LabelPreview:
 
 
 def label(corpus: Corpus, labels_file: str | Path, judgments: pd.DataFrame | None = None,
-          labeller: str = "", families: Sequence[str] = tuple(judges.FAMILIES),
+          labeller: str = "", families: Sequence[str] = tuple(FAMILIES),
           per_family: int | None = PAPER_ITEMS_PER_FAMILY, blind: bool = True, seed: int = 0,
           interactive: bool | None = None) -> LabellingWidgets | LabelPreview:
     """Open the labelling mode on ``corpus`` (items and cards from

@@ -7,14 +7,14 @@ same from the explorer notebook (:mod:`adakit.workbench.labelling` is the widget
 
 - :func:`label_items` picks the items: the judged items of a corpus when its judgments are at
   hand (so every label meets a verdict), else the items the judges would build
-  (:func:`adakit.judging.judges.item_id`, the same opaque ids); at most ``per_family`` per family,
+  (:func:`adakit.judging.context.item_id`, the same opaque ids); at most ``per_family`` per family,
   drawn with a fixed seed, so every labeller gets the same items in the same order.
 - :func:`label_cards` groups them for display: one card per run conclusion (its conclusion
   families together) and one per judged step, in a seeded shuffled order (the corpus order
   would group runs by model).
 - :func:`card_text` is the evidence shown: the task, the conclusion, the code the run read,
   its bookmarks and memories, how it ended, and for a step the step itself with the turns
-  before it; blind by default (:func:`adakit.judging.judges.anonymiser_for`, the judges' own
+  before it; blind by default (:func:`adakit.judging.anonymise.anonymiser_for`, the judges' own
   anonymiser, on every text; no run id, model or condition).
 - :class:`LabelLog` appends one row per label (``labeller, item_id, family, label, time``) to
   a JSON-lines or CSV file, flushed and synced per row; a repeated identical label (a double
@@ -38,8 +38,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from adakit.judging import judges
-from adakit.judging.agreement import LABEL_SCORES, UNCLEAR
+from adakit.judging import context
+from adakit.judging.anonymise import anonymiser_for
+from adakit.judging.families import FAMILIES, LABEL_SCORES, UNCLEAR, get_family
 from adakit.record import Corpus, RunFile, read_run
 from adakit.text import clip
 
@@ -55,8 +56,8 @@ QUESTIONS: dict[str, str] = {
 }
 #: Items per family in the paper's human-alignment check (50 per family, 250 in all).
 PAPER_ITEMS_PER_FAMILY = 50
-#: What stands where a card's text was cut, within the cap (as the judges' context marks it).
-_CARD_CUT = " [... {n} more characters]"
+#: What stands where a card's text was cut, within the cap: as the judges' context marks it.
+_CARD_CUT = context.CONTEXT_CUT
 
 
 # --------------------------------------------------------------------------- items
@@ -114,15 +115,15 @@ def _items_from_runs(run_files: Iterable[RunFile], families: Sequence[str]) -> l
     for rf in run_files:
         rid = rf.header.run_id
         for name in families:
-            fam = judges.get_family(name)
+            fam = get_family(name)
             if fam.level == "conclusion":
                 if rf.end and (rf.end.conclusion or "").strip():
-                    out.append(LabelItem(judges.item_id(rid, name), rid, name))
+                    out.append(LabelItem(context.item_id(rid, name), rid, name))
                 continue
             for t in rf.turns:  # every step the judges judge, failed ones included
                 abbr = t.metrics.tool
                 if t.call is not None and abbr in fam.tools:
-                    out.append(LabelItem(judges.item_id(rid, name, t.turn), rid, name, t.turn,
+                    out.append(LabelItem(context.item_id(rid, name, t.turn), rid, name, t.turn,
                                          abbr))
     return out
 
@@ -130,12 +131,12 @@ def _items_from_runs(run_files: Iterable[RunFile], families: Sequence[str]) -> l
 def candidate_items(
     corpus: Corpus,
     judgments: pd.DataFrame | None = None,
-    families: Sequence[str] = tuple(judges.FAMILIES),
+    families: Sequence[str] = tuple(FAMILIES),
 ) -> list[LabelItem]:
     """Every item of ``corpus`` that could be labelled: its judged items (``judgments``) or,
     without them, the items the judges would build."""
     for name in families:
-        judges.get_family(name)  # raises on an unknown family
+        get_family(name)  # raises on an unknown family
     runs = set(corpus.runs["run_id"])
     if judgments is not None and not judgments.empty:
         return _items_from_judgments(judgments, runs, families)
@@ -144,7 +145,7 @@ def candidate_items(
 
 
 def _conclusion_families(families: Sequence[str]) -> list[str]:
-    return [f for f in families if judges.get_family(f).level == "conclusion"]
+    return [f for f in families if get_family(f).level == "conclusion"]
 
 
 def draw_items(candidates: Sequence[LabelItem], families: Sequence[str],
@@ -170,7 +171,7 @@ def draw_items(candidates: Sequence[LabelItem], families: Sequence[str],
 def label_items(
     corpus: Corpus,
     judgments: pd.DataFrame | None = None,
-    families: Sequence[str] = tuple(judges.FAMILIES),
+    families: Sequence[str] = tuple(FAMILIES),
     per_family: int | None = PAPER_ITEMS_PER_FAMILY,
     seed: int = 0,
 ) -> list[LabelItem]:
@@ -188,10 +189,10 @@ def label_cards(items: Sequence[LabelItem], seed: int = 0, shuffle: bool = True,
     opens the deck, a conclusion card if there is one."""
     by_key: dict[tuple[str, int, str], list[LabelItem]] = {}
     for item in items:
-        step = judges.get_family(item.family).level == "turn" and item.turn is not None
+        step = get_family(item.family).level == "turn" and item.turn is not None
         key = (item.run_id, item.turn if step else -1, item.family if step else "")
         by_key.setdefault(key, []).append(item)
-    order = list(judges.FAMILIES)
+    order = list(FAMILIES)
     cards = [LabelCard(key[0], None if key[1] < 0 else key[1],
                        tuple(sorted(group, key=lambda i: order.index(i.family))))
              for key, group in sorted(by_key.items())]
@@ -216,7 +217,7 @@ class LabelPlan:
 
 
 def plan_labels(corpus: Corpus, judgments: pd.DataFrame | None = None,
-                families: Sequence[str] = tuple(judges.FAMILIES),
+                families: Sequence[str] = tuple(FAMILIES),
                 per_family: int | None = PAPER_ITEMS_PER_FAMILY, seed: int = 0) -> LabelPlan:
     """The labelling session of ``corpus``: items (:func:`label_items`), cards opening on a
     real model's run when the corpus has one (:func:`label_cards`), and the note saying how
@@ -248,7 +249,7 @@ def plan_note(candidates: Sequence[LabelItem], items: Sequence[LabelItem], n_car
     if conclusion:
         runs = len({i.run_id for i in items if i.family in conclusion})
         there = len({i.run_id for i in candidates if i.family in conclusion})
-        titles = ", ".join(judges.get_family(f).title for f in conclusion)
+        titles = ", ".join(get_family(f).title for f in conclusion)
         unit = "judged concluded runs" if judged else "concluded runs in the corpus"
         lines.append(f"{runs} conclusion card(s), one per concluded run, each labelled on "
                      f"{titles}: {why(runs, there, unit)}")
@@ -257,7 +258,7 @@ def plan_note(candidates: Sequence[LabelItem], items: Sequence[LabelItem], n_car
             continue
         drawn = sum(i.family == name for i in items)
         there = sum(i.family == name for i in candidates)
-        lines.append(f"{drawn} step card(s) for {judges.get_family(name).title}: "
+        lines.append(f"{drawn} step card(s) for {get_family(name).title}: "
                      f"{why(drawn, there, 'steps the judges judged' if judged else 'steps in the corpus')}")
     cap = "every item" if per_family is None else f"at most {per_family} per family"
     head = f"{n_cards} cards from {len(items)} {source} ({cap}):"
@@ -268,15 +269,15 @@ def plan_note(candidates: Sequence[LabelItem], items: Sequence[LabelItem], n_car
 
 
 def card_sections(card: LabelCard, rf: RunFile, blind: bool = True,
-                  caps: judges.ContextCaps | None = None) -> dict[str, str]:
+                  caps: context.ContextCaps | None = None) -> dict[str, str]:
     """The evidence of a card as named text sections (empty ones left out): ``about`` (what is
     labelled; run, model and condition only when not ``blind``), ``task``, ``conclusion``,
     ``code read``, ``bookmarks``, ``memories``, ``how it ended``, and for a step ``before``
     and ``step``. Blind, every text passes the judges' anonymiser."""
     from adakit.workbench.explorer import state_at
 
-    caps = caps or judges.ContextCaps()
-    anon = judges.anonymiser_for(rf) if blind else (lambda text, redact=True: text or "")
+    caps = caps or context.ContextCaps()
+    anon = anonymiser_for(rf) if blind else (lambda text, redact=True: text or "")
     h = rf.header
     out: dict[str, str] = {}
     about = f"the conclusion of a run on {h.world.name}" if card.turn is None else \
@@ -293,7 +294,7 @@ def card_sections(card: LabelCard, rf: RunFile, blind: bool = True,
                                  marker=_CARD_CUT)
     last = rf.turns[-1].turn if rf.turns else 0
     upto = last if card.turn is None else card.turn
-    out["code read"] = judges.snippet_summary(_upto(rf, upto), anon, caps)
+    out["code read"] = context.snippet_summary(_upto(rf, upto), anon, caps)
     state = state_at(rf, upto)
     if state.bookmarks:
         out["bookmarks"] = "\n".join(anon(f"{b.file}:{b.line} {b.note}".strip())
@@ -304,16 +305,16 @@ def card_sections(card: LabelCard, rf: RunFile, blind: bool = True,
                                               if m.confidence else ""))
             for m in state.memories)
     if card.turn is None:
-        out["how it ended"] = judges.trajectory_summary(rf, anon, caps)
+        out["how it ended"] = context.trajectory_summary(rf, anon, caps)
         return out
     # a step: the step itself first, then the steps before it, then the state so far
     step = next(t for t in rf.turns if t.turn == card.turn)
     first = {"about": out.pop("about"), "task": out.pop("task"),
-             "step": judges.turn_detail(step, anon, caps)}
+             "step": context.turn_detail(step, anon, caps)}
     before = [t for t in rf.turns if t.turn < card.turn]
     if before:
-        first["before"] = judges.clip_lines(
-            [judges.turn_line(t, anon, caps.prefix_line) for t in before],
+        first["before"] = context.clip_lines(
+            [context.turn_line(t, anon, caps.prefix_line) for t in before],
             caps.prefix_summary, keep="tail")
     return {**first, **out}
 
@@ -327,7 +328,7 @@ def card_text(card: LabelCard, rf: RunFile, blind: bool = True) -> str:
     """:func:`card_sections` as plain text, with each family's question and labels."""
     parts = [f"{k.upper()}\n{v}" for k, v in card_sections(card, rf, blind).items()]
     for item in card.items:
-        fam = judges.get_family(item.family)
+        fam = get_family(item.family)
         parts.append(f"{fam.title.upper()}: {QUESTIONS[item.family]}\n"
                      + " / ".join(fam.allowed))
     return "\n\n".join(parts)
@@ -374,7 +375,7 @@ class LabelLog:
             raise ValueError("give a labeller id (e.g. your initials) before labelling")
         if not item_id:
             raise ValueError("empty item id")
-        fam = judges.get_family(family)
+        fam = get_family(family)
         if label not in fam.allowed:
             raise ValueError(f"{label!r} is not a {family} label; one of {list(fam.allowed)}")
         if self.latest(labeller).get((item_id, family)) == label:
