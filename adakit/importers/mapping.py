@@ -134,9 +134,10 @@ MAPPING_TABLE: tuple[MappingRule, ...] = (
     MappingRule("tool:subagent", ("Task", "Agent"), "EXE", "subagent",
                 "hands a task to a subagent (Claude Code); the subagent's own turns follow as a "
                 "sidechain span of the run."),
-    MappingRule("tool:recorded", ("adakit:recorded",), "(as recorded)", None,
+    MappingRule("tool:recorded", ("adakit:recorded",), "EXE", None,
                 "a canonical action the source recorded itself (adakit's own ATIF export, "
-                "in the tool call's extra): taken as it is, so a round trip keeps it."),
+                "in the tool call's extra): taken as it is, so a round trip keeps it (EXE only "
+                "when the record names no tool)."),
     MappingRule("tool:other", ("other",), "EXE", None,
                 "a tool the format's reader does not know: kept with its name (the action), "
                 "counted as acting outside Ada's tools."),
@@ -639,7 +640,7 @@ def _map_recorded(name: str, args: Mapping[str, Any], observation: str, ctx: Con
     ranges = _ranges(args.get("ranges"))
     viewed = _int(args.get("lines_viewed"))
     finalize = args.get("finalize")
-    return Mapped(tool=text("tool") or "EXE", rule="tool:recorded",
+    return Mapped(tool=text("tool") or RULES["tool:recorded"].canonical, rule="tool:recorded",
                   file=ctx.resolve(file, ctx.cwd) if file else None, ranges=ranges,
                   lines_viewed=viewed if viewed is not None else sum(b - a + 1 for a, b in ranges),
                   structural=args.get("structural") is True, action=text("action"),
