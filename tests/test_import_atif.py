@@ -245,3 +245,18 @@ def test_lenses_0_1_2_4_on_imported_atif_runs(tmp_path, flask_world):
     dens = fp.trace_density(c.reads, c.runs).set_index("file")
     assert dens.loc["src/flask/ctx.py", "lines_shown"] == 10
     plt.close(fp.plot_repo_map(files, dens.reset_index()))
+
+
+def test_a_message_between_calls_is_the_next_calls_thinking(tmp_path):
+    doc = json.loads(V14.read_text())
+    doc["steps"].insert(3, {"step_id": 0, "source": "agent", "message": "Two hits; helpers first."})
+    doc["steps"].insert(1, {"step_id": 0, "source": "system", "message": "a late note"})
+    for i, step in enumerate(doc["steps"], 1):
+        step["step_id"] = i
+    assert check_atif(doc) == []
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    res, rf = one(tmp_path / "m.json", tmp_path / "out")
+    assert rf.turns[1].thinking == "Two hits; helpers first.\n\nRead the helper."
+    assert rf.turns[1].raw_text == "Read the helper." and len(rf.turns) == 5
+    assert rf.end.conclusion.startswith("url_for in helpers.py")
+    assert res.unused["type:source:system (not the first)"] == 1

@@ -139,6 +139,7 @@ class _Reader:
         self.unused: Counter[str] = Counter()
         self.system = self.task = ""
         self.final: str | None = None
+        self.said: dict[str, list[str]] = {}  # messages of steps without calls, by span
         self.prompts = 0
         self.embedded = {str(s.get("trajectory_id")): s for s in doc.get("subagent_trajectories")
                          or [] if isinstance(s, dict) and s.get("trajectory_id")}
@@ -158,6 +159,8 @@ class _Reader:
         source, stamp = step.get("source"), seconds(step.get("timestamp"))
         message = _content(step.get("message"))
         if source == "system":
+            if self.system or side is not None:
+                self.unused["type:source:system (not the first)"] += 1
             self.system = self.system or (message if side is None else "")
         elif source == "user":
             self.prompts += side is None
@@ -175,15 +178,21 @@ class _Reader:
         mark = _dict(_dict(step.get("extra")).get(ADAKIT_KEY))
         metrics = _dict(step.get("metrics"))
         self.unused.update(f"field:metrics.{k}" for k in metrics if k not in _METRICS)
-        common = {"thought": "\n\n".join(t for t in (thought, message) if t), "response": message,
-                  "started_at": last or stamp, "ended_at": stamp, "sidechain": side}
+        chain = side.id if side else ""
+        if not calls and not mark.get("parse_error"):
+            if message:  # a message between calls: part of the next call's thinking
+                self.said.setdefault(chain, []).append(message)
+                self.final = message if side is None else self.final
+            return
+        said = self.said.pop(chain, [])
+        common = {"thought": "\n\n".join(t for t in (*said, thought, message) if t),
+                  "response": message, "started_at": last or stamp, "ended_at": stamp,
+                  "sidechain": side}
         if not calls:
             if mark.get("parse_error"):
                 self.steps.append(SourceStep(**common, parse_error=str(mark["parse_error"]),
                                              tokens_in=_count(metrics.get("prompt_tokens")),
                                              tokens_out=_count(metrics.get("completion_tokens"))))
-            elif side is None and message:
-                self.final = message
             return
         results = [r for r in _dict(step.get("observation")).get("results") or []
                    if isinstance(r, dict)]
