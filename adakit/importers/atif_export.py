@@ -9,7 +9,8 @@ step with the conclusion. Each tool call's ``extra.adakit`` keeps the turn's can
 same actions back turn by turn. A subagent's turns (a sidechain span) become an embedded
 subagent trajectory that the delegating turn's observation refers to.
 
-No JSON Schema of ATIF is published in a package this project can install, so
+No JSON Schema of ATIF is published in a package this project can install (Harbor's own
+package, which holds the reference models, needs Python 3.12 or later), so
 :func:`check_atif` checks a document against the fields of RFC 0001 itself: the required
 fields and their types, ``step_id`` numbered from 1, agent-only fields on agent steps only,
 results answering the step's own calls, ISO 8601 timestamps, embedded subagents with unique
