@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "adakit.study.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
     "adakit.study.dataset",  # adakit dataset build|check|restore-cache
     "adakit.importers.batch",  # adakit import FORMAT PATH... --out DIR
+    "adakit.importers.atif_export",  # adakit export atif CORPUS --out DIR
     "adakit.diagnostics.diagnosis",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
     "adakit.study.fork_cli",  # adakit fork RUN_FILE --at K (one change) --seeds N
 ]

@@ -398,6 +398,7 @@ EXAMPLES: dict[str, tuple] = {
     "tool:plan": ("TodoWrite", {"todos": [{"content": "read", "status": "pending"}]}, ""),
     "tool:subagent": ("Task", {"prompt": "find it", "subagent_type": "Explore"}, "found"),
     "tool:other": ("other", {"name": "ToolSearch"}, ""),
+    "tool:recorded": ("adakit:recorded", {"file": "src/a.py"}, ""),
     "shell:ls": (None, "tree src", "src\n"),
     "shell:find": (None, "find .", ".\n"),
     "shell:find_name": (None, "find . -iname readme*", "./README.md\n"),
@@ -433,3 +434,13 @@ def test_each_rule_fires_on_its_example(rule_id):
 def test_every_rule_argues_its_choice(rule):
     assert rule.canonical in {"OVW", "PKR", "EXP", "MEM", "CON", "EDT", "EXE", "SUB"}
     assert len(rule.why) > 20 and rule.covers
+
+
+def test_a_recorded_action_is_kept_and_junk_in_it_dropped():
+    m = tool("adakit:recorded", {"tool": "BKM", "file": "src/a.py", "ranges": [[3, 9], [5, 2], "x",
+                                                                             [1, None]],
+                                 "symbol": "f", "result_count": "4", "finalize": "yes",
+                                 "error_type": "repeat"}, "")
+    assert (m.tool, m.file, m.ranges, m.lines_viewed, m.symbol, m.result_count) == (
+        "BKM", "src/a.py", [(3, 9)], 7, "f", 4)
+    assert m.finalize is None and m.failed and m.rule == "tool:recorded"

@@ -103,7 +103,7 @@ def test_wrong_shapes_are_skipped_with_a_reason_each(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["auto", "swe-agent", "mini-swe-agent", "openhands", "generic",
-                                 "claude-code", "codex"])
+                                 "claude-code", "codex", "atif"])
 def test_mangled_fixtures_never_stop_an_import(tmp_path, fmt):
     """Every fixture with random parts replaced by other JSON values: each file is imported or
     skipped with a reason, never raises (seeded, so a failure reproduces)."""
@@ -121,7 +121,8 @@ def test_mangled_fixtures_never_stop_an_import(tmp_path, fmt):
     batch._init(fmt, str(tmp_path / "out"), frozenset(), Target())
     (tmp_path / "out").mkdir()
     seen = 0
-    sources = sorted([*FIXTURES.rglob("*.*"), *AGENT_CLI.rglob("*.jsonl")])
+    sources = sorted([*FIXTURES.rglob("*.*"), *AGENT_CLI.rglob("*.jsonl"),
+                      *AGENT_CLI.rglob("*.json")])
     for source in sources:
         lines = source.name.endswith(".jsonl")
         for k in range(12):

@@ -19,6 +19,8 @@ format                    module               files
                                                (CLI 1.0.x to 2.x; subagent ``agent-*.jsonl``)
 ``codex``                 ``codex``            ``rollout-*.jsonl`` of ``~/.codex/sessions``
                                                (wrapped ``payload`` lines, or early bare items)
+``atif``                  ``atif``             ``*.json`` ATIF-v1.4 to v1.7 (Harbor's RFC 0001);
+                                               ``adakit export atif`` writes it (``atif_export``)
 ``auto``                  (detected per file)  any of the above
 ========================  ===================  ==========================================
 
@@ -42,5 +44,6 @@ Modules:
 - one reader per format: :mod:`~adakit.importers.swe_agent`,
   :mod:`~adakit.importers.mini_swe_agent`, :mod:`~adakit.importers.openhands`,
   :mod:`~adakit.importers.generic`, :mod:`~adakit.importers.claude_code`,
-  :mod:`~adakit.importers.codex`.
+  :mod:`~adakit.importers.codex`, :mod:`~adakit.importers.atif`;
+- :mod:`~adakit.importers.atif_export`: runs written as ATIF (``adakit export atif``).
 """

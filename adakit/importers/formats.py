@@ -11,14 +11,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from adakit.importers import claude_code, codex, generic, mini_swe_agent, openhands, swe_agent
+from adakit.importers import atif, claude_code, codex, generic, mini_swe_agent, openhands, swe_agent
 from adakit.importers.base import BadInput
 
 #: Format name -> reader module: ``parse``, ``markers`` (the fields ``auto`` knows it by),
 #: ``FORMAT``, ``AGENT``, ``EXTENSIONS``, ``LINES`` (true: its files are JSON lines) and, where
 #: a run spans several files, ``with_companions`` (the other files' content added).
 FORMATS: dict[str, Any] = {
-    m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code, codex)
+    m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code, codex, atif)
 }
 AUTO = "auto"
 

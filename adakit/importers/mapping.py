@@ -134,6 +134,10 @@ MAPPING_TABLE: tuple[MappingRule, ...] = (
     MappingRule("tool:subagent", ("Task", "Agent"), "EXE", "subagent",
                 "hands a task to a subagent (Claude Code); the subagent's own turns follow as a "
                 "sidechain span of the run."),
+    MappingRule("tool:recorded", ("adakit:recorded",), "EXE", None,
+                "a canonical action the source recorded itself (adakit's own ATIF export, "
+                "in the tool call's extra): taken as it is, so a round trip keeps it (EXE only "
+                "when the record names no tool)."),
     MappingRule("tool:other", ("other",), "EXE", None,
                 "a tool the format's reader does not know: kept with its name (the action), "
                 "counted as acting outside Ada's tools."),
@@ -616,13 +620,42 @@ def _map_other(name: str, args: Mapping[str, Any], observation: str, ctx: Contex
     return _rule("tool:other", action=str(args.get("name") or name))
 
 
+def _ranges(value: Any) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for item in value if isinstance(value, list) else []:
+        pair = [_int(v) for v in item] if isinstance(item, (list, tuple)) and len(item) == 2 else []
+        if len(pair) == 2 and pair[0] is not None and pair[1] is not None and pair[1] >= pair[0]:
+            out.append((pair[0], pair[1]))
+    return out
+
+
+def _map_recorded(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """A canonical action recorded by the source (``args``: the ``ToolMetrics`` fields): kept,
+    its file resolved like any other path."""
+    def text(key: str) -> str | None:
+        value = args.get(key)
+        return str(value) if isinstance(value, (str, int, float)) and value != "" else None
+
+    file = text("file")
+    ranges = _ranges(args.get("ranges"))
+    viewed = _int(args.get("lines_viewed"))
+    finalize = args.get("finalize")
+    return Mapped(tool=text("tool") or RULES["tool:recorded"].canonical, rule="tool:recorded",
+                  file=ctx.resolve(file, ctx.cwd) if file else None, ranges=ranges,
+                  lines_viewed=viewed if viewed is not None else sum(b - a + 1 for a, b in ranges),
+                  structural=args.get("structural") is True, action=text("action"),
+                  symbol=text("symbol"), result_count=_int(args.get("result_count")),
+                  finalize=finalize if isinstance(finalize, bool) else None,
+                  failed=args.get("error_type") not in (None, ""))
+
+
 #: Named tools read by their own mapper (keys are the tools' names as recorded).
 _NAMED_TOOLS: dict[str, Callable[[str, Mapping[str, Any], str, Context], Mapped]] = {
     "Read": _map_read, "Grep": _map_grep, "Glob": _map_glob,
     **{n: _map_edit for n in ("Edit", "MultiEdit", "Write", "NotebookEdit")},
     **{n: _map_plan for n in RULES["tool:plan"].covers},
     "Task": _map_subagent, "Agent": _map_subagent, "apply_patch": _map_patch,
-    "other": _map_other,
+    "other": _map_other, "adakit:recorded": _map_recorded,
 }
 
 
