@@ -17,7 +17,7 @@ from test_schema import validate_corpus
 
 from adakit.cli import main as cli
 from adakit.importers.batch import import_paths
-from adakit.importers.mapping import parse_tool_map
+from adakit.importers.mapping import Context, map_tool, parse_tool_map
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy, surface
 from adakit.record import load_corpus, read_run
@@ -258,3 +258,20 @@ def test_auto_lenses_and_the_schema(tmp_path, flask_world):
     assert dens.loc["src/flask/ctx.py", "lines_shown"] == 60
     assert dens.loc["src/flask/helpers.py", "lines_shown"] == 46
     plt.close(fp.plot_repo_map(files, dens.reset_index()))
+
+
+def test_text_editor_edits_without_their_text_in_the_snippet():
+    ctx = Context(cwd="/testbed", resolve=lambda p, cwd: p.removeprefix("/testbed/"))
+    snippet = "edited.\n    40\tbefore\n    41\tsomething else\n    42\tafter\n"
+    moved = map_tool("text_editor", {"command": "str_replace", "path": "/testbed/a.py",
+                                     "old_str": "x", "new_str": "not shown"}, snippet, ctx)
+    assert (moved.tool, moved.file, moved.ranges) == ("EDT", "a.py", [(40, 42)])
+    undo = map_tool("text_editor", {"command": "undo_edit", "path": "/testbed/a.py"}, snippet, ctx)
+    assert (undo.tool, undo.action, undo.ranges) == ("EDT", "undo_edit", [])
+    failed = map_tool("text_editor", {"command": "insert", "path": "/testbed/a.py",
+                                      "insert_line": 3, "new_str": "y"},
+                      "", Context(resolve=ctx.resolve, result={"is_error": True}))
+    assert (failed.tool, failed.failed, failed.ranges) == ("EDT", True, [])
+    folder = map_tool("text_editor", {"command": "view", "path": "/testbed/src"},
+                      "Here's the files and directories up to 2 levels deep in /testbed/src\n", ctx)
+    assert (folder.tool, folder.rule, folder.file) == ("OVW", "tool:view_dir", "src")

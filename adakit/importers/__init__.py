@@ -2,7 +2,7 @@
 
 ``adakit import FORMAT PATH... --out DIR`` turns every trajectory file of a format into one
 run file of adakit's record schema, so the lenses, the explorer and the judges read SWE-agent,
-mini-swe-agent, OpenHands, Claude Code, Codex CLI or any agent's runs beside Ada's. One module per
+mini-swe-agent, OpenHands, Claude Code, Codex CLI, Inspect AI or any agent's runs beside Ada's. One module per
 format reads its files into a :class:`~adakit.importers.base.Trajectory`;
 :mod:`~adakit.importers.mapping` maps every step onto a canonical tool;
 :mod:`~adakit.importers.base` writes the records.
@@ -19,6 +19,8 @@ format                    module               files
                                                (CLI 1.0.x to 2.x; subagent ``agent-*.jsonl``)
 ``codex``                 ``codex``            ``rollout-*.jsonl`` of ``~/.codex/sessions``
                                                (wrapped ``payload`` lines, or early bare items)
+``inspect``               ``inspect_log``      Inspect AI ``.eval`` zips and ``.json`` logs
+                                               (one run per sample)
 ``auto``                  (detected per file)  any of the above
 ========================  ===================  ==========================================
 
@@ -42,5 +44,5 @@ Modules:
 - one reader per format: :mod:`~adakit.importers.swe_agent`,
   :mod:`~adakit.importers.mini_swe_agent`, :mod:`~adakit.importers.openhands`,
   :mod:`~adakit.importers.generic`, :mod:`~adakit.importers.claude_code`,
-  :mod:`~adakit.importers.codex`.
+  :mod:`~adakit.importers.codex`, :mod:`~adakit.importers.inspect_log`.
 """

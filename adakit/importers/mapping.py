@@ -652,8 +652,10 @@ def _map_text_editor(name: str, args: Mapping[str, Any], observation: str, ctx: 
     elif command == "insert":
         at = _int(args.get("insert_line"))
         rng = (at + 1, at + count) if at is not None and count else None
-    else:
+    elif command == "str_replace":
         rng = _snippet_lines(observation, new) or numbered_range(observation, "tab")
+    else:  # undo_edit: the lines it restored are not shown
+        rng = None
     m.ranges = [rng] if rng else []
     return m
 
