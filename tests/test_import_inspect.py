@@ -81,6 +81,8 @@ def new_sample(sid: str = "pallets__flask-5014") -> dict:
         events.append({"event": "tool", "timestamp": _stamp(t + 4), "completed": _stamp(t + 7),
                        "working_start": t + 4, "working_time": 3.0, "id": f"toolu_{i}",
                        "function": fn, "arguments": args, "result": out, "events": []})
+    events.append({"event": "compaction", "timestamp": _stamp(35), "type": "summary",
+                   "tokens_before": 9000, "tokens_after": 1200})
     events.append({"event": "score", "timestamp": _stamp(99), "score": {"value": 1}})
     return {"id": sid, "epoch": 1, "input": [msgs[1]], "target": "", "messages": msgs,
             "output": {"model": "claude-sonnet-4-5", "choices": [], "completion": ""},
@@ -166,6 +168,8 @@ def test_a_newer_eval_zip_maps_the_editor_with_its_lines(tmp_path, flask_world):
     assert [(x.tokens_in, x.tokens_out) for x in t[:2]] == [(1100, 10), (1200, 20)]
     assert (t[0].latency_s, t[0].ended_at - t[0].started_at) == (3.0, 7.0)
     assert (t[6].metrics.exit_code, t[6].observation) == (1, "Command timed out before completing.")
+    assert [(x.turn, i.source, i.text) for x in t for i in x.injected] == [
+        (3, "compaction", "compaction (summary, 9000 to 1200 tokens)")]  # between turns 3 and 4
     h = rf.header
     assert (h.model.name, h.source.agent_version, h.model.mode, h.task.prompt) == (
         "anthropic/claude-sonnet-4-5", "0.3.140", "basic_agent", "Fix the app context push.")

@@ -13,7 +13,8 @@ message with the call's ``tool_call_id`` is its observation (``error`` when the 
 Content is a text or blocks (``text``, ``reasoning``, ``image`` ...); a long text may be kept
 once in the sample's ``attachments`` and referred to as ``attachment://HASH``. The events give
 the timings: a ``tool`` event (same ``id`` as the call) its ``timestamp`` and ``completed``;
-the ``model`` event whose output holds the call its tokens. Older logs (2024) keep events in
+the ``model`` event whose output holds the call its tokens. A ``compaction`` event is a marked
+event (an injection of source ``compaction``) on the step that started before it. Older logs (2024) keep events in
 ``transcript.events`` with naive timestamps and no ``completed``; samples before that have no
 events at all (then the run has no timing).
 
@@ -33,7 +34,14 @@ import zipfile
 from collections import Counter
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, seconds, text_of
+from adakit.importers.base import (
+    BadInput,
+    SourceStep,
+    Trajectory,
+    mark_compaction,
+    seconds,
+    text_of,
+)
 from adakit.importers.mapping import known_tool
 
 FORMAT = "inspect"
@@ -49,7 +57,7 @@ USED_SAMPLE = frozenset({"id", "epoch", "input", "target", "messages", "output",
                          "metadata", "events", "transcript", "attachments", "error", "limit",
                          "model_usage", "total_time", "working_time", "uuid", "started_at",
                          "completed_at"})
-_USED_EVENTS = frozenset({"tool", "model"})
+_USED_EVENTS = frozenset({"tool", "model", "compaction"})
 _SHELL_TOOLS = frozenset({"bash", "bash_session"})
 
 
@@ -226,12 +234,15 @@ class _Sample:
         self.unused: Counter[str] = Counter(f"field:{k}" for k in sample if k not in USED_SAMPLE)
         self.tools: dict[str, dict[str, Any]] = {}
         self.usage: dict[str, dict[str, Any]] = {}  # tool call id -> its model event
+        self.compactions: list[tuple[float | None, str]] = []
         for e in _events(sample):
             kind = str(e.get("event") or "?")
             if kind == "tool" and e.get("id") is not None:
                 self.tools[str(e["id"])] = e
             elif kind == "model":
                 self._model_event(e)
+            elif kind == "compaction":
+                self.compactions.append((seconds(e.get("timestamp")), _compaction_note(e)))
             elif kind not in _USED_EVENTS:
                 self.unused[f"type:event:{kind}"] += 1
         self.steps: list[SourceStep] = []
@@ -314,6 +325,21 @@ class _Sample:
             step.exit_code = 1
 
 
+def _compaction_note(event: dict[str, Any]) -> str:
+    """A compaction event in words (the event keeps no summary text)."""
+    before, after = event.get("tokens_before"), event.get("tokens_after")
+    sizes = f", {before} to {after} tokens" if before is not None and after is not None else ""
+    return f"compaction ({event.get('type') or 'summary'}{sizes})"
+
+
+def _mark_compactions(steps: list[SourceStep], compactions: list[tuple[float | None, str]]) -> None:
+    """Each compaction on the last step that started before it (one before any: the first)."""
+    for stamp, note in compactions:
+        before = [st for st in steps if stamp is not None and st.started_at is not None
+                  and st.started_at <= stamp]
+        mark_compaction(before or steps[:1], note)
+
+
 def _exit_status(sample: dict[str, Any]) -> str | None:
     limit, error = sample.get("limit"), sample.get("error")
     if isinstance(limit, dict) and limit.get("type"):
@@ -339,6 +365,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
         s.message(msg)
     if not s.steps:
         raise BadInput("empty trajectory", "no tool calls")
+    _mark_compactions(s.steps, s.compactions)
     spec = log["eval"]
     task_input = s.resolve(sample.get("input"))
     task = text_of(task_input) if isinstance(task_input, str) else next(
@@ -355,7 +382,8 @@ def parse(data: Any, name: str = "") -> Trajectory:
         task_prompt=task or s.task, system_prompt=s.system, exit_status=_exit_status(sample),
         final_message=s.final or (text_of(out.get("completion")) or None),
         totals={"log_version": log.get("version"), "status": log.get("status"),
-                "total_time": sample.get("total_time"), "working_time": sample.get("working_time")},
+                "total_time": sample.get("total_time"), "working_time": sample.get("working_time"),
+                "compactions": len(s.compactions) or None},
         started_at=s.steps[0].started_at, ended_at=s.steps[-1].ended_at,
         timing="recorded" if timed else "none",
         mode=str(spec.get("solver") or "eval"), repo=None, unused=dict(+s.unused),
