@@ -173,8 +173,9 @@ def test_a_newer_eval_zip_maps_the_editor_with_its_lines(tmp_path, flask_world):
     h = rf.header
     assert (h.model.name, h.source.agent_version, h.model.mode, h.task.prompt) == (
         "anthropic/claude-sonnet-4-5", "0.3.140", "basic_agent", "Fix the app context push.")
-    assert rep.imported[0].unused == {"type:event:sample_init": 1, "type:event:span_begin": 1,
-                                      "type:event:score": 1, "field:store": 1, "field:events_data": 1}
+    assert rep.imported[0].unused == {"type:event:sample_init": 1, "type:event:score": 1,
+                                      "field:store": 1, "field:events_data": 1}
+    assert all(x.sidechain is None for x in t)
 
 
 def test_a_user_maps_their_own_tool_names(tmp_path, capsys):
@@ -279,3 +280,43 @@ def test_text_editor_edits_without_their_text_in_the_snippet():
     folder = map_tool("text_editor", {"command": "view", "path": "/testbed/src"},
                       "Here's the files and directories up to 2 levels deep in /testbed/src\n", ctx)
     assert (folder.tool, folder.rule, folder.file) == ("OVW", "tool:view_dir", "src")
+
+
+def test_a_subagent_run_as_a_tool_is_a_sidechain_after_its_call(tmp_path, flask_world):
+    """The main agent calls ``researcher`` (an agent run as a tool, span ag1); the researcher's
+    own call is in the events only, and follows the call as a sidechain."""
+    globals_py = "/testbed/src/flask/globals.py"
+    sub_call = {"id": "sub_1", "function": "bash", "arguments": {"cmd": f"sed -n '1,20p' {globals_py}"}}
+    main = [{"id": "toolu_r", "function": "researcher", "arguments": {"input": "find g"}},
+            {"id": "toolu_s", "function": "submit", "arguments": {"answer": "g is in globals.py"}}]
+    sample = new_sample("sub")
+    sample["messages"] = sample["messages"][:2] + [
+        {"role": "assistant", "content": "Ask the researcher.", "tool_calls": [main[0]]},
+        {"role": "tool", "content": "g is in globals.py", "tool_call_id": "toolu_r"},
+        {"role": "assistant", "content": "Done.", "tool_calls": [main[1]]},
+        {"role": "tool", "content": "", "tool_call_id": "toolu_s"}]
+    sample["events"] = [
+        {"event": "span_begin", "id": "s1", "name": "solver", "timestamp": _stamp(0)},
+        {"event": "span_begin", "id": "ag1", "parent_id": "s1", "type": "agent",
+         "name": "researcher", "timestamp": _stamp(11)},
+        {"event": "model", "span_id": "ag1", "timestamp": _stamp(12), "completed": _stamp(13),
+         "output": {"choices": [{"message": {"role": "assistant", "content": "Read it.",
+                                             "tool_calls": [sub_call]}}],
+                    "usage": {"input_tokens": 70, "output_tokens": 7}}},
+        {"event": "tool", "span_id": "ag1", "id": "sub_1", "function": "bash", "timestamp": _stamp(14),
+         "completed": _stamp(15), "result": "".join(f"line {n}\n" for n in range(1, 21))},
+        {"event": "tool", "span_id": "s1", "id": "toolu_r", "function": "researcher",
+         "agent": "researcher", "agent_span_id": "ag1", "timestamp": _stamp(10),
+         "completed": _stamp(16), "result": "g is in globals.py"}]
+    rep, rf = one(write_eval(tmp_path / "sub.eval", {"sub_epoch_1": json.dumps(sample)}),
+                  tmp_path / "out", world="flask")
+    assert [row(t) for t in rf.turns] == [
+        ("researcher", "EXE", "tool:other", "researcher", None),
+        ("bash", "PKR", "shell:sed_n", None, "src/flask/globals.py", (1, 20)),
+        ("submit", "SUB", "tool:submit", "submit", None)]
+    side = [t.sidechain for t in rf.turns]
+    assert side[0] is None and side[2] is None
+    assert (side[1].id, side[1].parent_turn, side[1].agent, side[1].depth) == ("ag1", 1, "researcher", 1)
+    sub = rf.turns[1]
+    assert (sub.thinking, sub.tokens_in, sub.ended_at - sub.started_at) == ("Read it.", 70, 3.0)
+    assert sub.observation.startswith("line 1\n")

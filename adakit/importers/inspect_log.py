@@ -14,7 +14,12 @@ Content is a text or blocks (``text``, ``reasoning``, ``image`` ...); a long tex
 once in the sample's ``attachments`` and referred to as ``attachment://HASH``. The events give
 the timings: a ``tool`` event (same ``id`` as the call) its ``timestamp`` and ``completed``;
 the ``model`` event whose output holds the call its tokens. A ``compaction`` event is a marked
-event (an injection of source ``compaction``) on the step that started before it. Older logs (2024) keep events in
+event (an injection of source ``compaction``) on the step that started before it.
+
+A subagent run as a tool (``as_tool``) records its own model and tool events in the span the
+calling ``tool`` event names (``agent_span_id``): its calls are kept after the call that ran
+it, each marked with that span (:class:`~adakit.record.Sidechain`); a handoff's calls are in
+the sample's messages already and are read there. Older logs (2024) keep events in
 ``transcript.events`` with naive timestamps and no ``completed``; samples before that have no
 events at all (then the run has no timing).
 
@@ -43,6 +48,7 @@ from adakit.importers.base import (
     text_of,
 )
 from adakit.importers.mapping import known_tool
+from adakit.record import Sidechain
 
 FORMAT = "inspect"
 AGENT = "inspect_ai"
@@ -57,7 +63,7 @@ USED_SAMPLE = frozenset({"id", "epoch", "input", "target", "messages", "output",
                          "metadata", "events", "transcript", "attachments", "error", "limit",
                          "model_usage", "total_time", "working_time", "uuid", "started_at",
                          "completed_at"})
-_USED_EVENTS = frozenset({"tool", "model", "compaction"})
+_USED_EVENTS = frozenset({"tool", "model", "compaction", "span_begin"})
 _SHELL_TOOLS = frozenset({"bash", "bash_session"})
 
 
@@ -235,12 +241,20 @@ class _Sample:
         self.tools: dict[str, dict[str, Any]] = {}
         self.usage: dict[str, dict[str, Any]] = {}  # tool call id -> its model event
         self.compactions: list[tuple[float | None, str]] = []
+        self.parent_span: dict[str, str | None] = {}
+        self.agent_spans: dict[str, tuple[str, str]] = {}  # span -> (its call's id, agent)
+        self.model_events: list[dict[str, Any]] = []
         for e in _events(sample):
             kind = str(e.get("event") or "?")
             if kind == "tool" and e.get("id") is not None:
                 self.tools[str(e["id"])] = e
+                if e.get("agent_span_id"):  # this call ran an agent in that span
+                    self.agent_spans[str(e["agent_span_id"])] = (
+                        str(e["id"]), str(e.get("agent") or e.get("function") or ""))
             elif kind == "model":
                 self._model_event(e)
+            elif kind == "span_begin" and e.get("id") is not None:
+                self.parent_span[str(e["id"])] = str(e.get("parent_id") or "") or None
             elif kind == "compaction":
                 self.compactions.append((seconds(e.get("timestamp")), _compaction_note(e)))
             elif kind not in _USED_EVENTS:
@@ -251,6 +265,7 @@ class _Sample:
         self.model = ""
 
     def _model_event(self, e: dict[str, Any]) -> None:
+        self.model_events.append(e)
         out = e.get("output") if isinstance(e.get("output"), dict) else {}
         choices = out.get("choices") if isinstance(out.get("choices"), list) else []
         msg = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
@@ -258,6 +273,60 @@ class _Sample:
         for c in calls if isinstance(calls, list) else []:
             if isinstance(c, dict) and c.get("id") is not None:
                 self.usage[str(c["id"])] = e
+
+    def _agent_of(self, span: Any) -> tuple[str, str, str, int] | None:
+        """(agent span, the id of the call that ran it, agent, depth) of an event's span."""
+        found: tuple[str, str, str] | None = None
+        depth, seen = 0, set()
+        while isinstance(span, str) and span not in seen:
+            seen.add(span)
+            if span in self.agent_spans:
+                depth += 1
+                found = found or (span, *self.agent_spans[span])
+            span = self.parent_span.get(span)
+        return (*found, depth) if found else None
+
+    def side_steps(self) -> dict[str, list[SourceStep]]:
+        """The calls subagents made in their spans (not in the sample's messages), by the id
+        of the call that ran the subagent."""
+        main = {str((st.result or {}).get("call_id")) for st in self.steps}
+        out: dict[str, list[SourceStep]] = {}
+        for e in self.model_events:
+            where = self._agent_of(e.get("span_id"))
+            choices = (e.get("output") or {}).get("choices") if isinstance(e.get("output"), dict) else None
+            msg = choices[0].get("message") if isinstance(choices, list) and choices and \
+                isinstance(choices[0], dict) else None
+            if where is None or not isinstance(msg, dict):
+                continue
+            content = self.resolve(msg.get("content"))
+            calls = [c for c in msg.get("tool_calls") or [] if isinstance(c, dict)
+                     and str(c.get("id")) not in main]  # a handoff's calls are in the messages
+            for k, call in enumerate(calls):
+                step = self._step(call, text_of(content) if k == 0 else "",
+                                  _reasoning(content) if k == 0 else "", first=k == 0)
+                step.sidechain = Sidechain(id=where[0], agent=where[2], depth=where[3])
+                out.setdefault(where[1], []).append(step)
+        return out
+
+    def in_order(self) -> list[SourceStep]:
+        """The main agent's steps, each followed by the steps of the subagent it ran."""
+        children = self.side_steps()
+        order: list[SourceStep] = []
+        number: dict[str, int] = {}
+
+        def emit(step: SourceStep, seen: frozenset[str]) -> None:
+            cid = str((step.result or {}).get("call_id"))
+            order.append(step)
+            number[cid] = len(order)
+            for child in children.pop(cid, []) if cid not in seen else []:
+                assert child.sidechain is not None
+                child.sidechain.parent_turn = number[cid]
+                emit(child, seen | {cid})
+        for step in self.steps:
+            emit(step, frozenset())
+        for rest in children.values():  # subagents whose call is not known
+            order.extend(rest)
+        return order
 
     def message(self, msg: Any) -> None:
         if not isinstance(msg, dict):
@@ -365,6 +434,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
         s.message(msg)
     if not s.steps:
         raise BadInput("empty trajectory", "no tool calls")
+    s.steps = s.in_order()
     _mark_compactions(s.steps, s.compactions)
     spec = log["eval"]
     task_input = s.resolve(sample.get("input"))
@@ -381,7 +451,8 @@ def parse(data: Any, name: str = "") -> Trajectory:
         instance=instance, model=str(spec.get("model") or s.model or out.get("model") or ""),
         task_prompt=task or s.task, system_prompt=s.system, exit_status=_exit_status(sample),
         final_message=s.final or (text_of(out.get("completion")) or None),
-        totals={"log_version": log.get("version"), "status": log.get("status"),
+        totals={"log_version": log.get("version"),
+                "subagent_steps": sum(st.sidechain is not None for st in s.steps), "status": log.get("status"),
                 "total_time": sample.get("total_time"), "working_time": sample.get("working_time"),
                 "compactions": len(s.compactions) or None},
         started_at=s.steps[0].started_at, ended_at=s.steps[-1].ended_at,
