@@ -213,14 +213,16 @@ def test_cut_zips_and_damaged_samples_are_skipped_with_a_reason(tmp_path):
 
 
 def test_mangled_samples_never_stop_an_import(tmp_path):
-    """Samples with parts replaced by other JSON values: imported or skipped, never raised."""
+    """Samples of both shapes with parts replaced by other JSON values: imported or skipped,
+    never raised (seeded, so a failure reproduces)."""
     import random
 
     rnd = random.Random("inspect-shapes")
     values = [None, 0, -1, "x", "", [], {}, [1], {"a": 1}, True]
     members = {}
+    older = json.loads(OLD.read_text())["samples"][0]
     for k in range(30):
-        sample = new_sample(f"s{k}")
+        sample = new_sample(f"s{k}") if k % 2 else {**json.loads(json.dumps(older)), "id": f"s{k}"}
         node: object = sample
         for _ in range(rnd.randint(1, 5)):
             if isinstance(node, dict) and node:
