@@ -2,7 +2,7 @@
 
 ``adakit import FORMAT PATH... --out DIR`` turns every trajectory file of a format into one
 run file of adakit's record schema, so the lenses, the explorer and the judges read SWE-agent,
-mini-swe-agent, OpenHands, Claude Code, Codex CLI or any agent's runs beside Ada's. One module per
+mini-swe-agent, OpenHands, Claude Code, Codex CLI, Inspect AI or any agent's runs beside Ada's. One module per
 format reads its files into a :class:`~adakit.importers.base.Trajectory`;
 :mod:`~adakit.importers.mapping` maps every step onto a canonical tool;
 :mod:`~adakit.importers.base` writes the records.
@@ -21,6 +21,8 @@ format                    module               files
                                                (wrapped ``payload`` lines, or early bare items)
 ``atif``                  ``atif``             ``*.json`` ATIF-v1.4 to v1.7 (Harbor's RFC 0001);
                                                ``adakit export atif`` writes it (``atif_export``)
+``inspect``               ``inspect_log``      Inspect AI ``.eval`` zips and ``.json`` logs
+                                               (one run per sample)
 ``auto``                  (detected per file)  any of the above
 ========================  ===================  ==========================================
 
@@ -44,6 +46,7 @@ Modules:
 - one reader per format: :mod:`~adakit.importers.swe_agent`,
   :mod:`~adakit.importers.mini_swe_agent`, :mod:`~adakit.importers.openhands`,
   :mod:`~adakit.importers.generic`, :mod:`~adakit.importers.claude_code`,
-  :mod:`~adakit.importers.codex`, :mod:`~adakit.importers.atif`;
+  :mod:`~adakit.importers.codex`, :mod:`~adakit.importers.atif`,
+  :mod:`~adakit.importers.inspect_log`;
 - :mod:`~adakit.importers.atif_export`: runs written as ATIF (``adakit export atif``).
 """

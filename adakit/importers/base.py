@@ -273,6 +273,9 @@ class Target:
     model: str | None = None
     root: str | None = None
     max_observation_chars: int = 4000
+    #: the user's own tool names, each mapped as a tool the mapping table covers
+    #: (``--map-tool NAME=TOOL``); it overrides what the format's reader chose
+    tool_names: dict[str, str] = field(default_factory=dict)
     _tree: tuple[frozenset[str], frozenset[str]] | None = None
 
     def tree(self) -> tuple[frozenset[str], frozenset[str]]:
@@ -301,7 +304,9 @@ def _times(traj: Trajectory) -> list[tuple[float, float]]:
     return out
 
 
-def _mapped_turn(step: SourceStep, ctx: Context) -> Mapped:
+def _mapped_turn(step: SourceStep, ctx: Context, tool_names: dict[str, str]) -> Mapped:
+    if step.tool in tool_names:
+        return map_tool(tool_names[step.tool], step.args, step.observation, ctx)
     tool, args = step.mapped_as or (step.tool, step.args)
     return map_tool(tool, args, step.observation, ctx)
 
@@ -342,7 +347,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             output_complete=step.observation_complete, exit_code=step.exit_code,
             result=step.result,
         )
-        m = _mapped_turn(step, ctx)
+        m = _mapped_turn(step, ctx, target.tool_names)
         submitted = submitted or m.tool == "SUB"
         metrics = ToolMetrics(**m.metrics(), exit_code=step.exit_code)
         turns.append(Turn(**common, call=ToolCall(tool=step.tool or "?", params=_jsonable(step.args)),

@@ -21,9 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from adakit.importers import claude_code, openhands
+from adakit.importers import claude_code
 from adakit.importers.base import BadInput, Target, build_records
-from adakit.importers.formats import AUTO, FORMATS, TOO_DEEP, discover, read_source
+from adakit.importers.formats import AUTO, FORMATS, TOO_DEEP, Records, discover, read_source
+from adakit.importers.mapping import parse_tool_map
 from adakit.record import SourceInfo, WorldInfo
 
 #: Importing at least this many files shows a progress bar (unless turned off).
@@ -85,9 +86,10 @@ def import_file(path: str | Path) -> list[FileResult]:
         sha, fmt, data, found = read_source(path, _FMT)
     except BadInput as exc:
         return [FileResult(str(path), reason=exc.reason, detail=exc.detail)]
-    if fmt == openhands.FORMAT and path.name.endswith(".jsonl"):
+    if isinstance(data, Records):  # one run per line or sample
+        stem = path.name.rsplit(".", 1)[0]
         return [_import_one(path, label, rec_sha, fmt, rec,
-                            f"{path.name.removesuffix('.jsonl')}-{label.rsplit(':', 1)[-1]}", found)
+                            f"{stem}-{label.rsplit(':', 1)[-1]}", found)
                 for label, rec_sha, rec in data]
     return [_import_one(path, str(path), sha, fmt, data, path.name, found)]
 
@@ -255,6 +257,7 @@ def import_paths(
     jobs: int | None = None,
     progress: bool | None = None,
     echo: bool = True,
+    map_tool: Iterable[str] = (),
 ) -> ImportReport:
     """Import every trajectory file under ``paths`` into the folder ``out``.
 
@@ -267,9 +270,11 @@ def import_paths(
     ``jobs`` worker processes (default: up to 2 for 50 files or more); ``progress`` shows a bar
     (default: from :data:`PROGRESS_FROM` files). ``echo`` prints one line per skipped file,
     and per imported file the record types, blocks and fields its reader did not use.
+    ``map_tool``: ``NAME=TOOL`` pairs, the source's own tool NAME mapped as the known TOOL.
     """
     if fmt != AUTO and fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join([*FORMATS, AUTO])}")
+    names = parse_tool_map(map_tool)
     out = Path(out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     files, missing = discover(paths, fmt)
@@ -280,7 +285,7 @@ def import_paths(
             print(f"skipped {p}: not found (no such file or folder)", file=sys.stderr)
     w, info = resolve_world(world)
     target = Target(world=w, world_info=info, study=study or "imported", task=task, model=model,
-                    root=root, max_observation_chars=max_observation_chars)
+                    root=root, max_observation_chars=max_observation_chars, tool_names=names)
     known = imported_hashes(out)
     jobs = jobs if jobs is not None else (min(2, os.cpu_count() or 1) if len(files) >= 50 else 1)
     show = progress if progress is not None else len(files) >= PROGRESS_FROM
@@ -331,7 +336,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
             args.format, args.paths, args.out, world=args.world, study=args.study,
             task=args.task, model=args.model, root=args.root,
             max_observation_chars=args.max_observation_chars, jobs=args.jobs,
-            progress=False if args.no_progress else None)
+            progress=False if args.no_progress else None, map_tool=args.map_tool or ())
     except ValueError as exc:
         print(f"adakit import: {exc}", file=sys.stderr)
         return 2
@@ -345,7 +350,7 @@ def register_cli(sub: Any) -> None:
     """``adakit import FORMAT PATH... --out DIR``: other agents' trajectories as runs."""
     p = sub.add_parser(
         "import", help="import other agents' trajectories (SWE-agent, mini-swe-agent, "
-        "OpenHands, Claude Code, Codex CLI, generic JSONL) as runs the lenses read")
+        "OpenHands, Claude Code, Codex CLI, Inspect AI, generic JSONL) as runs the lenses read")
     p.add_argument("format", choices=[*FORMATS, AUTO], metavar="FORMAT",
                    help=f"the source format: {', '.join(FORMATS)}, or {AUTO} (detect per file)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="trajectory files or folders")
@@ -360,5 +365,8 @@ def register_cli(sub: Any) -> None:
                    help="clip observations to this many characters (0: keep all; the full "
                    "length is always recorded)")
     p.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: up to 2 for 50+ files)")
+    p.add_argument("--map-tool", action="append", metavar="NAME=TOOL",
+                   help="map the source's own tool NAME as the known TOOL (e.g. grep_repo=search_dir, "
+                   "my_view=text_editor); repeatable")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_import)

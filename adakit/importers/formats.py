@@ -11,16 +11,31 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from adakit.importers import atif, claude_code, codex, generic, mini_swe_agent, openhands, swe_agent
+from adakit.importers import (
+    atif,
+    claude_code,
+    codex,
+    generic,
+    inspect_log,
+    mini_swe_agent,
+    openhands,
+    swe_agent,
+)
 from adakit.importers.base import BadInput
 
 #: Format name -> reader module: ``parse``, ``markers`` (the fields ``auto`` knows it by),
 #: ``FORMAT``, ``AGENT``, ``EXTENSIONS``, ``LINES`` (true: its files are JSON lines) and, where
 #: a run spans several files, ``with_companions`` (the other files' content added).
 FORMATS: dict[str, Any] = {
-    m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code, codex, atif)
+    m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code, codex, atif,
+                          inspect_log)
 }
 AUTO = "auto"
+
+
+class Records(list):  # type: ignore[type-arg]
+    """The runs of one source file that holds several (an OpenHands ``output.jsonl``, the
+    samples of an Inspect log): (label, sha256, parsed record or :class:`BadInput`) each."""
 
 
 #: What ``auto`` says of a file no format's markers fit.
@@ -140,11 +155,11 @@ def _first_record(text: str) -> Any:
         return None
 
 
-def read_records(path: Path, raw: bytes) -> list[tuple[str, str, Any]]:
+def read_records(path: Path, raw: bytes) -> Records:
     """(label, sha256, parsed record or :class:`BadInput`) of every line of a file of one
     record per line (an OpenHands ``output.jsonl``): each line is its own source, so a
     truncated last line (a run still being written) costs only that line."""
-    out: list[tuple[str, str, Any]] = []
+    out = Records()
     lines = raw.split(b"\n")
     for i, line in enumerate(lines, 1):
         if not line.strip():
@@ -176,6 +191,8 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any, str]:
     sha = hashlib.sha256(raw).hexdigest()
     if not raw.strip():
         raise BadInput("empty trajectory", "the file is empty")
+    if raw.startswith(inspect_log.ZIP_MAGIC) and fmt in (AUTO, inspect_log.FORMAT):
+        return _inspect(path, raw, None, fmt)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -185,8 +202,20 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any, str]:
             fmt == openhands.FORMAT or _history_records(_first_record(text))):
         found = "a 'history' list of events on the first line" if fmt == AUTO else ""
         return sha, openhands.FORMAT, read_records(path, raw), found  # one run per line
+    if fmt == inspect_log.FORMAT:
+        return _inspect(path, raw, text, fmt)
     data = _jsonl(text) if lines else _json(text)
     if fmt != AUTO:
         return sha, fmt, data, ""
     fmt, found = detect_format(data, lines)
+    if fmt == inspect_log.FORMAT:  # one run per sample
+        return sha, fmt, Records(inspect_log.read_json_log(data, str(path))), found
     return sha, fmt, data, found
+
+
+def _inspect(path: Path, raw: bytes, text: str | None, fmt: str) -> tuple[str, str, Any, str]:
+    """An Inspect log read as its samples' records (a ``.eval`` zip, or a ``.json`` log)."""
+    records = Records(inspect_log.read_log(str(path), raw, text))
+    found = "a zip with header.json or _journal/start.json and samples/*.json" \
+        if fmt == AUTO else ""
+    return hashlib.sha256(raw).hexdigest(), inspect_log.FORMAT, records, found

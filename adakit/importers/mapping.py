@@ -49,7 +49,7 @@ several files records the first file it shows.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +80,8 @@ MAPPING_TABLE: tuple[MappingRule, ...] = (
     MappingRule("tool:view", ("str_replace_editor:view", "view", "read", "read_file",
                               "view_file", "open_file", "cat_file", "peek_code_region"),
                 "PKR", None,
-                "an editor view of a file prints its lines (cat -n): a window read."),
+                "an editor view of a file prints its lines (cat -n): a window read (Inspect's "
+                "text_editor view too; with view_range, a ranged read)."),
     MappingRule("tool:read", ("Read",), "PKR", None,
                 "Claude Code's Read: with offset/limit a ranged read (clipped to what the result "
                 "showed); without them, the numbered lines its result showed."),
@@ -110,7 +111,8 @@ MAPPING_TABLE: tuple[MappingRule, ...] = (
                               "str_replace_editor:undo_edit", "str_replace", "write",
                               "write_file", "create_file", "edit_file", "apply_patch",
                               "replace_in_file"),
-                "EDT", None, "changes a file: outside Ada's read-only set."),
+                "EDT", None, "changes a file: outside Ada's read-only set (Inspect's text_editor "
+                "create, insert and str_replace too, with the lines they wrote)."),
     MappingRule("tool:submit", ("submit", "finish", "exit_forfeit", "complete", "done"),
                 "SUB", "submit",
                 "hands in the result and ends the run: terminal, like a finalizing CON."),
@@ -647,6 +649,46 @@ def _map_recorded(name: str, args: Mapping[str, Any], observation: str, ctx: Con
                   symbol=text("symbol"), result_count=_int(args.get("result_count")),
                   finalize=finalize if isinstance(finalize, bool) else None,
                   failed=args.get("error_type") not in (None, ""))
+def _snippet_lines(observation: str, new: str) -> tuple[int, int] | None:
+    """Where the lines of ``new`` stand in an editor's numbered snippet (``  12\tcode``)."""
+    want = [ln.rstrip() for ln in new.split("\n")]
+    if not new.strip():
+        return None
+    shown = [(int(m.group(1)), m.group(2).rstrip()) for m in re.finditer(
+        r"^ *(\d+)\t(.*)$", observation, re.M)]
+    for k in range(len(shown) - len(want) + 1):
+        if [t for _, t in shown[k:k + len(want)]] == want:
+            return shown[k][0], shown[k][0] + len(want) - 1
+    return None
+
+
+def _map_text_editor(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """Inspect's ``text_editor``: ``view`` as the editor view it is (a ranged read with
+    ``view_range``); ``create``, ``insert`` and ``str_replace`` edits with the lines they wrote
+    (all of a created file; after ``insert_line``; where the new text shows in the snippet)."""
+    command = str(args.get("command") or "")
+    m = map_tool("str_replace_editor", args, observation, ctx)
+    if command == "view":
+        if m.rule == "tool:view" and isinstance(args.get("view_range"), (list, tuple)):
+            m.action = "range"
+        return m
+    if m.rule != "tool:edit" or _errored(observation, ctx) or m.failed:
+        m.failed = m.failed or (m.rule == "tool:edit" and _errored(observation, ctx))
+        return m
+    new = args.get("file_text") if command == "create" else args.get("new_str")
+    new = new if isinstance(new, str) else ""
+    count = len(output_lines(new))
+    if command == "create":
+        rng = (1, count) if count else None
+    elif command == "insert":
+        at = _int(args.get("insert_line"))
+        rng = (at + 1, at + count) if at is not None and count else None
+    elif command == "str_replace":
+        rng = _snippet_lines(observation, new) or numbered_range(observation, "tab")
+    else:  # undo_edit: the lines it restored are not shown
+        rng = None
+    m.ranges = [rng] if rng else []
+    return m
 
 
 #: Named tools read by their own mapper (keys are the tools' names as recorded).
@@ -656,7 +698,33 @@ _NAMED_TOOLS: dict[str, Callable[[str, Mapping[str, Any], str, Context], Mapped]
     **{n: _map_plan for n in RULES["tool:plan"].covers},
     "Task": _map_subagent, "Agent": _map_subagent, "apply_patch": _map_patch,
     "other": _map_other, "adakit:recorded": _map_recorded,
+    "text_editor": _map_text_editor,
 }
+
+
+def known_tool(name: str) -> bool:
+    """Whether the mapping table covers a tool of this name (as a named tool or a rule's)."""
+    return name in _NAMED_TOOLS or name in _TOOL_RULE
+
+
+def tool_names() -> list[str]:
+    """Every tool name the mapping table covers (not its sub-command keys), sorted."""
+    return sorted(n for n in {*_NAMED_TOOLS, *_TOOL_RULE} - {"other"} if ":" not in n)
+
+
+def parse_tool_map(items: Iterable[str]) -> dict[str, str]:
+    """``NAME=TOOL`` pairs (``--map-tool``): a source's own tool NAME is mapped as the known
+    TOOL (``grep_repo=search_dir``); a TOOL the table does not cover is a ``ValueError``."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, tool = (part.strip() for part in item.partition("="))
+        if not sep or not name or not tool:
+            raise ValueError(f"--map-tool {item!r}: expected NAME=TOOL")
+        if not known_tool(tool) or tool == "other":
+            raise ValueError(f"--map-tool {item!r}: {tool!r} is not a tool of the mapping table "
+                             f"(known: {', '.join(tool_names())})")
+        out[name] = tool
+    return out
 
 
 # --------------------------------------------------------------------------- shell
