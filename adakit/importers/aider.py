@@ -109,7 +109,9 @@ def sessions(path: Path, text: str) -> list[tuple[str, str, Any]]:
         end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
         chunk = text[m.start():end]
         line = text.count("\n", 0, m.start()) + 1
-        out.append((f"{path}:{line}", hashlib.sha256(chunk.encode("utf-8")).hexdigest(),
+        # the blank lines before the next session's start are not part of this one's content
+        digest = hashlib.sha256(chunk.rstrip().encode("utf-8")).hexdigest()
+        out.append((f"{path}:{line}", digest,
                     Session(chunk, m.group(1), line, path.parent)))
     return out
 
