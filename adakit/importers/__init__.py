@@ -2,8 +2,8 @@
 
 ``adakit import FORMAT PATH... --out DIR`` turns every trajectory file of a format into one
 run file of adakit's record schema, so the lenses, the explorer and the judges read SWE-agent,
-mini-swe-agent, OpenHands, Claude Code, Codex CLI or any agent's runs beside Ada's. One module per
-format reads its files into a :class:`~adakit.importers.base.Trajectory`;
+mini-swe-agent, OpenHands, Claude Code, Codex CLI, aider or any agent's runs beside Ada's. One
+module per format reads its files into a :class:`~adakit.importers.base.Trajectory`;
 :mod:`~adakit.importers.mapping` maps every step onto a canonical tool;
 :mod:`~adakit.importers.base` writes the records.
 
@@ -19,6 +19,7 @@ format                    module               files
                                                (CLI 1.0.x to 2.x; subagent ``agent-*.jsonl``)
 ``codex``                 ``codex``            ``rollout-*.jsonl`` of ``~/.codex/sessions``
                                                (wrapped ``payload`` lines, or early bare items)
+``aider``                 ``aider``            ``.aider.chat.history.md`` (one run per session)
 ``auto``                  (detected per file)  any of the above
 ========================  ===================  ==========================================
 
@@ -42,5 +43,5 @@ Modules:
 - one reader per format: :mod:`~adakit.importers.swe_agent`,
   :mod:`~adakit.importers.mini_swe_agent`, :mod:`~adakit.importers.openhands`,
   :mod:`~adakit.importers.generic`, :mod:`~adakit.importers.claude_code`,
-  :mod:`~adakit.importers.codex`.
+  :mod:`~adakit.importers.codex`, :mod:`~adakit.importers.aider`.
 """
