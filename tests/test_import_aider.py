@@ -198,8 +198,11 @@ def test_edit_blocks_of_one_fence_share_the_file():
     prose, blocks, broken = aider.edit_blocks(reply)
     assert blocks == [("a.py", "x = 1", "x = 2"), ("a.py", "y = 1", "y = 3"), ("b/c.py", "", "new")]
     assert prose == "Two changes:\n\n\nDone." and broken is None
-    assert aider.edit_blocks(["<<<<<<< SEARCH", "a", "=======", "b", ">>>>>>> REPLACE"])[2] == \
-        "a SEARCH/REPLACE block without a file name"
+    nameless = ["<<<<<<< SEARCH", "a", "=======", "b", ">>>>>>> REPLACE"]
+    _, blocks, broken = aider.edit_blocks([*nameless, "```", "d.py", *nameless])
+    assert blocks == [("d.py", "a", "b")] and broken == "a SEARCH/REPLACE block without a file name"
+    prose, blocks, _ = aider.edit_blocks(["Fenced:", "```js", "e.js", *nameless, "```"])
+    assert blocks == [("e.js", "a", "b")] and prose == "Fenced:"  # diff-fenced: name inside
 
 
 def test_lenses_and_the_schema_on_imported_sessions(tmp_path, flask_world):

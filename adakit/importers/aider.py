@@ -148,6 +148,8 @@ def _filename(prose: list[str]) -> str | None:
     name = prose[-1].strip().strip("*`#").strip().rstrip(":").strip("`")
     if name and not re.search(r"\s", name) and ("." in name or "/" in name):
         prose.pop()
+        if prose and prose[-1].lstrip().startswith("```"):  # diff-fenced: the name inside
+            prose.pop()
         return name
     return None
 
@@ -158,6 +160,7 @@ def edit_blocks(lines: list[str]) -> tuple[str, list[tuple[str, str, str]], str 
     prose: list[str] = []
     blocks: list[tuple[str, str, str]] = []
     last: str | None = None
+    broken: str | None = None
     i, n = 0, len(lines)
     while i < n:
         if not _SEARCH.match(lines[i]):
@@ -171,15 +174,16 @@ def edit_blocks(lines: list[str]) -> tuple[str, list[tuple[str, str, str]], str 
         k = j + 1
         while k < n and not _REPLACE.match(lines[k]):
             k += 1
-        if k >= n:
+        if k >= n:  # a block cut off ends the reply: nothing after it can be told apart
             return "\n".join(prose), blocks, "a SEARCH block without its ======= and >>>>>>> REPLACE lines"
-        if file is None:
-            return "\n".join(prose), blocks, "a SEARCH/REPLACE block without a file name"
-        blocks.append((file, "\n".join(lines[i + 1:j]), "\n".join(lines[j + 1:k])))
+        if file is None:  # aider refuses the block; the reply's other blocks stand
+            broken = "a SEARCH/REPLACE block without a file name"
+        else:
+            blocks.append((file, "\n".join(lines[i + 1:j]), "\n".join(lines[j + 1:k])))
         last, i = file, k + 1
         if i < n and lines[i].lstrip().startswith("```"):
             i += 1
-    return "\n".join(prose), blocks, None
+    return "\n".join(prose), blocks, broken
 
 
 class _Chat:
@@ -197,6 +201,7 @@ class _Chat:
         self.subject = ""
         self.unknown: str | None = None  # a note not read, unless a question about it follows
         self.error: SourceStep | None = None  # the failed edit whose explanation is quoted
+        self.absorb = False  # the quoted output of a command not read (/models, /map ...)
         self.task = ""
         self.final: str | None = None
         self.model = self.version = self.mode = ""
@@ -205,7 +210,7 @@ class _Chat:
 
     def feed(self, kind: str, text: str) -> None:
         if kind == "user":
-            self.error = None
+            self.error, self.absorb = None, False
             self.end_reply()
             self.end_command()
             self.user.append(text)
@@ -218,14 +223,16 @@ class _Chat:
             self.end_reply()
             self.quoted(text)
         else:
-            self.error = None
+            self.error, self.absorb = None, False
             self.reply.append(text)
 
     def quoted(self, text: str) -> None:
         if self.error is not None and not any(p.match(text) for p in _READ):
             self.error.observation += "\n" + text  # the lines explaining a failed edit
             return
-        self.error = None
+        if self.absorb and not any(p.match(text) for p in _READ):
+            return
+        self.error, self.absorb = None, False
         if self.unknown is not None and not _QUESTION.search(text):
             self.unused[f"line:{self.unknown.split(' ', 1)[0][:30]}"] += 1
         self.unknown = None
@@ -262,6 +269,7 @@ class _Chat:
                 self.message(rest)
         elif name not in _QUIET:
             self.unused[f"command:{name}"] += 1
+            self.absorb = True
 
     def message(self, text: str) -> None:
         self.messages += 1
