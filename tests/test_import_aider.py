@@ -223,3 +223,22 @@ def test_lenses_and_the_schema_on_imported_sessions(tmp_path, flask_world):
     dens = fp.trace_density(c.reads, c.runs).set_index("file")
     assert dens.loc["src/flask/app.py", "lines_shown"] == 1536
     plt.close(fp.plot_repo_map(files, dens.reset_index()))
+
+
+def test_the_whole_edit_format_rewrites_files(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "main.py").write_text("print('hi')\nprint('there')\n")
+    (repo / ".aider.chat.history.md").write_text(
+        "\n# aider chat started at 2025-07-01 12:00:00\n\n> Aider v0.86.2  \n"
+        "> Model: deepseek/deepseek-chat with whole edit format, infinite output  \n"
+        "> Added src/main.py to the chat.  \n\n#### greet twice  \n\nHere it is:\n\n"
+        "src/main.py\n```python\nprint('hi')\nprint('there')\n```\n\n"
+        "> Tokens: 1.2k sent, 30 received.  \n> Applied edit to src/main.py  \n")
+    rep = import_paths("auto", [repo], tmp_path / "out", progress=False)
+    (rf,) = runs(rep)
+    assert [row(t) for t in rf.turns] == [
+        ("add", "PKR", "tool:chat_file", "whole_file", "src/main.py", (1, 2)),
+        ("whole_file", "EDT", "tool:search_replace", "search_replace", "src/main.py", (1, 2))]
+    assert rf.turns[1].thinking == "Here it is:" and rf.turns[1].tokens_in == 1200
+    assert rf.header.model.mode == "whole"

@@ -17,7 +17,8 @@ One Markdown file holds every session aider ran in that repository, each opened 
   $0.02 message, $0.05 session.``;
 * any other text: the assistant's reply, its prose and SEARCH/REPLACE blocks (a file name
   line, a fence, ``<<<<<<< SEARCH``, the old text, ``=======``, the new text,
-  ``>>>>>>> REPLACE``; a block right after another in the same fence reuses its file).
+  ``>>>>>>> REPLACE``; a block right after another in the same fence reuses its file); with
+  the ``whole`` edit format, a fenced block after a file name line is the file's new content.
 
 Steps: a file added to the chat (by ``/add``, at start-up, or by a confirmation) is a read of
 the whole file (``aider:add``; ``read-only`` for read-only files); each SEARCH/REPLACE block is
@@ -139,14 +140,18 @@ def _amount(number: str, unit: str) -> int:
     return int(round(value * {"k": 1e3, "M": 1e6}.get(unit, 1)))
 
 
+def _name_of(line: str) -> str | None:
+    """The file a line names on its own (``path``, ``**path**``, ```path``` , ``# path:``)."""
+    name = line.strip().strip("*`#").strip().rstrip(":").strip("`")
+    return name if name and not re.search(r"\s", name) and ("." in name or "/" in name) else None
+
+
 def _filename(prose: list[str]) -> str | None:
     """Take the file name (and the fence opening the block) off the end of the prose."""
     if prose and prose[-1].lstrip().startswith("```"):
         prose.pop()
-    if not prose:
-        return None
-    name = prose[-1].strip().strip("*`#").strip().rstrip(":").strip("`")
-    if name and not re.search(r"\s", name) and ("." in name or "/" in name):
+    name = _name_of(prose[-1]) if prose else None
+    if name:
         prose.pop()
         if prose and prose[-1].lstrip().startswith("```"):  # diff-fenced: the name inside
             prose.pop()
@@ -186,6 +191,26 @@ def edit_blocks(lines: list[str]) -> tuple[str, list[tuple[str, str, str]], str 
     return "\n".join(prose), blocks, broken
 
 
+def whole_files(lines: list[str]) -> tuple[str, list[tuple[str, str, str]]]:
+    """(the prose, the (file, "", content) blocks) of a reply in aider's ``whole`` edit format:
+    each fenced block right after a file name line is the file's new content."""
+    prose: list[str] = []
+    blocks: list[tuple[str, str, str]] = []
+    i, n = 0, len(lines)
+    while i < n:
+        file = _name_of(prose[-1]) if prose and lines[i].lstrip().startswith("```") else None
+        if file:
+            end = next((k for k in range(i + 1, n) if lines[k].strip() == "```"), None)
+            if end is not None:
+                prose.pop()
+                blocks.append((file, "", "\n".join(lines[i + 1:end])))
+                i = end + 1
+                continue
+        prose.append(lines[i])
+        i += 1
+    return "\n".join(prose), blocks
+
+
 class _Chat:
     """The reading state of one session (one pass over its lines)."""
 
@@ -204,7 +229,7 @@ class _Chat:
         self.absorb = False  # the quoted output of a command not read (/models, /map ...)
         self.task = ""
         self.final: str | None = None
-        self.model = self.version = self.mode = ""
+        self.model = self.version = self.mode = self.edit_format = ""
         self.messages = self.replies = self.commits = 0
         self.cost: float | None = None
 
@@ -371,8 +396,10 @@ class _Chat:
     def named(self, found: re.Match[str], text: str) -> None:
         if text.startswith("Aider v"):
             self.version = found.group(1)
-        elif not self.model:
-            self.model, self.mode = found.group(1), found.group(2) or ""
+        else:
+            self.edit_format = found.group(2) or self.edit_format
+            if not self.model:
+                self.model, self.mode = found.group(1), found.group(2) or ""
 
     # ----------------------------------------------------------------- the assistant
 
@@ -381,7 +408,10 @@ class _Chat:
         if not any(ln.strip() for ln in lines):
             return
         prose, blocks, broken = edit_blocks(lines)
-        steps = [SourceStep(tool="search_replace", args=a, mapped_as=("aider:edit", a))
+        tool = "search_replace"
+        if not blocks and not broken and self.edit_format == "whole":
+            (prose, blocks), tool = whole_files(lines), "whole_file"
+        steps = [SourceStep(tool=tool, args=a, mapped_as=("aider:edit", a))
                  for a in ({"path": f, "search": s, "replace": r} for f, s, r in blocks)]
         if broken:
             steps.append(SourceStep(tool="search_replace", parse_error=broken))
