@@ -242,3 +242,13 @@ def test_the_whole_edit_format_rewrites_files(tmp_path):
         ("whole_file", "EDT", "tool:search_replace", "search_replace", "src/main.py", (1, 2))]
     assert rf.turns[1].thinking == "Here it is:" and rf.turns[1].tokens_in == 1200
     assert rf.header.model.mode == "whole"
+
+
+def test_the_command_counts_an_empty_session_as_no_fault(tmp_path, capsys):
+    from adakit.cli import main as cli
+
+    assert cli(["import", "aider", str(NEWER_REPO), "--out", str(tmp_path), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == (f"imported 2 runs into {tmp_path}; skipped 1: "
+                                             "1 empty session")
+    assert "empty session (no exchange: aider was started and left)" in captured.err
