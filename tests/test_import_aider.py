@@ -252,3 +252,21 @@ def test_the_command_counts_an_empty_session_as_no_fault(tmp_path, capsys):
     assert captured.out.splitlines()[-1] == (f"imported 2 runs into {tmp_path}; skipped 1: "
                                              "1 empty session")
     assert "empty session (no exchange: aider was started and left)" in captured.err
+
+
+def test_the_udiff_edit_format_is_located_like_a_search_replace(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(NEWER_REPO / "calc", repo / "calc")
+    (repo / ".aider.chat.history.md").write_text(
+        "\n# aider chat started at 2025-08-01 09:00:00\n\n"
+        "> Main model: gpt-4-turbo with udiff edit format  \n"
+        "> Added calc/ops.py to the chat.  \n\n#### guard divide against zero  \n\n"
+        "Guarding it:\n\n```diff\n--- calc/ops.py\n+++ calc/ops.py\n@@ ... @@\n"
+        " def divide(a, b):\n+    if b == 0:\n+        return None\n     return a / b\n```\n\n"
+        "> Applied edit to calc/ops.py  \n")
+    (rf,) = runs(import_paths("auto", [repo], tmp_path / "out", progress=False))
+    assert [row(t) for t in rf.turns] == [
+        ("add", "PKR", "tool:chat_file", "whole_file", "calc/ops.py", (1, 11)),
+        ("udiff", "EDT", "tool:search_replace", "search_replace", "calc/ops.py", (9, 10))]
+    assert rf.turns[1].thinking == "Guarding it:" and rf.turns[1].call.params["search"] == (
+        "def divide(a, b):\n    return a / b")

@@ -18,7 +18,8 @@ One Markdown file holds every session aider ran in that repository, each opened 
 * any other text: the assistant's reply, its prose and SEARCH/REPLACE blocks (a file name
   line, a fence, ``<<<<<<< SEARCH``, the old text, ``=======``, the new text,
   ``>>>>>>> REPLACE``; a block right after another in the same fence reuses its file); with
-  the ``whole`` edit format, a fenced block after a file name line is the file's new content.
+  the ``whole`` edit format, a fenced block after a file name line is the file's new content;
+  with ``udiff``, each ``@@`` hunk of a ``--- path`` / ``+++ path`` diff is a block.
 
 Steps: a file added to the chat (by ``/add``, at start-up, or by a confirmation) is a read of
 the whole file (``aider:add``; ``read-only`` for read-only files); each SEARCH/REPLACE block is
@@ -206,6 +207,38 @@ def whole_files(lines: list[str]) -> tuple[str, list[tuple[str, str, str]]]:
                 blocks.append((file, "", "\n".join(lines[i + 1:end])))
                 i = end + 1
                 continue
+        prose.append(lines[i])
+        i += 1
+    return "\n".join(prose), blocks
+
+
+def _hunks(body: list[str]) -> list[tuple[str, str]]:
+    """(old text, new text) of each ``@@`` hunk of one file's unified diff."""
+    out: list[tuple[str, str]] = []
+    for chunk in "\n".join(body).split("\n@@")[1:] if body else []:
+        lines = chunk.split("\n")[1:]  # the rest of the @@ line is not a line of the file
+        old = [ln[1:] for ln in lines if ln[:1] in (" ", "-", "")]
+        new = [ln[1:] for ln in lines if ln[:1] in (" ", "+", "")]
+        out.append(("\n".join(old).strip("\n"), "\n".join(new).strip("\n")))
+    return out
+
+
+def udiff_files(lines: list[str]) -> tuple[str, list[tuple[str, str, str]]]:
+    """(the prose, the (file, old, new) hunks) of a reply in aider's ``udiff`` edit format:
+    fenced ``--- path`` / ``+++ path`` diffs whose hunks carry no line numbers."""
+    prose: list[str] = []
+    blocks: list[tuple[str, str, str]] = []
+    i, n = 0, len(lines)
+    while i < n:
+        if lines[i].startswith("--- ") and i + 1 < n and lines[i + 1].startswith("+++ "):
+            file = lines[i + 1][4:].strip().removeprefix("b/")
+            end = next((k for k in range(i + 2, n) if lines[k].strip() == "```"
+                        or lines[k].startswith("--- ")), n)
+            blocks.extend((file, old, new) for old, new in _hunks(["", *lines[i + 2:end]]))
+            if prose and prose[-1].lstrip().startswith("```"):
+                prose.pop()
+            i = end + (end < n and lines[end].strip() == "```")
+            continue
         prose.append(lines[i])
         i += 1
     return "\n".join(prose), blocks
@@ -411,6 +444,8 @@ class _Chat:
         tool = "search_replace"
         if not blocks and not broken and self.edit_format == "whole":
             (prose, blocks), tool = whole_files(lines), "whole_file"
+        elif not blocks and not broken and self.edit_format.startswith("udiff"):
+            (prose, blocks), tool = udiff_files(lines), "udiff"
         steps = [SourceStep(tool=tool, args=a, mapped_as=("aider:edit", a))
                  for a in ({"path": f, "search": s, "replace": r} for f, s, r in blocks)]
         if broken:
