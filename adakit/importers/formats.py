@@ -24,7 +24,9 @@ from adakit.importers.base import BadInput
 
 #: Format name -> reader module: ``parse``, ``markers`` (the fields ``auto`` knows it by),
 #: ``FORMAT``, ``AGENT``, ``EXTENSIONS``, ``LINES`` (true: its files are JSON lines) and, where
-#: a run spans several files, ``with_companions`` (the other files' content added).
+#: a run spans several files, ``with_companions`` (the other files' content added). A text
+#: format (``TEXT``: aider's Markdown) has ``sessions`` splitting a file into its runs
+#: (``SESSIONS``) and may name hidden files a folder search takes (``NAMES``).
 FORMATS: dict[str, Any] = {
     m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code, codex,
                           aider)
@@ -68,7 +70,9 @@ def _shape(data: Any) -> str:
 
 def discover(paths: Iterable[str | Path], fmt: str) -> tuple[list[Path], list[Path]]:
     """(files to import, paths that do not exist): folders are searched recursively for the
-    format's file endings; a file named directly is taken whatever its ending."""
+    format's file endings, outside hidden folders and skipping hidden files no format names
+    (aider's ``.aider.chat.history.md`` is one it names); a file named directly is taken
+    whatever its ending."""
     exts = tuple(e for m in FORMATS.values() for e in m.EXTENSIONS) if fmt == AUTO \
         else FORMATS[fmt].EXTENSIONS
     names = {n for m in FORMATS.values() for n in getattr(m, "NAMES", ())
