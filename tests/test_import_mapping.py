@@ -396,6 +396,9 @@ EXAMPLES: dict[str, tuple] = {
     "tool:grep": ("Grep", {"pattern": "todo"}, "Found 1 file\nsrc/a.py"),
     "tool:glob": ("Glob", {"pattern": "**/*.py"}, "src/a.py"),
     "tool:plan": ("TodoWrite", {"todos": [{"content": "read", "status": "pending"}]}, ""),
+    "tool:chat_file": ("aider:add", {"path": "README.md"}, "Added README.md to the chat"),
+    "tool:search_replace": ("aider:edit", {"path": "a.py", "search": "x = 1", "replace": "x = 2"},
+                            "Applied edit to a.py"),
     "tool:subagent": ("Task", {"prompt": "find it", "subagent_type": "Explore"}, "found"),
     "tool:other": ("other", {"name": "ToolSearch"}, ""),
     "tool:recorded": ("adakit:recorded", {"file": "src/a.py"}, ""),
@@ -415,6 +418,28 @@ EXAMPLES: dict[str, tuple] = {
     "shell:submit": (None, "submit", ""),
     "shell:execute": (None, "make test", "ok"),
 }
+
+
+def test_aider_chat_files_are_whole_file_reads_with_a_world():
+    m = tool("aider:read-only", {"path": "src/pkg/util.py"}, world=True)
+    assert (m.tool, m.action, m.file, m.ranges, m.lines_viewed) == (
+        "PKR", "whole_file", "src/pkg/util.py", [(1, 120)], 120)
+    m = tool("aider:add", {"path": "src/pkg/util.py"})
+    assert (m.tool, m.action, m.file, m.ranges) == ("PKR", "lines_unknown", "src/pkg/util.py", [])
+
+
+def test_aider_edits_touch_the_lines_found_in_the_file():
+    text = ["def f():", "    a = 1", "    return a", "", "def g():", "    pass"]
+    res = PathResolver("/testbed", FakeWorld())
+    c = Context(cwd="/testbed", resolve=res, read_lines=lambda rel: text if rel == "README.md" else None)
+    edit = {"path": "README.md", "search": "    a = 1\n    return a", "replace": "    a = 2\n    return a"}
+    assert map_tool("aider:edit", edit, "", c).ranges == [(2, 2)]
+    applied = {**edit, "search": "def g():\n    return 0", "replace": "def g():\n    pass"}
+    assert map_tool("aider:edit", applied, "", c).ranges == [(6, 6)]  # already in the file
+    lost = {**edit, "search": "nowhere", "replace": "to be seen"}
+    assert map_tool("aider:edit", lost, "", c).ranges == []
+    m = map_tool("aider:edit", {**edit, "path": "other.py"}, "", c)
+    assert (m.tool, m.file, m.ranges) == ("EDT", "other.py", [])  # no lines to look in
 
 
 def test_every_rule_has_an_example():

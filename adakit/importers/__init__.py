@@ -2,8 +2,8 @@
 
 ``adakit import FORMAT PATH... --out DIR`` turns every trajectory file of a format into one
 run file of adakit's record schema, so the lenses, the explorer and the judges read SWE-agent,
-mini-swe-agent, OpenHands, Claude Code, Codex CLI, Inspect AI or any agent's runs beside Ada's. One module per
-format reads its files into a :class:`~adakit.importers.base.Trajectory`;
+mini-swe-agent, OpenHands, Claude Code, Codex CLI, Inspect AI, aider or any agent's runs beside
+Ada's. One module per format reads its files into a :class:`~adakit.importers.base.Trajectory`;
 :mod:`~adakit.importers.mapping` maps every step onto a canonical tool;
 :mod:`~adakit.importers.base` writes the records.
 
@@ -23,6 +23,7 @@ format                    module               files
                                                ``adakit export atif`` writes it (``atif_export``)
 ``inspect``               ``inspect_log``      Inspect AI ``.eval`` zips and ``.json`` logs
                                                (one run per sample)
+``aider``                 ``aider``            ``.aider.chat.history.md`` (one run per session)
 ``auto``                  (detected per file)  any of the above
 ========================  ===================  ==========================================
 
@@ -47,6 +48,6 @@ Modules:
   :mod:`~adakit.importers.mini_swe_agent`, :mod:`~adakit.importers.openhands`,
   :mod:`~adakit.importers.generic`, :mod:`~adakit.importers.claude_code`,
   :mod:`~adakit.importers.codex`, :mod:`~adakit.importers.atif`,
-  :mod:`~adakit.importers.inspect_log`;
+  :mod:`~adakit.importers.inspect_log`, :mod:`~adakit.importers.aider`;
 - :mod:`~adakit.importers.atif_export`: runs written as ATIF (``adakit export atif``).
 """

@@ -119,6 +119,9 @@ class Trajectory:
     #: the drift account: record types, fields and blocks of the file the reader did not use,
     #: counted (``type:NAME``, ``field:NAME``, ``block:NAME``)
     unused: dict[str, int] = field(default_factory=dict)
+    #: the world found beside the source (an aider history sits in its repository), used
+    #: when the import names none
+    world: Any = None
 
 
 # --------------------------------------------------------------------------- paths
@@ -207,6 +210,17 @@ class PathResolver:
         if self.world is None or rel not in self.files:
             return None
         return self.world.line_count(rel)
+
+    def lines(self, rel: str) -> list[str] | None:
+        """The world file's lines (None without a world, for other files or unreadable ones)."""
+        if self.world is None or rel not in self.files:
+            return None
+        from adakit.apparatus.world import SandboxError
+
+        try:
+            return list(self.world.lines(rel))
+        except (OSError, ValueError, SandboxError):
+            return None
 
 
 # --------------------------------------------------------------------------- records
@@ -317,7 +331,10 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
     if not traj.steps:
         raise BadInput("empty trajectory", "no agent steps")
     root = target.root or traj.root
-    resolver = PathResolver(root, target.world, target.tree())
+    if target.world is None and traj.world is not None:
+        resolver = PathResolver(root, traj.world, _tree_of(traj.world))
+    else:
+        resolver = PathResolver(root, target.world, target.tree())
     times = _times(traj)
     turns: list[Turn] = []
     submitted = False
@@ -344,6 +361,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             cwd=cwd,
             open_file=resolver(step.open_file, cwd) if step.open_file else None,
             resolve=resolver, is_dir=resolver.is_dir, line_count=resolver.line_count,
+            read_lines=resolver.lines,
             output_complete=step.observation_complete, exit_code=step.exit_code,
             result=step.result,
         )
@@ -352,8 +370,10 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
         metrics = ToolMetrics(**m.metrics(), exit_code=step.exit_code)
         turns.append(Turn(**common, call=ToolCall(tool=step.tool or "?", params=_jsonable(step.args)),
                           metrics=metrics))
-    info = target.world_info or WorldInfo(
-        name=repo_name(traj.instance, root) or traj.repo or "unknown", source="trajectory")
+    info = target.world_info or (
+        WorldInfo(name=traj.world.name, source=f"folder:{traj.world.root}")
+        if target.world is None and traj.world is not None else
+        WorldInfo(name=repo_name(traj.instance, root) or traj.repo or "unknown", source="trajectory"))
     model = traj.model or target.model or "unknown"
     header = Header(
         run_id=f"{slug(source.format)}__{slug(traj.instance or _stem(source.file))}__{source.sha256[:10]}",
@@ -384,6 +404,17 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
         totals={k: v for k, v in {"steps": len(turns), **traj.totals}.items() if v is not None},
     )
     return header, turns, end
+
+
+_TREES: dict[int, tuple[Any, tuple[frozenset[str], frozenset[str]]]] = {}
+
+
+def _tree_of(world: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """A source's own world's files and folders, listed once for all the runs it serves."""
+    hit = _TREES.get(id(world))
+    if hit is None or hit[0] is not world:
+        hit = _TREES[id(world)] = (world, world_tree(world))
+    return hit[1]
 
 
 def _stem(file: str) -> str:

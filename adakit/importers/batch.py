@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from adakit.importers import claude_code
+from adakit.importers import aider, claude_code
 from adakit.importers.base import BadInput, Target, build_records
 from adakit.importers.formats import AUTO, FORMATS, TOO_DEEP, Records, discover, read_source
 from adakit.importers.mapping import parse_tool_map
@@ -31,7 +31,7 @@ from adakit.record import SourceInfo, WorldInfo
 PROGRESS_FROM = 20
 ALREADY = "already imported"
 #: Skips that are not bad input: imported before, or imported with another file.
-BENIGN = frozenset({ALREADY, claude_code.SUBAGENT_FILE})
+BENIGN = frozenset({ALREADY, claude_code.SUBAGENT_FILE, aider.EMPTY_SESSION})
 
 
 @dataclass
@@ -80,7 +80,8 @@ def _write(path: Path, records: Sequence[Any]) -> None:
 
 def import_file(path: str | Path) -> list[FileResult]:
     """Import one file with the worker state set by :func:`_init` (never raises on bad input):
-    one result, or one per line of a file of records (an OpenHands ``output.jsonl``)."""
+    one result, or one per line of a file of records (an OpenHands ``output.jsonl``) or per
+    session of a file of sessions (an aider chat history)."""
     path = Path(path)
     try:
         sha, fmt, data, found = read_source(path, _FMT)
@@ -91,6 +92,9 @@ def import_file(path: str | Path) -> list[FileResult]:
         return [_import_one(path, label, rec_sha, fmt, rec,
                             f"{stem}-{label.rsplit(':', 1)[-1]}", found)
                 for label, rec_sha, rec in data]
+    if getattr(FORMATS[fmt], "SESSIONS", False):
+        return [_import_one(path, label, rec_sha, fmt, rec, f"{path.name}-{label.rsplit(':', 1)[-1]}",
+                            found) for label, rec_sha, rec in data]
     return [_import_one(path, str(path), sha, fmt, data, path.name, found)]
 
 
@@ -350,7 +354,7 @@ def register_cli(sub: Any) -> None:
     """``adakit import FORMAT PATH... --out DIR``: other agents' trajectories as runs."""
     p = sub.add_parser(
         "import", help="import other agents' trajectories (SWE-agent, mini-swe-agent, "
-        "OpenHands, Claude Code, Codex CLI, Inspect AI, generic JSONL) as runs the lenses read")
+        "OpenHands, Claude Code, Codex CLI, Inspect AI, aider, generic JSONL) as runs the lenses read")
     p.add_argument("format", choices=[*FORMATS, AUTO], metavar="FORMAT",
                    help=f"the source format: {', '.join(FORMATS)}, or {AUTO} (detect per file)")
     p.add_argument("paths", nargs="+", metavar="PATH", help="trajectory files or folders")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from adakit.importers import (
+    aider,
     atif,
     claude_code,
     codex,
@@ -25,10 +26,12 @@ from adakit.importers.base import BadInput
 
 #: Format name -> reader module: ``parse``, ``markers`` (the fields ``auto`` knows it by),
 #: ``FORMAT``, ``AGENT``, ``EXTENSIONS``, ``LINES`` (true: its files are JSON lines) and, where
-#: a run spans several files, ``with_companions`` (the other files' content added).
+#: a run spans several files, ``with_companions`` (the other files' content added). A text
+#: format (``TEXT``: aider's Markdown) has ``sessions`` splitting a file into its runs
+#: (``SESSIONS``) and may name hidden files a folder search takes (``NAMES``).
 FORMATS: dict[str, Any] = {
     m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code, codex, atif,
-                          inspect_log)
+                          inspect_log, aider)
 }
 AUTO = "auto"
 
@@ -50,7 +53,8 @@ def detect_format(data: Any, lines: bool) -> tuple[str, str]:
     the file's name plays no part, so a SWE-agent ``.traj`` without its ``trajectory`` is
     refused rather than taken for another format. Raises :class:`BadInput` (unknown shape)
     naming the top-level keys found when no format fits."""
-    pool = [m for m in FORMATS.values() if getattr(m, "LINES", False) == lines]
+    pool = [m for m in FORMATS.values() if getattr(m, "LINES", False) == lines
+            and not getattr(m, "TEXT", False)]
     for module in pool:
         found = module.markers(data)
         if found:
@@ -73,9 +77,13 @@ def _shape(data: Any) -> str:
 
 def discover(paths: Iterable[str | Path], fmt: str) -> tuple[list[Path], list[Path]]:
     """(files to import, paths that do not exist): folders are searched recursively for the
-    format's file endings; a file named directly is taken whatever its ending."""
+    format's file endings, outside hidden folders and skipping hidden files no format names
+    (aider's ``.aider.chat.history.md`` is one it names); a file named directly is taken
+    whatever its ending."""
     exts = tuple(e for m in FORMATS.values() for e in m.EXTENSIONS) if fmt == AUTO \
         else FORMATS[fmt].EXTENSIONS
+    names = {n for m in FORMATS.values() for n in getattr(m, "NAMES", ())
+             if fmt in (AUTO, m.FORMAT)}
     found: list[Path] = []
     missing: list[Path] = []
     for item in paths:
@@ -83,12 +91,29 @@ def discover(paths: Iterable[str | Path], fmt: str) -> tuple[list[Path], list[Pa
         if p.is_dir():
             found.extend(sorted(
                 f for f in p.rglob("*") if f.is_file() and f.name.endswith(exts)
-                and not any(part.startswith(".") for part in f.relative_to(p).parts)))
+                and not _hidden(f.relative_to(p).parts, names)))
         elif p.is_file():
             found.append(p)
         else:
             missing.append(p)
     return list(dict.fromkeys(found)), missing
+
+
+def _hidden(parts: tuple[str, ...], names: set[str]) -> bool:
+    """A path under a hidden folder, or a hidden file no format names (aider's history)."""
+    return any(p.startswith(".") for p in parts[:-1]) or (
+        parts[-1].startswith(".") and parts[-1] not in names)
+
+
+def _text_format(text: str, fmt: str) -> Any:
+    """The text (not JSON) format that reads this file: the one named, or for ``auto`` the
+    one whose markers a file that does not open like JSON carries (None: JSON)."""
+    if fmt != AUTO:
+        return FORMATS[fmt] if getattr(FORMATS[fmt], "TEXT", False) else None
+    if text.lstrip()[:1] in ("{", "["):
+        return None
+    return next((m for m in FORMATS.values() if getattr(m, "TEXT", False) and m.markers(text)),
+                None)
 
 
 #: Why a file nested deeper than the JSON parser follows is skipped.
@@ -197,6 +222,10 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any, str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput("not UTF-8 text", f"byte {exc.start}") from None
+    reader = _text_format(text, fmt)
+    if reader is not None:  # a text file of sessions, each its own run
+        return sha, reader.FORMAT, reader.sessions(path, text), \
+            reader.markers(text) if fmt == AUTO else ""
     lines = path.name.endswith(".jsonl") if fmt == AUTO else getattr(FORMATS[fmt], "LINES", False)
     if fmt in (AUTO, openhands.FORMAT) and path.name.endswith(".jsonl") and (
             fmt == openhands.FORMAT or _history_records(_first_record(text))):

@@ -48,6 +48,7 @@ several files records the first file it shows.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -116,6 +117,12 @@ MAPPING_TABLE: tuple[MappingRule, ...] = (
     MappingRule("tool:submit", ("submit", "finish", "exit_forfeit", "complete", "done"),
                 "SUB", "submit",
                 "hands in the result and ends the run: terminal, like a finalizing CON."),
+    MappingRule("tool:chat_file", ("aider:add", "aider:read-only"), "PKR", None,
+                "aider puts a file added to the chat into every prompt whole: a read of all its "
+                "lines (known only with the file on disk)."),
+    MappingRule("tool:search_replace", ("aider:edit",), "EDT", "search_replace",
+                "an aider SEARCH/REPLACE block changes the file: the lines touched are found "
+                "where the SEARCH (or, already applied, the REPLACE) text stands in the file."),
     MappingRule("tool:plan", ("TodoWrite", "update_plan", "TaskCreate", "TaskUpdate",
                               "ExitPlanMode"), "MEM", "plan",
                 "writes the agent's plan (a todo list) without touching the world: the "
@@ -244,6 +251,8 @@ class Context:
     #: the structured result a scaffold recorded beside the observation text (Claude Code's
     #: ``toolUseResult``; ``is_error`` when the tool reported an error), else None
     result: Mapping[str, Any] | None = None
+    #: the world file's lines (None without a world or for other files)
+    read_lines: Callable[[str], list[str] | None] = lambda rel: None
 
 
 @dataclass
@@ -606,6 +615,60 @@ def _map_patch(name: str, args: Mapping[str, Any], observation: str, ctx: Contex
     return m
 
 
+def _map_chat_file(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
+    """A file added to aider's chat: all its lines when the world has the file (action
+    ``whole_file``), else the file alone (action ``lines_unknown``)."""
+    file = _path_of(args, ctx, "path")
+    total = ctx.line_count(file) if file else None
+    m = _rule("tool:chat_file", file=file, action="whole_file" if total else "lines_unknown")
+    return _window(m, (1, total) if total else None)
+
+
+def _find_block(lines: list[str], block: list[str]) -> int | None:
+    """Where ``block`` starts in ``lines`` (0-based): exactly, else ignoring the lines'
+    surrounding white space; None when it is not there."""
+    for norm in (lambda s: s, lambda s: s.strip()):
+        want = [norm(b) for b in block]
+        have = [norm(x) for x in lines]
+        for i in range(len(have) - len(want) + 1):
+            if have[i:i + len(want)] == want:
+                return i
+    return None
+
+
+def replaced_lines(text: list[str] | None, search: str, replace: str) -> list[tuple[int, int]]:
+    """The file's lines a SEARCH/REPLACE edit touched (in the edited file's numbering): the
+    replacement's lines that differ from the text searched for, placed where the SEARCH text
+    stands in ``text`` (or the REPLACE text, when ``text`` already holds the edit)."""
+    old, new = search.split("\n") if search else [], replace.split("\n") if replace else []
+    if not old:  # an empty SEARCH creates the file: all its lines, as a Write
+        return [(1, len(new))] if new else []
+    if text is None:
+        return []
+    at = _find_block(text, old)
+    if at is None:
+        at = _find_block(text, new) if new else None
+    if at is None:
+        return []
+    touched: list[tuple[int, int]] = []
+    for op, _a, _b, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if op != "equal":
+            touched.append((at + j1 + 1, at + max(j2, j1 + 1)))
+    return merge_ranges(touched)
+
+
+def _map_search_replace(name: str, args: Mapping[str, Any], observation: str,
+                        ctx: Context) -> Mapped:
+    """An aider SEARCH/REPLACE block: an edit of its file, with the lines it touched when the
+    world has the file and the SEARCH or REPLACE text is found in it."""
+    file = _path_of(args, ctx, "path")
+    m = _rule("tool:search_replace", file=file, failed=_errored(observation, ctx))
+    if file and not m.failed:
+        m.ranges = replaced_lines(ctx.read_lines(file), str(args.get("search") or ""),
+                                  str(args.get("replace") or ""))
+    return m
+
+
 def _map_plan(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
     """TodoWrite and the other CLIs' plan tools: the plan channel (MEM), with its item count."""
     items = _arg(args, "todos", "plan", "items")
@@ -699,6 +762,8 @@ _NAMED_TOOLS: dict[str, Callable[[str, Mapping[str, Any], str, Context], Mapped]
     "Task": _map_subagent, "Agent": _map_subagent, "apply_patch": _map_patch,
     "other": _map_other, "adakit:recorded": _map_recorded,
     "text_editor": _map_text_editor,
+    "aider:add": _map_chat_file, "aider:read-only": _map_chat_file,
+    "aider:edit": _map_search_replace,
 }
 
 
