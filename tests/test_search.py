@@ -31,7 +31,7 @@ def _runs():
     ])
     r2 = synthetic_run("r2", model="m2", condition="budget_pressure", files=FILES, tools=[
         {"tool": "malformed", "thinking": "session? naïve guess"},
-        {"tool": "PKR", "file": "b.py", "ranges": [(1, 5)], "thinking": "Looking at tests."},
+        {"tool": "PKR", "file": "b.py", "ranges": [(1, 5)], "thinking": "Looking at tests, \u212aelvin."},
         {"tool": "EXP", "file": "b.py", "action": "references", "symbol": "Session",
          "thinking": "Who calls it?"},
         {"tool": "PKR", "file": "b.py", "ranges": [(6, 9)], "thinking": "The caller."},
@@ -93,6 +93,8 @@ def test_a_regular_expression_and_where_a_bad_one_fails(corpus):
 def test_patterns_the_raw_files_cannot_prefilter_are_still_found(corpus):
     assert _pairs(s.search(corpus, "symbol_name=session"), "run_id", "turn") == [("r2", 3)]
     assert _pairs(s.search(corpus, "NAÏVE"), "run_id", "turn") == [("r2", 1)]
+    # a Kelvin sign matches k without regard to case: the raw file is folded, not just lowered
+    assert _pairs(s.search(corpus, "kelvin"), "run_id", "turn") == [("r2", 2)]
     assert _pairs(s.search(corpus, "outline of a.py", fields=["thinking", "observation"]),
                   "run_id", "turn", "field") == [("r1", 1, "thinking"), ("r1", 1, "observation")]
 

@@ -242,22 +242,26 @@ def _records(path: str | Path, needle: str | None) -> Iterator[dict[str, Any]]:
     """The turn and end records of a run file that may hold ``needle`` (all when None);
     lines that are not JSON (a torn last line) are passed over."""
     try:
-        raw = Path(path).read_text(encoding="utf-8", errors="replace")
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise SearchError(f"cannot read the run file {path}: {exc.strerror}") from None
+    lines: Iterable[tuple[bytes, bytes]]
     if needle is not None:
-        low = _folded(raw)
-        if needle not in low:
+        # ASCII bytes fold as the text does; other text may fold to ASCII (K, ſ): fold it
+        low = raw.lower() if raw.isascii() else \
+            _folded(raw.decode("utf-8", errors="replace")).encode("utf-8")
+        key = needle.encode("ascii")
+        if key not in low:
             return
-        lines: Iterable[tuple[str, str]] = zip(raw.split("\n"), low.split("\n"), strict=False)
+        lines = zip(raw.split(b"\n"), low.split(b"\n"), strict=False)
     else:
-        lines = ((line, "") for line in raw.split("\n"))
+        lines = ((line, b"") for line in raw.split(b"\n"))
     for line, folded in lines:
-        if not line.strip() or (needle is not None and needle not in folded):
+        if not line.strip() or (needle is not None and key not in folded):
             continue
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or not UTF-8
             continue
         if isinstance(rec, dict) and rec.get("kind") in ("turn", "end"):
             yield rec
