@@ -233,3 +233,10 @@ def test_bad_input_at_the_command_line_is_one_line(capsys, folder, argv, message
 def test_a_missing_corpus_is_one_line(capsys, tmp_path):
     code, _, err = _cli(capsys, "search", str(tmp_path / "nope"), "x")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no corpus at" in err
+
+
+def test_a_corpus_path_at_the_command_line_is_read_from_the_current_folder(capsys, folder,
+                                                                           monkeypatch):
+    monkeypatch.chdir(folder.parent)
+    code, out, _ = _cli(capsys, "search", folder.name, "kelvin")
+    assert code == 0 and out.splitlines()[1].split()[:3] == ["r2", "2", "thinking"]

@@ -446,15 +446,17 @@ def format_table(table: pd.DataFrame, limit: int = 20, width: int = 100) -> str:
 
 
 def _cmd_search(args: Any) -> int:
+    # a path typed at the shell means one under the current folder; else the project root's
+    corpus = str(Path(args.corpus).resolve()) if Path(args.corpus).exists() else args.corpus
     try:
         filt = make_filters(args.model, args.world, args.task, args.condition, args.tool,
                             args.file, args.turns)
         if args.seq is not None:
             if args.pattern is not None:
                 raise SearchError("give a text pattern or --seq, not both")
-            table = sequence_search(args.corpus, args.seq, filters=filt)
+            table = sequence_search(corpus, args.seq, filters=filt)
         else:
-            table = search(args.corpus, args.pattern, regex=args.regex, case=args.case,
+            table = search(corpus, args.pattern, regex=args.regex, case=args.case,
                            fields=args.field or FIELDS, filters=filt)
     except (SearchError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
