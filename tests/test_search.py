@@ -162,6 +162,7 @@ def test_a_torn_last_line_is_passed_over(folder):
     ("OVW|EXP(action=references) PKR", [("r2", 3, 4, "")]),
     ("PKR _ CON", [("r1", 3, 5, ""), ("r3", 1, 3, "")]),
     ("* CON(finalize=false) *", [("r3", 3, 3, "")]),
+    ("CON(finalize=FALSE)", [("r3", 3, 3, "")]),
     ("PKR(file=F) PKR(file=G)", [("r1", 2, 3, "F=a.py, G=a.py"),
                                   ("r3", 1, 2, "F=src/app.py, G=src/app.py")]),
 ])
@@ -240,3 +241,12 @@ def test_a_corpus_path_at_the_command_line_is_read_from_the_current_folder(capsy
     monkeypatch.chdir(folder.parent)
     code, out, _ = _cli(capsys, "search", folder.name, "kelvin")
     assert code == 0 and out.splitlines()[1].split()[:3] == ["r2", "2", "thinking"]
+
+
+def test_a_corpus_read_back_from_its_parquet_cache_gives_the_same_answers(folder, corpus):
+    load_corpus(folder)  # writes the cache
+    cached = load_corpus(folder)
+    for pattern in ("PKR(file=X) * PKR(file=X) CON", "PKR(error=none, symbol=none) CON(finalize=true)"):
+        assert s.sequence_search(cached, pattern).equals(s.sequence_search(corpus, pattern))
+    assert s.search(cached, None, file="a.py").equals(s.search(corpus, None, file="a.py"))
+    assert s.search(cached, "session", tool="EXP").equals(s.search(corpus, "session", tool="EXP"))

@@ -9,7 +9,8 @@ A pattern is a list of steps separated by spaces (docs/search.md):
   end changes nothing: every start is tried, and a match ends at its last step);
 - conditions in parentheses after an action: ``PKR(file=X)``, ``EXP(action=references)``,
   ``CON(finalize=true)``, ``PKR(file="app.py", error=none)``. The keys are those of
-  :data:`KEYS`. A bare value of capitals and digits (``X``, ``F2``) is a **variable**: every
+  :data:`KEYS`. A bare value of capitals and digits (``X``, ``F2``; not TRUE, FALSE or
+  NONE) is a **variable**: every
   step naming it must see the same value, and the match reports what it was bound to. Any
   other value, bare or quoted, is a literal; a file literal also matches a path ending in
   ``/`` and that name, ``none`` matches a missing value.
@@ -40,6 +41,7 @@ KEYS: dict[str, str] = {
 ANY_ONE = "_"
 GAP = "*"
 _VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*\Z")
+_WORDS = frozenset({"TRUE", "FALSE", "NONE"})  # literals however they are written
 _TOKEN = re.compile(r"\s*(?:(?P<gap>\*)|(?P<name>[A-Za-z_|]+)(?P<args>\([^)]*\)?)?|(?P<bad>\S+))")
 _ARG = re.compile(r"\s*(?P<key>[a-z_]+)\s*=\s*(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'|(?P<bare>[^,\s]+))\s*(?:,|\Z)")
 
@@ -87,7 +89,8 @@ def _conditions(pattern: str, args: str, column: int) -> tuple[Condition, ...]:
         bare = m.group("bare")
         value = bare if bare is not None else (m.group("dq") if m.group("dq") is not None
                                                 else m.group("sq"))
-        out.append(Condition(key, value, bare is not None and bool(_VARIABLE.match(bare))))
+        variable = bare is not None and bool(_VARIABLE.match(bare)) and bare not in _WORDS
+        out.append(Condition(key, value, variable))
         at = m.end()
     return tuple(out)
 
