@@ -248,5 +248,6 @@ def test_a_corpus_read_back_from_its_parquet_cache_gives_the_same_answers(folder
     cached = load_corpus(folder)
     for pattern in ("PKR(file=X) * PKR(file=X) CON", "PKR(error=none, symbol=none) CON(finalize=true)"):
         assert s.sequence_search(cached, pattern).equals(s.sequence_search(corpus, pattern))
-    assert s.search(cached, None, file="a.py").equals(s.search(corpus, None, file="a.py"))
+    assert s.search(cached, None, model="m2").equals(s.search(corpus, None, model="m2"))
+    assert s.search(corpus, None, model="m2").loc[0, "snippet"] == "parse error bad_value"
     assert s.search(cached, "session", tool="EXP").equals(s.search(corpus, "session", tool="EXP"))

@@ -336,7 +336,11 @@ def _check_fields(fields: Iterable[str]) -> tuple[str, ...]:
 
 def _table_call(row: Mapping[str, Any]) -> str:
     """A turn's call as the turns table has it (for filter-only queries)."""
-    parts = [str(row["tool"] or row["parse_error"] or "no call")]
+    tool, error = row["tool"], row["parse_error"]
+    if isinstance(tool, str) and tool:
+        parts = [tool]
+    else:
+        parts = [f"parse error {error}" if isinstance(error, str) and error else "no call"]
     for key in ("tool_name", "action", "file", "symbol"):
         value = row[key]
         if isinstance(value, str) and value and value != parts[0]:
