@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "adakit.importers.atif_export",  # adakit export atif CORPUS --out DIR
     "adakit.diagnostics.diagnosis",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
     "adakit.study.fork_cli",  # adakit fork RUN_FILE --at K (one change) --seeds N
+    "adakit.workbench.search",  # adakit search CORPUS [PATTERN] [--seq PATTERN] [filters]
 ]
 
 

@@ -527,6 +527,36 @@ def test_widget_builder_steps_and_jumps(small_corpus):
     assert bundle["text/html"].count("<img") == 2 and "turn 1 of 6" in bundle["text/html"]
 
 
+def test_the_search_box_lists_hits_that_open_their_run_at_their_turn(small_corpus):
+    w = explorer.build_explorer(small_corpus, run_id="syn-a", turn=2)
+    w.search_box.value = "interim"
+    assert [v for _, v in w.search_hits.options] == [None, ("rec", 5)]
+    assert w.search_hits.options[1][0].startswith("rec · turn 5 · call+conclusion: ")
+    assert "1 turn of 1 run hold 'interim'" in w.search_note.value
+    assert w.view.run_id == "syn-a"  # listing hits opens nothing
+    w.search_hits.value = ("rec", 5)
+    assert w.view.run_id == "rec" and w.turn == 5 and "turn 5 of 6" in w.turn_view.value
+    w.search_box.value = "observation of turn 2"
+    w.search_hits.value = ("rec", 2)
+    assert w.view.run_id == "rec" and w.turn == 2
+    w.selectors["model"].value = "synth-B"  # the search keeps to the selected runs
+    w.search_box.value = "interim"
+    assert [v for _, v in w.search_hits.options] == [None]
+    assert "no turn holds 'interim'" in w.search_note.value
+    w.search_box.value = ""
+    assert w.search_note.value == "" and len(w.search_hits.options) == 1
+
+
+def test_hit_options_put_the_fields_of_a_turn_on_one_entry_and_stop_at_the_limit():
+    hits = pd.DataFrame({"run_id": ["a", "a", "a", "b"], "turn": [1, 1, 2, 7],
+                         "field": ["thinking", "call", "thinking", "observation"],
+                         "snippet": ["x" * 100, "y", "z", "w"], "hits": [1, 1, 1, 1]})
+    options = explorer.hit_options(hits, limit=2)
+    assert [v for _, v in options] == [None, ("a", 1), ("a", 2)]
+    assert options[1][0] == "a · turn 1 · thinking+call: " + "x" * 69 + "…"
+    assert explorer.hit_options(hits.head(0)) == [("-", None)]
+
+
 def test_widget_jump_menu_filter_note_and_picture_sizes(small_corpus):
     w = explorer.build_explorer(small_corpus, run_id="rec", turn=1)
     kinds = [v for _, v in w.jump_select.options if v]

@@ -65,6 +65,7 @@ from adakit.record import (
     read_run,
 )
 from adakit.text import clip
+from adakit.workbench.search import SearchError, search
 
 #: Environment variable: ``static`` forces the static rendering everywhere.
 ENV_VAR = "ADAKIT_EXPLORER"
@@ -487,6 +488,26 @@ def step_match(matches: Sequence[int], current: int, direction: int = 1) -> int 
 
 
 # --------------------------------------------------------------------------- detector firings
+
+
+#: Hits listed in the explorer's search menu; the note says how many more there were.
+SEARCH_SHOWN = 50
+
+
+def hit_options(hits: pd.DataFrame, limit: int = SEARCH_SHOWN
+                ) -> list[tuple[str, tuple[str, int] | None]]:
+    """The search menu for hits of :func:`adakit.workbench.search.search`: a first "-" entry,
+    then one (label, (run id, turn)) per hit turn, the fields of a turn on one entry."""
+    options: list[tuple[str, tuple[str, int] | None]] = [("-", None)]
+    if hits.empty:
+        return options
+    for (run_id, turn), group in hits.groupby(["run_id", "turn"], sort=False):
+        if len(options) > limit:
+            break
+        fields = "+".join(group["field"])
+        options.append((f"{run_id} · turn {turn} · {fields}: {clip(group['snippet'].iloc[0], 70)}",
+                        (str(run_id), int(turn))))
+    return options
 
 
 def run_firings(rf: RunFile, thresholds: Mapping[str, Mapping[str, float]] | None = None
@@ -1322,6 +1343,13 @@ class ExplorerWidgets:
                                       tooltip="larger type, the map beside the controls, one "
                                       "turn within 1280x720", layout=w.Layout(width="150px"))
         self.jump_note = w.HTML()
+        #: text search over the turns of the selected runs; a hit opens its run at its turn
+        self.search_box = w.Text(description="search", placeholder="a word in the thinking, "
+                                 "calls, observations or conclusions", continuous_update=False,
+                                 style=label, layout=w.Layout(width="420px"))
+        self.search_hits = w.Dropdown(description="hits", options=[("-", None)], style=label,
+                                      layout=w.Layout(width="auto", flex="1 1 300px"))
+        self.search_note = w.HTML()
         #: the run's detector firings, drawn under the slider's track
         self.firing_strip = w.HTML()
         # widgets carry a 2 px margin: a width or max-width of 100% would stick out by 4 px
@@ -1346,6 +1374,8 @@ class ExplorerWidgets:
         self.jump_prev.on_click(lambda _: self.jump(-1))
         self.jump_next.on_click(lambda _: self.jump(1))
         self.present.observe(self._on_size, names="value")
+        self.search_box.observe(lambda change: self.search_for(change["new"]), names="value")
+        self.search_hits.observe(self._on_hit, names="value")
         self._refresh_options()
         self.select_run(run_id or default_run(corpus.runs, corpus.turns, corpus.reads), turn)
 
@@ -1394,7 +1424,8 @@ class ExplorerWidgets:
             w.HBox([*self.selectors.values(), self.present], layout=w.Layout(**wrap)),
             self.filter_note,
             w.HBox([self.run_select], layout=w.Layout(width="100%")),
-            self.summary, *turn]
+            w.HBox([self.search_box, self.search_hits], layout=w.Layout(**wrap)),
+            self.search_note, self.summary, *turn]
         if wide:
             self.ui.add_class("adakit-present")
         else:
@@ -1487,6 +1518,44 @@ class ExplorerWidgets:
         self.summary.value = self._html(f"<pre style='{PRE_STYLE}'>"
                                         f"{keep_hyphenated(html.escape(view.summary()))}</pre>")
         self.render()
+
+    def search_for(self, text: str) -> None:
+        """Fill the hits menu with the turns of the selected runs whose texts hold ``text``
+        (plain, case-insensitive); a bad or empty search clears it with a note."""
+        text = text.strip()
+        hits = pd.DataFrame()
+        note = ""
+        if text:
+            axes = {a: v for a, v in self._selection().items() if v != ANY}
+            try:
+                hits = search(self.corpus, text, **axes)
+            except SearchError as exc:
+                note = str(exc)
+            else:
+                n = hits[["run_id", "turn"]].drop_duplicates().shape[0] if not hits.empty else 0
+                runs = hits["run_id"].nunique() if n else 0
+                note = (f"{n} turn{'s' * (n != 1)} of {runs} run{'s' * (runs != 1)} hold "
+                        f"'{text}'" + (f"; the first {SEARCH_SHOWN} are listed"
+                                       if n > SEARCH_SHOWN else "")
+                        if n else f"no turn holds '{text}'")
+        self._busy = True
+        try:
+            self.search_hits.options = hit_options(hits)
+            self.search_hits.value = None
+        finally:
+            self._busy = False
+        self.search_note.value = self._html(
+            f"<div style='font-size:12px;color:#555;{WRAP}'>{html.escape(note, quote=False)}"
+            "</div>" if note else "")
+
+    def _on_hit(self, change: dict[str, Any]) -> None:
+        if self._busy or not change["new"]:
+            return
+        run_id, turn = change["new"]
+        if self.view is not None and self.view.run_id == run_id:
+            self.go(turn)
+        else:
+            self.select_run(run_id, turn)
 
     # ------------------------------------------------------------------ turns
 
