@@ -68,7 +68,7 @@ def demo_steps() -> list[DemoStep]:
     return steps
 
 
-def _clip_lines(text: str, n: int) -> str:
+def _first_lines(text: str, n: int) -> str:
     lines = text.rstrip("\n").splitlines()
     if len(lines) <= n:
         return "\n".join(lines)
@@ -94,7 +94,7 @@ def demonstration_text(choice: str = "toy", observation_lines: int = OBSERVATION
         parts.append(f"Example message {k}:\n{render_call(step.call, step.thinking)}")
         if step.call.tool != "stash_conclusion":
             parts.append(f"[{step.call.tool} result]\n"
-                         f"{_clip_lines(step.observation, observation_lines)}")
+                         f"{_first_lines(step.observation, observation_lines)}")
     parts.append("(End of the example. Work on your own repository, described above, and on the "
                  "task of the next message.)")
     return "\n\n".join(parts)

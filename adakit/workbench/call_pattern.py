@@ -60,7 +60,7 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class Step:
+class PatternStep:
     """One step of a pattern: the actions it accepts (empty: any), its conditions, or a gap."""
 
     actions: frozenset[str] = frozenset()
@@ -95,9 +95,9 @@ def _conditions(pattern: str, args: str, column: int) -> tuple[Condition, ...]:
     return tuple(out)
 
 
-def parse_pattern(pattern: str) -> list[Step]:
+def parse_pattern(pattern: str) -> list[PatternStep]:
     """The steps of a sequence pattern; a :class:`PatternError` names the column at fault."""
-    steps: list[Step] = []
+    steps: list[PatternStep] = []
     at = 0
     while at < len(pattern.rstrip()):
         m = _TOKEN.match(pattern, at)
@@ -107,7 +107,7 @@ def parse_pattern(pattern: str) -> list[Step]:
             raise _fault(pattern, column, f"cannot read {m.group('bad')!r} (a step is an "
                          f"action such as PKR, PKR(file=X), {ANY_ONE} or {GAP})")
         if m.group("gap"):
-            steps.append(Step(gap=True))
+            steps.append(PatternStep(gap=True))
         else:
             names = m.group("name").split("|")
             unknown = [n for n in names if n != ANY_ONE and n not in CANONICAL_ORDER]
@@ -116,7 +116,7 @@ def parse_pattern(pattern: str) -> list[Step]:
                              f"(actions: {' '.join(CANONICAL_ORDER)}, {ANY_ONE} for any)")
             args = m.group("args") or ""
             conds = _conditions(pattern, args, m.start("args") + 1) if args else ()
-            steps.append(Step(frozenset() if ANY_ONE in names else frozenset(names), conds))
+            steps.append(PatternStep(frozenset() if ANY_ONE in names else frozenset(names), conds))
         at = m.end()
     while steps and steps[0].gap:  # the scan tries every start: a leading gap adds nothing
         steps.pop(0)
@@ -138,7 +138,7 @@ def _same(key: str, want: str, have: Any) -> bool:
     return have == want or (key == "file" and have.endswith("/" + want))
 
 
-def _accepts(step: Step, call: Mapping[str, Any], env: dict[str, Any]) -> dict[str, Any] | None:
+def _accepts(step: PatternStep, call: Mapping[str, Any], env: dict[str, Any]) -> dict[str, Any] | None:
     """The variable bindings after ``call`` takes ``step`` (None: it cannot)."""
     if step.actions and call["tool"] not in step.actions:
         return None
@@ -158,7 +158,7 @@ def _accepts(step: Step, call: Mapping[str, Any], env: dict[str, Any]) -> dict[s
     return out
 
 
-def _match(steps: Sequence[Step], calls: Sequence[Mapping[str, Any]], i: int, k: int,
+def _match(steps: Sequence[PatternStep], calls: Sequence[Mapping[str, Any]], i: int, k: int,
            env: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
     """(index after the last call taken, bindings) of the lazy match of ``steps[k:]`` from
     call ``i``, or None."""
@@ -177,7 +177,7 @@ def _match(steps: Sequence[Step], calls: Sequence[Mapping[str, Any]], i: int, k:
     return None if bound is None else _match(steps, calls, i + 1, k + 1, bound)
 
 
-def run_matches(steps: Sequence[Step], calls: Sequence[Mapping[str, Any]]
+def run_matches(steps: Sequence[PatternStep], calls: Sequence[Mapping[str, Any]]
                 ) -> list[tuple[int, int, dict[str, Any]]]:
     """The non-overlapping matches in one run's calls (dicts with ``turn``, ``tool`` and the
     :data:`KEYS` columns, in turn order): (first turn, last turn, bindings) each."""

@@ -228,7 +228,7 @@ def _conclusion_text(record: Mapping[str, Any]) -> str:
     return "\n".join(str(params[k]) for k in ("title", "content") if params.get(k))
 
 
-def turn_text(record: Mapping[str, Any], field: str) -> str:
+def field_text(record: Mapping[str, Any], field: str) -> str:
     """One searchable text of a turn record (a dict as in the run file): its ``thinking``,
     ``call`` (:func:`call_text`), ``observation`` or stashed ``conclusion``."""
     if field == "call":
@@ -308,7 +308,7 @@ def _hits_of_run(run_id: str, records: Iterable[Mapping[str, Any]], rx: re.Patte
         if keep is not None and turn not in keep:
             continue
         for name in fields:
-            rows.extend(_field_hits(run_id, turn, name, turn_text(rec, name), rx, context))
+            rows.extend(_field_hits(run_id, turn, name, field_text(rec, name), rx, context))
     return rows
 
 
