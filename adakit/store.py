@@ -434,9 +434,10 @@ def _as_loaded(data: pa.Table, cols: list[str]) -> pd.DataFrame:
     nothing but nulls (or any column of an empty table) holds objects."""
     if data.num_rows == 0:
         return pd.DataFrame([], columns=cols)
-    frame = data.to_pandas()
-    for col in cols:
-        if data[col].null_count == data.num_rows and frame[col].dtype != object:
+    empty = [c for c in cols if data[c].null_count == data.num_rows]
+    frame = data.to_pandas(split_blocks=True, self_destruct=True)
+    for col in empty:
+        if frame[col].dtype != object:
             frame[col] = pd.Series([None] * len(frame), dtype=object)
     return frame
 
