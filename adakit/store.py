@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pandas as pd
@@ -256,7 +256,8 @@ class Store:
     def _commit(self, manifest: pd.DataFrame, segments: list[str], next_fid: int) -> None:
         gen = self.state["generation"] + 1
         name = f"manifest-{gen:06d}.parquet"
-        manifest = manifest.sort_values("path", kind="stable").reset_index(drop=True)
+        order = sorted(range(len(manifest)), key=lambda i: PurePosixPath(manifest["path"].iat[i]))
+        manifest = manifest.iloc[order].reset_index(drop=True)  # iter_run_files' order
         _write_table(pa.Table.from_pandas(manifest, schema=_MANIFEST, preserve_index=False),
                      self.root / name)
         state = {**self.state, "generation": gen, "next_fid": next_fid, "manifest": name,

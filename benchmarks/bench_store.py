@@ -6,14 +6,16 @@ each step runs in a fresh Python process, so its wall and CPU seconds and its pe
 memory (the process and any workers) are its own:
 
 1. first open: ``load_corpus`` with no parquet cache (it writes one) / ``Store.open`` with no
-   store (it writes the store, ``--workers`` processes) and the three tables read into pandas;
-2. cached open: the same again, from the loader's cache / from the store; for the store also
-   the runs table alone (what a lens that starts from runs reads first);
+   store (it writes the store, ``--workers`` processes) and the runs table read (the other
+   tables are read when a lens asks for them);
+2. cached open: the same again, from the loader's cache / from the store: the runs table, and
+   all three tables;
 3. incremental add: ``--add`` new run files are written, then the loader opens the corpus
    (its cache key changed: it re-reads every file) / the store updates (it parses only the
    new files) and the three tables are read.
 
 It prints a table of seconds, the store's time as a ratio of the loader's, peak memory, and,
+CPU seconds (workers included: wall well above CPU means the CPU was shared), and,
 at 100,000 runs or more, the targets of issue 28 (first open <= 30 s and <= 2 GB peak, cached
 open <= 2 s) with "met" / "MISSED". It exits 0 either way.
 
@@ -64,7 +66,7 @@ def _step(name: str, folder: Path, workers: int) -> dict[str, float]:
     if name.startswith("loader"):
         data = load_corpus(folder)
         rows = len(data.runs) + len(data.turns) + len(data.reads)
-    elif name == "store_runs":
+    elif name in ("store_first", "store_cached"):  # what a lens that starts from runs reads
         rows = len(Store.open(folder, workers=workers).corpus().runs)
     else:
         data = Store.open(folder, workers=workers).corpus()
@@ -105,7 +107,7 @@ def run(n_runs: int, n_add: int, workers: int, folder: Path) -> None:
     print(f"corpus {folder}: {n_runs:,} run files, {size / 1e9:.2f} GB; workers {workers}; "
           f"load average {os.getloadavg()[0]:.1f}")
     res = {name: measure(name, folder, workers) for name in
-           ("loader_first", "loader_cached", "store_first", "store_cached", "store_runs")}
+           ("loader_first", "loader_cached", "store_first", "store_cached", "store_all")}
     write_synthetic_corpus(folder / "added", n_add, seed=1, progress=False)
     res["loader_add"] = measure("loader_add", folder, workers)
     res["store_add"] = measure("store_add", folder, workers)
@@ -114,25 +116,29 @@ def run(n_runs: int, n_add: int, workers: int, folder: Path) -> None:
 
 def _table(res: dict[str, dict[str, float]], n_runs: int, n_add: int) -> None:
     full = n_runs >= TARGET_RUNS
-    rows = [("first open", "loader_first", "store_first", TARGET_FIRST_S),
-            ("cached open", "loader_cached", "store_cached", TARGET_CACHED_S),
-            ("cached open, runs table only", "loader_cached", "store_runs", TARGET_CACHED_S),
-            (f"incremental add of {n_add:,} runs", "loader_add", "store_add", None)]
-    print("\n| step | loader s | store s | ratio store/loader | store CPU s (workers too) | target |")
-    print("|---|---|---|---|---|---|")
+    rows = [("first open (store: built, runs table read)", "loader_first", "store_first",
+             TARGET_FIRST_S),
+            ("cached open (store: runs table)", "loader_cached", "store_cached", TARGET_CACHED_S),
+            ("cached open (store: all three tables)", "loader_cached", "store_all", None),
+            (f"incremental add of {n_add:,} runs (all three tables)", "loader_add", "store_add",
+             None)]
+    print("\n| step | loader s | store s | ratio store/loader | loader CPU s | store CPU s "
+          "| target |")
+    print("|---|---|---|---|---|---|---|")
     for label, a, b, target in rows:
         ratio = res[b]["wall"] / res[a]["wall"]
         print(f"| {label} | {res[a]['wall']:.2f} | {res[b]['wall']:.2f} | {ratio:.2f}x | "
-              f"{res[b]['cpu']:.2f} | {_verdict(res[b]['wall'], target, full)} |")
+              f"{res[a]['cpu']:.2f} | {res[b]['cpu']:.2f} | "
+              f"{_verdict(res[b]['wall'], target, full)} |")
     print("\n| peak memory | loader MB | store MB | ratio store/loader | target |")
     print("|---|---|---|---|---|")
     for label, a, b in (("first open", "loader_first", "store_first"),
-                        ("cached open", "loader_cached", "store_cached")):
+                        ("cached open, all three tables", "loader_cached", "store_all")):
         peak_a, peak_b = res[a]["peak_mb"], res[b]["peak_mb"]
         target = TARGET_PEAK_MB if label == "first open" else None
         print(f"| {label} | {peak_a:.0f} | {peak_b:.0f} | {peak_b / peak_a:.2f}x | "
               f"{_verdict(peak_b, target, full)} |")
-    if res["loader_first"]["rows"] != res["store_first"]["rows"]:
+    if res["loader_cached"]["rows"] != res["store_all"]["rows"]:
         print("WARNING: the store's tables hold a different number of rows than the loader's")
 
 

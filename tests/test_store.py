@@ -32,6 +32,10 @@ def synthetic(tmp_path) -> Path:
     write_synthetic_corpus(folder / "part", 40, seed=3, unfinished=0.25, progress=False)
     write_synthetic_corpus(folder, 20, seed=4, progress=False)  # files at two depths
     (folder / "empty.jsonl").write_bytes(b"")  # header-less: skipped, named
+    # a path order that differs from string order: "a/b" sorts before "a-c" as a path
+    tools = [{"tool": "CON", "finalize": True}]
+    write_run(synthetic_run("in-a", tools=tools), folder / "a" / "b.jsonl")
+    write_run(synthetic_run("a-c", tools=tools), folder / "a-c.jsonl")
     return folder
 
 
@@ -51,7 +55,7 @@ def parsed(monkeypatch) -> list[str]:
 
 def test_the_store_gives_the_loaders_tables_on_a_synthetic_corpus(synthetic):
     memory = load_corpus(synthetic, cache=False)
-    assert len(memory.runs) == 60 and memory.skipped
+    assert len(memory.runs) == 62 and memory.skipped
     s = Store.open(synthetic)
     assert_same(s.corpus(), memory)
     assert (synthetic / ".adakit-store" / "state.json").exists()
@@ -109,12 +113,12 @@ def test_columns_and_filters_are_read_inside_duckdb(synthetic):
 
 def test_an_added_run_appears_and_only_it_is_parsed(synthetic, parsed):
     Store.open(synthetic)
-    assert len(parsed) == 61  # every file once, the header-less one too
+    assert len(parsed) == 63  # every file once, the header-less one too
     parsed.clear()
     write_synthetic_corpus(synthetic / "later", 3, seed=9, progress=False)
     s = Store(synthetic)
     report = s.update()
-    assert (report.parsed, report.added, report.unchanged) == (3, 3, 61)
+    assert (report.parsed, report.added, report.unchanged) == (3, 3, 63)
     assert sorted(parsed) == sorted(p.name for p in (synthetic / "later").iterdir())
     assert_same(s.corpus(), load_corpus(synthetic, cache=False))
     parsed.clear()
@@ -124,10 +128,10 @@ def test_an_added_run_appears_and_only_it_is_parsed(synthetic, parsed):
 def test_a_changed_run_is_reread_and_a_touched_one_is_not(synthetic, parsed):
     Store.open(synthetic)
     parsed.clear()
-    target = sorted(synthetic.glob("*.jsonl"))[1]
+    target = sorted(synthetic.glob("syn*.jsonl"))[1]
     lines = target.read_text().splitlines(keepends=True)
     target.write_text("".join(lines[:3]))  # fewer turns, no end record
-    untouched = sorted(synthetic.glob("*.jsonl"))[2]
+    untouched = sorted(synthetic.glob("syn*.jsonl"))[2]
     st = untouched.stat()
     os.utime(untouched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # same bytes, newer mtime
     s = Store(synthetic)
@@ -176,7 +180,7 @@ def test_a_store_of_another_layout_is_rebuilt(synthetic, parsed):
     (s.root / "state.json").write_text(json.dumps({**state, "loader_version": -1}))
     parsed.clear()
     again = Store.open(synthetic)
-    assert len(parsed) == 61
+    assert len(parsed) == 63
     assert_same(again.corpus(), load_corpus(synthetic, cache=False))
 
 
