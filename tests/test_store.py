@@ -210,3 +210,11 @@ def test_auto_keeps_small_corpora_in_memory(tmp_path):
     data = store.open_corpus(tmp_path, verbose=False)
     assert not isinstance(data, store.StoredCorpus) and len(data.runs) == 1
     assert not (tmp_path / ".adakit-store").exists()
+
+
+def test_a_lens_takes_the_stored_corpus_unchanged(synthetic):
+    from adakit.lenses.surface import run_surface
+
+    memory = load_corpus(synthetic, cache=False).where(finished=True)
+    stored = Store.open(synthetic).corpus().where(finished=True)
+    pd.testing.assert_frame_equal(run_surface(stored), run_surface(memory))
