@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -256,7 +256,8 @@ class Store:
     def _commit(self, manifest: pd.DataFrame, segments: list[str], next_fid: int) -> None:
         gen = self.state["generation"] + 1
         name = f"manifest-{gen:06d}.parquet"
-        order = sorted(range(len(manifest)), key=lambda i: PurePosixPath(manifest["path"].iat[i]))
+        paths = manifest["path"].tolist()
+        order = sorted(range(len(paths)), key=lambda i: paths[i].split("/"))
         manifest = manifest.iloc[order].reset_index(drop=True)  # iter_run_files' order
         _write_table(pa.Table.from_pandas(manifest, schema=_MANIFEST, preserve_index=False),
                      self.root / name)
@@ -283,10 +284,22 @@ class Store:
 
     # ---- updating
     def _scan(self) -> pd.DataFrame:
+        """The run files under the folder (the ``*.jsonl`` files ``iter_run_files`` takes, in
+        its order) with their size and mtime; walked with ``os.scandir``, which is several
+        times faster than ``Path.rglob`` on 100,000 files."""
         rows = []
-        for path in iter_run_files(self.folder):
-            st = path.stat()
-            rows.append((path.relative_to(self.folder).as_posix(), st.st_size, st.st_mtime_ns))
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            with os.scandir(self.folder / rel if rel else self.folder) as entries:
+                for entry in entries:
+                    name = f"{rel}/{entry.name}" if rel else entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(name)
+                    elif entry.name.endswith(".jsonl") and entry.is_file():
+                        st = entry.stat()
+                        rows.append((name, st.st_size, st.st_mtime_ns))
+        rows.sort(key=lambda row: row[0].split("/"))
         return pd.DataFrame(rows, columns=["path", "size", "mtime_ns"])
 
     def update(self, workers: int = 1) -> UpdateReport:
