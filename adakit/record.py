@@ -37,7 +37,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -1020,11 +1020,14 @@ def open_corpus(
     conditions: str | Iterable[str] = (),
     finished_only: bool = False,
     verbose: bool = True,
+    load: Callable[[Path, bool], Corpus] | None = None,
 ) -> Corpus:
     """Load a corpus the way the notebooks do: a path relative to the project root (or
     absolute), or a list of such folders read as one corpus, the runs kept by the model /
     world / task / condition filters (empty: all), optionally only finished runs, and a
-    one-line count printed.
+    one-line count printed. ``load`` reads one folder (its path, and whether unfinished
+    runs are kept); the default is :func:`load_corpus` (``adakit.store.open_corpus`` passes
+    the parquet store's).
 
     Header-less run files are left out with a note (:func:`skipped_note`); any other run
     file that cannot be taken as recorded raises :class:`RunFileError` (a ValueError).
@@ -1034,7 +1037,8 @@ def open_corpus(
     from adakit import config
 
     if not isinstance(corpus, str | Path):
-        parts = [open_corpus(c, finished_only=finished_only, verbose=False) for c in corpus]
+        parts = [open_corpus(c, finished_only=finished_only, verbose=False, load=load)
+                 for c in corpus]
         if not parts:
             raise ValueError("no corpus folder given")
         data = Corpus(*(pd.concat([getattr(p, k) for p in parts], ignore_index=True)
@@ -1055,7 +1059,10 @@ def open_corpus(
             f"no corpus at {path}: launch one first (`make study`, or "
             "`adakit launch studies/quick.yaml`), or point the corpus parameter at a folder of runs"
         )
-    data = load_corpus(path, include_unfinished=not finished_only)
+    if load is None:
+        data = load_corpus(path, include_unfinished=not finished_only)
+    else:
+        data = load(path, not finished_only)
     if data.runs.empty:
         what = "finished runs" if finished_only else "run files"
         note = f" ({skipped_note(data.skipped)})" if data.skipped else ""

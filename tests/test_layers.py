@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "adakit"
 #: and the shipped datasets all read the judges, while the judges need only the apparatus.
 LAYERS: list[tuple[str, ...]] = [
     ("config", "text"),
-    ("record", "figures", "render", "uncertainty", "synthetic"),
+    ("record", "store", "figures", "render", "uncertainty", "synthetic"),
     ("llm",),
     ("apparatus",),
     ("judging",),

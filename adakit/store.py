@@ -1,0 +1,539 @@
+"""The corpus store: a corpus's tidy tables as a parquet dataset beside its run files, read
+through DuckDB, and kept up to date incrementally (docs/store.md).
+
+A store lives in ``<corpus>/.adakit-store/``. Each run file belongs to one of ``buckets``
+hash buckets of its path relative to the corpus (``bucket_of``), and every row a run file
+gives (its run, its turns, its line ranges read, its texts) is written into that bucket's
+partition of the four tables ``runs``, ``turns``, ``reads`` and ``texts`` (the thinking, raw
+reply, call and observation of each turn, kept apart from the numbers the lenses use). So
+one run's rows never straddle a partition: a per-run computation is a map over partitions.
+
+``state.json`` is the store's commit point: it names the manifest (one row per run file:
+path, size, mtime, sha256, its file id and segment) and the live segments. An update stats
+the run files, hashes only those whose size or mtime changed, parses only new and changed
+files, and rewrites only the segments that held a changed or removed file; then the new
+state is renamed into place, so a reader sees the old store or the new one. One writer at a
+time.
+
+Reading goes through DuckDB over the live segment files: :meth:`Store.table` returns a
+pandas table of the columns asked, in the order ``load_corpus`` gives (run files in path
+order, rows in file order), optionally restricted by run-level filters;
+:class:`StoredCorpus` is a :class:`~adakit.record.Corpus` whose tables are read on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import zlib
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from adakit import record
+from adakit.record import (
+    LOADER_VERSION,
+    READ_COLUMNS,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+    TURN_COLUMNS,
+    Corpus,
+    HeaderlessRunFile,
+    _run_rows,
+    iter_run_files,
+    load_corpus,
+    read_run,
+)
+
+#: Bumped whenever the store's layout changes; a store of another version is rebuilt.
+STORE_VERSION = 1
+STORE_DIR = ".adakit-store"
+DEFAULT_BUCKETS = 16
+#: At most this many run files per segment written by one update.
+SEGMENT_FILES = 2000
+TABLES = ("runs", "turns", "reads", "texts")
+TEXT_COLUMNS = ["run_id", "turn", "thinking", "raw_text", "call", "observation"]
+
+_S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+_TYPES: dict[str, dict[str, pa.DataType]] = {
+    "runs": {
+        **dict.fromkeys(["run_id", "study", "model", "model_kind", "world", "task", "target",
+                         "condition", "reason", "conclusion", "path", "agent", "world_source"], _S),
+        **dict.fromkeys(["repeat", "seed", "turn_bound", "n_turns", "tokens_in", "tokens_out",
+                         "cache_hits", "errors", "conclusion_chars"], _I),
+        **dict.fromkeys(["started_at", "elapsed_s", "wall_s", "active_s", "coach_s",
+                         "cost_usd"], _F),
+        **dict.fromkeys(["finished", "closed"], _B),
+    },
+    "turns": {
+        **dict.fromkeys(["run_id", "model", "world", "task", "condition", "tool", "tool_name",
+                         "action", "file", "block", "symbol", "error_type", "parse_error",
+                         "confidence", "coach_decision", "sidechain"], _S),
+        **dict.fromkeys(["turn", "start_line", "end_line", "lines_viewed", "result_count",
+                         "thinking_chars", "output_chars", "tokens_in", "tokens_out",
+                         "n_injected", "dropped_messages", "tokens_reused"], _I),
+        **dict.fromkeys(["started_at", "ended_at", "t_rel_start", "t_rel_end", "duration_s",
+                         "coach_s", "active_s", "active_rel_start", "active_rel_end",
+                         "latency_s"], _F),
+        **dict.fromkeys(["structural", "finalize", "cached"], _B),
+    },
+    "reads": {
+        **dict.fromkeys(["run_id", "model", "world", "task", "condition", "tool", "file"], _S),
+        **dict.fromkeys(["turn", "start_line", "end_line", "n_lines"], _I),
+    },
+    "texts": {"run_id": _S, "turn": _I, "thinking": _S, "raw_text": _S, "call": _S,
+              "observation": _S},
+}
+#: The columns of each table, in the order the in-memory corpus has them.
+COLUMNS: dict[str, list[str]] = {"runs": RUN_COLUMNS, "turns": TURN_COLUMNS,
+                                 "reads": READ_COLUMNS, "texts": TEXT_COLUMNS}
+#: Every stored row also carries its run file's id and its place in that file's rows.
+_HIDDEN = [("_fid", pa.int64()), ("_row", pa.int64())]
+SCHEMAS: dict[str, pa.Schema] = {
+    name: pa.schema([(c, _TYPES[name][c]) for c in cols] + _HIDDEN) for name, cols in COLUMNS.items()
+}
+_MANIFEST = pa.schema([("fid", pa.int64()), ("path", pa.string()), ("size", pa.int64()),
+                       ("mtime_ns", pa.int64()), ("sha256", pa.string()),
+                       ("run_id", pa.string()), ("bucket", pa.int64()),
+                       ("segment", pa.string())])
+
+
+def bucket_of(rel_path: str, buckets: int) -> int:
+    """The hash bucket of a run file, from its path relative to the corpus folder."""
+    return zlib.crc32(rel_path.encode()) % buckets
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass
+class UpdateReport:
+    """What one update did: run files parsed (new + changed), added, changed, removed, left
+    as they were, and touched (size or mtime changed, same digest: not parsed)."""
+
+    parsed: int = 0
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    touched: int = 0
+    rewritten_segments: int = 0
+
+    def __str__(self) -> str:
+        return (f"{self.parsed} run files parsed ({self.added} new, {self.changed} changed), "
+                f"{self.removed} removed, {self.unchanged} unchanged ({self.touched} touched)")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _text_rows(rf: Any) -> list[dict[str, Any]]:
+    return [{"run_id": rf.header.run_id, "turn": t.turn, "thinking": t.thinking,
+             "raw_text": t.raw_text, "observation": t.observation,
+             "call": t.call.model_dump_json() if t.call else None} for t in rf.turns]
+
+
+def _numbered(rows: list[dict[str, Any]], fid: int) -> list[dict[str, Any]]:
+    for k, row in enumerate(rows):
+        row["_fid"], row["_row"] = fid, k
+    return rows
+
+
+def _parse_segment(folder: str, root: str, segment: str, bucket: int,
+                   files: list[tuple[int, str, int, int]]) -> list[dict[str, Any]]:
+    """Parse run files (fid, relative path, size, mtime_ns) into one segment of each table;
+    returns their manifest rows. A header-less file gets a manifest row and no table rows."""
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
+    manifest = []
+    for fid, rel, size, mtime_ns in files:
+        path = Path(folder) / rel
+        digest = file_digest(path)
+        run_id = None
+        try:
+            rf = read_run(path)
+        except HeaderlessRunFile:
+            rf = None
+        if rf is not None:
+            run_id = rf.header.run_id
+            run_row, turn_rows, read_rows = _run_rows(rf)
+            rows["runs"] += _numbered([run_row], fid)
+            rows["turns"] += _numbered(turn_rows, fid)
+            rows["reads"] += _numbered(read_rows, fid)
+            rows["texts"] += _numbered(_text_rows(rf), fid)
+        manifest.append({"fid": fid, "path": rel, "size": size, "mtime_ns": mtime_ns,
+                         "sha256": digest, "run_id": run_id, "bucket": bucket,
+                         "segment": segment})
+    for name in TABLES:
+        _write_table(pa.Table.from_pylist(rows[name], schema=SCHEMAS[name]),
+                     Path(root) / _segment_file(name, segment))
+    return manifest
+
+
+def _segment_file(table: str, segment: str) -> str:
+    bucket = segment.split("-")[0]
+    return f"{table}/bucket={bucket[1:]}/{segment}.parquet"
+
+
+def _write_table(table: pa.Table, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, target)
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class Store:
+    """The parquet store of one corpus folder, read through DuckDB (see the module doc)."""
+
+    def __init__(self, folder: str | Path, root: str | Path | None = None,
+                 buckets: int = DEFAULT_BUCKETS) -> None:
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise FileNotFoundError(f"no corpus folder at {self.folder}")
+        if buckets < 1:
+            raise ValueError(f"buckets must be at least 1, not {buckets}")
+        self.root = Path(root) if root is not None else self.folder / STORE_DIR
+        self.buckets = buckets
+        self.state = self._read_state()
+        self._manifest: pd.DataFrame | None = None
+
+    @classmethod
+    def open(cls, folder: str | Path, root: str | Path | None = None, update: bool = True,
+             workers: int = 1, buckets: int = DEFAULT_BUCKETS) -> Store:
+        """The store of ``folder``, brought up to date with its run files unless ``update``
+        is False."""
+        store = cls(folder, root, buckets)
+        if update:
+            store.update(workers=workers)
+        return store
+
+    # ---- state
+    def _fresh_state(self) -> dict[str, Any]:
+        return {"store_version": STORE_VERSION, "schema_version": SCHEMA_VERSION,
+                "loader_version": LOADER_VERSION, "buckets": self.buckets, "generation": 0,
+                "next_fid": 0, "manifest": None, "segments": []}
+
+    def _read_state(self) -> dict[str, Any]:
+        try:
+            state = json.loads((self.root / "state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return self._fresh_state()
+        fresh = self._fresh_state()
+        if any(state.get(k) != fresh[k] for k in ("store_version", "schema_version",
+                                                   "loader_version", "buckets")):
+            return fresh  # written by another loader or layout: rebuilt from the run files
+        return state
+
+    @property
+    def manifest(self) -> pd.DataFrame:
+        """One row per run file in the store: fid, path (relative), size, mtime_ns, sha256,
+        run_id (None for a header-less file), bucket, segment."""
+        if self._manifest is None:
+            name = self.state["manifest"]
+            self._manifest = (pq.read_table(self.root / name).to_pandas() if name
+                              else _MANIFEST.empty_table().to_pandas())
+        return self._manifest
+
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        """The header-less run files (full paths), as ``Corpus.skipped`` names them."""
+        m = self.manifest
+        return tuple(str(self.folder / p) for p in sorted(m.loc[m["run_id"].isna(), "path"]))
+
+    def _commit(self, manifest: pd.DataFrame, segments: list[str], next_fid: int) -> None:
+        gen = self.state["generation"] + 1
+        name = f"manifest-{gen:06d}.parquet"
+        paths = manifest["path"].tolist()
+        order = sorted(range(len(paths)), key=lambda i: paths[i].split("/"))
+        manifest = manifest.iloc[order].reset_index(drop=True)  # iter_run_files' order
+        _write_table(pa.Table.from_pandas(manifest, schema=_MANIFEST, preserve_index=False),
+                     self.root / name)
+        state = {**self.state, "generation": gen, "next_fid": next_fid, "manifest": name,
+                 "segments": sorted(segments)}
+        tmp = self.root / ".state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+        os.replace(tmp, self.root / "state.json")
+        self.state, self._manifest = state, manifest
+        self._sweep()
+
+    def _sweep(self) -> None:
+        """Remove files no longer named by the state (old segments, manifests, scratch)."""
+        live = {_segment_file(t, s) for t in TABLES for s in self.state["segments"]}
+        live |= {self.state["manifest"], "state.json"}
+        for path in self.root.rglob("*"):
+            if path.is_file() and path.relative_to(self.root).as_posix() not in live:
+                path.unlink(missing_ok=True)
+
+    def clear(self) -> None:
+        """Delete the store (the run files stay)."""
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.state, self._manifest = self._fresh_state(), None
+
+    # ---- updating
+    def _scan(self) -> pd.DataFrame:
+        """The run files under the folder (the ``*.jsonl`` files ``iter_run_files`` takes, in
+        its order) with their size and mtime; walked with ``os.scandir``, which is several
+        times faster than ``Path.rglob`` on 100,000 files."""
+        rows = []
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            with os.scandir(self.folder / rel if rel else self.folder) as entries:
+                for entry in entries:
+                    name = f"{rel}/{entry.name}" if rel else entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(name)
+                    elif entry.name.endswith(".jsonl") and entry.is_file():
+                        st = entry.stat()
+                        rows.append((name, st.st_size, st.st_mtime_ns))
+        rows.sort(key=lambda row: row[0].split("/"))
+        return pd.DataFrame(rows, columns=["path", "size", "mtime_ns"])
+
+    def update(self, workers: int = 1) -> UpdateReport:
+        """Bring the store up to date with the run files: parse new and changed files, drop
+        removed ones. Raises :class:`~adakit.record.RunFileError` (nothing committed) for a
+        run file that cannot be read as recorded."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        now, old = self._scan(), self.manifest
+        both = now.merge(old, on="path", how="outer", suffixes=("", "_old"), indicator=True)
+        new = both[both["_merge"] == "left_only"]
+        gone = both[both["_merge"] == "right_only"]
+        kept = both[both["_merge"] == "both"]
+        moved = kept[(kept["size"] != kept["size_old"]) | (kept["mtime_ns"] != kept["mtime_ns_old"])]
+        digests = {p: file_digest(self.folder / p) for p in moved["path"]}
+        differs = [digests[p] != d for p, d in zip(moved["path"], moved["sha256"], strict=True)]
+        changed = moved.loc[pd.Series(differs, index=moved.index, dtype=bool)]
+        report = UpdateReport(parsed=len(new) + len(changed), added=len(new),
+                              changed=len(changed), removed=len(gone),
+                              unchanged=len(kept) - len(changed),
+                              touched=len(moved) - len(changed))
+        if not report.parsed and not report.removed and not len(moved) and self.state["manifest"]:
+            return report
+        stale = set(gone["path"]) | set(changed["path"])
+        manifest = old[~old["path"].isin(stale)].copy()
+        stat = now.set_index("path")
+        manifest["size"] = manifest["path"].map(stat["size"])
+        manifest["mtime_ns"] = manifest["path"].map(stat["mtime_ns"])
+        segments, rewritten = self._drop_files(old[old["path"].isin(stale)], manifest)
+        report.rewritten_segments = rewritten
+        todo = pd.concat([new[["path", "size", "mtime_ns"]], changed[["path", "size", "mtime_ns"]]])
+        added, next_fid = self._parse(todo, workers)
+        if added:
+            manifest = pd.concat([manifest, pd.DataFrame(added)], ignore_index=True)
+        segments += sorted({row["segment"] for row in added})
+        self._commit(manifest, segments, next_fid)
+        return report
+
+    def _drop_files(self, stale: pd.DataFrame, manifest: pd.DataFrame) -> tuple[list[str], int]:
+        """Rewrite the segments holding ``stale`` files without their rows; the live segments
+        after that, and how many were rewritten. ``manifest``'s segment names follow."""
+        segments = list(self.state["segments"])
+        hit = sorted(set(stale["segment"]))
+        gen = self.state["generation"] + 1
+        fids = pa.array(stale["fid"].to_numpy(), pa.int64())
+        for seg in hit:
+            name = f"{seg.split('-')[0]}-g{gen:06d}r{hit.index(seg):04d}"
+            for table in TABLES:
+                data = pq.read_table(self.root / _segment_file(table, seg))
+                keep = pc.invert(pc.is_in(data["_fid"], value_set=fids))
+                _write_table(data.filter(keep), self.root / _segment_file(table, name))
+            segments[segments.index(seg)] = name
+            manifest.loc[manifest["segment"] == seg, "segment"] = name
+        return segments, len(hit)
+
+    def _parse(self, todo: pd.DataFrame, workers: int) -> tuple[list[dict[str, Any]], int]:
+        """Parse the run files of ``todo`` into new segments, one bucket's files at a time
+        (``workers`` processes); their manifest rows and the next free file id."""
+        next_fid = self.state["next_fid"]
+        gen = self.state["generation"] + 1
+        jobs = []
+        files = sorted(zip(todo["path"], todo["size"], todo["mtime_ns"], strict=True))
+        by_bucket: dict[int, list[tuple[int, str, int, int]]] = {}
+        for rel, size, mtime in files:
+            by_bucket.setdefault(bucket_of(rel, self.buckets), []).append(
+                (next_fid, rel, int(size), int(mtime)))
+            next_fid += 1
+        for bucket, items in sorted(by_bucket.items()):
+            for k in range(0, len(items), SEGMENT_FILES):
+                seg = f"b{bucket:03d}-g{gen:06d}s{k // SEGMENT_FILES:04d}"
+                jobs.append((str(self.folder), str(self.root), seg, bucket,
+                             items[k:k + SEGMENT_FILES]))
+        if workers > 1 and len(jobs) > 1:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                done = list(pool.map(_parse_segment, *zip(*jobs, strict=True)))
+        else:
+            done = [_parse_segment(*job) for job in jobs]
+        return [row for rows in done for row in rows], next_fid
+
+    # ---- reading
+    def connect(self) -> Any:
+        """A DuckDB connection with one view per table (``runs``, ``turns``, ``reads``,
+        ``texts``) over the live segments, hidden columns ``_fid`` and ``_row`` included,
+        and ``files`` (fid, rank: the run file's place in path order)."""
+        import duckdb
+
+        con = duckdb.connect()
+        ranks = pd.DataFrame({"fid": self.manifest["fid"].to_numpy(),
+                              "rank": range(len(self.manifest))})
+        con.register("files", ranks)
+        for table in TABLES:
+            parts = [str(self.root / _segment_file(table, s)) for s in self.state["segments"]]
+            if parts:
+                listed = ", ".join("'" + p.replace("'", "''") + "'" for p in parts)
+                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{listed}])")
+            else:
+                con.register(f"_{table}_empty", SCHEMAS[table].empty_table())
+                con.execute(f"CREATE VIEW {table} AS SELECT * FROM _{table}_empty")
+        return con
+
+    def table(self, name: str, columns: Sequence[str] | None = None,
+              where: Iterable[tuple[str, Any]] = ()) -> pd.DataFrame:
+        """Table ``name`` as pandas, the ``columns`` asked (default: all), the rows of the
+        runs that pass every (runs column, value or list of values) filter of ``where``, in
+        ``load_corpus``'s order and with its dtypes."""
+        if name not in COLUMNS:
+            raise ValueError(f"no table {name!r} in the store (tables: {', '.join(TABLES)})")
+        cols = list(columns) if columns is not None else COLUMNS[name]
+        unknown = [c for c in cols if c not in COLUMNS[name]]
+        if unknown:
+            raise ValueError(f"table {name} has no column {unknown[0]!r}")
+        sql, params = _where_sql(list(where))
+        select = ", ".join(f't."{c}"' for c in cols)
+        query = (f"SELECT {select} FROM {name} t JOIN files f ON t._fid = f.fid {sql} "
+                 "ORDER BY f.rank, t._row")
+        con = self.connect()
+        try:
+            data = con.sql(query, params=params).to_arrow_table()
+        finally:
+            con.close()
+        return _as_loaded(data, cols)
+
+    def corpus(self) -> StoredCorpus:
+        """The store's corpus, its tables read on first use."""
+        return StoredCorpus(self)
+
+
+def _where_sql(where: list[tuple[str, Any]]) -> tuple[str, list[Any]]:
+    """A WHERE clause keeping the rows of the runs that pass the filters, and its parameters."""
+    if not where:
+        return "", []
+    conds, params = [], []
+    for col, val in where:
+        if col not in RUN_COLUMNS:
+            raise ValueError(f"runs have no column {col!r} to filter on")
+        values = list(val) if isinstance(val, (list, tuple, set)) else [val]
+        if not values:
+            conds.append("FALSE")
+            continue
+        conds.append(f'"{col}" IN ({", ".join("?" for _ in values)})')
+        params += values
+    return f"WHERE t._fid IN (SELECT _fid FROM runs WHERE {' AND '.join(conds)})", params
+
+
+def _as_loaded(data: pa.Table, cols: list[str]) -> pd.DataFrame:
+    """A stored table as pandas with the dtypes ``pd.DataFrame(rows)`` gives: a column of
+    nothing but nulls (or any column of an empty table) holds objects."""
+    if data.num_rows == 0:
+        return pd.DataFrame([], columns=cols)
+    empty = [c for c in cols if data[c].null_count == data.num_rows]
+    frame = data.to_pandas(split_blocks=True, self_destruct=True)
+    for col in empty:
+        if frame[col].dtype != object:
+            frame[col] = pd.Series([None] * len(frame), dtype=object)
+    return frame
+
+
+class StoredCorpus(Corpus):
+    """A :class:`~adakit.record.Corpus` over a :class:`Store`: ``runs``, ``turns`` and
+    ``reads`` are read from the store on first use (all columns) and kept; :meth:`table`
+    reads only the columns asked; :meth:`where` narrows the runs inside DuckDB."""
+
+    def __init__(self, store: Store, filters: tuple[tuple[str, Any], ...] = ()) -> None:
+        self.store, self.filters, self._tables = store, tuple(filters), {}
+        self.skipped = store.skipped
+
+    def __repr__(self) -> str:
+        shown = f", filters={list(self.filters)}" if self.filters else ""
+        return f"StoredCorpus({self.store.folder}{shown})"
+
+    def table(self, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """Table ``name`` (``runs``, ``turns``, ``reads`` or ``texts``) of this corpus's runs,
+        only the ``columns`` asked."""
+        return self.store.table(name, columns, self.filters)
+
+    def _get(self, name: str) -> pd.DataFrame:
+        if name not in self._tables:
+            self._tables[name] = self.table(name)
+        return self._tables[name]
+
+    def __len__(self) -> int:
+        return len(self._get("runs"))
+
+    def where(self, **axes: Any) -> StoredCorpus:
+        """Keep the runs whose columns equal (or, for a list, are in) the given values."""
+        return StoredCorpus(self.store, self.filters + tuple(axes.items()))
+
+    def in_memory(self) -> Corpus:
+        """The same corpus as a plain in-memory :class:`~adakit.record.Corpus`."""
+        return Corpus(self.runs, self.turns, self.reads, skipped=self.skipped)
+
+
+def _table_property(name: str) -> property:
+    def get(self: StoredCorpus) -> pd.DataFrame:
+        return self._get(name)
+
+    def put(self: StoredCorpus, value: pd.DataFrame) -> None:
+        self._tables[name] = value
+
+    return property(get, put, doc=f"The {name} table (read from the store on first use).")
+
+
+for _name in ("runs", "turns", "reads"):
+    setattr(StoredCorpus, _name, _table_property(_name))
+
+
+# --------------------------------------------------------------------------- opening
+
+#: ``backend="auto"`` opens a folder through its store from this many run files on (or when
+#: the folder already has a store); below it, ``load_corpus`` in memory is as fast.
+AUTO_STORE_FILES = 5000
+BACKENDS = ("memory", "duckdb", "auto")
+
+
+def _store_load(path: Path, include_unfinished: bool) -> Corpus:
+    data = Store.open(path).corpus()
+    return data if include_unfinished else data.where(finished=True)
+
+
+def _auto_load(path: Path, include_unfinished: bool) -> Corpus:
+    if not path.is_dir():
+        return load_corpus(path, include_unfinished=include_unfinished)
+    has_store = (path / STORE_DIR / "state.json").exists()
+    if has_store or sum(1 for _ in iter_run_files(path)) >= AUTO_STORE_FILES:
+        return _store_load(path, include_unfinished)
+    return load_corpus(path, include_unfinished=include_unfinished)
+
+
+def open_corpus(corpus: str | Path | Iterable[str | Path], *args: Any,
+                backend: str = "auto", **kwargs: Any) -> Corpus:
+    """:func:`adakit.record.open_corpus` (same arguments, filters and messages) with a choice
+    of backend: ``memory`` (``load_corpus``), ``duckdb`` (the folder's :class:`Store`,
+    updated first) or ``auto`` (the store from :data:`AUTO_STORE_FILES` run files on, or
+    when one exists)."""
+    loads = {"memory": None, "duckdb": _store_load, "auto": _auto_load}
+    if backend not in loads:
+        raise ValueError(f"unknown corpus backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    return record.open_corpus(corpus, *args, load=loads[backend], **kwargs)
