@@ -1149,16 +1149,21 @@ def content_digest(run: RunFile) -> str:
 SCHEMA_DOC = Path(__file__).resolve().parent.parent / "docs" / "trajectory.schema.json"
 
 
-def _cmd_schema(args: Any) -> int:
-    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
-    if args.write:
-        target = Path(args.write)
+def emit_schema(schema: dict[str, Any], write: str | Path | None) -> int:
+    """Print a JSON Schema, or write it to ``write`` (saying where); the commands' exit status."""
+    text = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    if write:
+        target = Path(write)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
         print(f"wrote {target}")
     else:
         print(text, end="")
     return 0
+
+
+def _cmd_schema(args: Any) -> int:
+    return emit_schema(json_schema(), args.write)
 
 
 def register_cli(sub: Any) -> None:

@@ -35,6 +35,7 @@ from adakit.apparatus.demonstration import DEMONSTRATIONS
 from adakit.apparatus.ledger import LEDGER_MIN_CHARS
 from adakit.apparatus.protocol import THINKING_RULES
 from adakit.llm.models import CACHE_MODES
+from adakit.record import emit_schema
 
 #: Where the study-file schema is published (beside the trajectory schema).
 STUDY_SCHEMA_DOC = config.ROOT / "docs" / "study.schema.json"
@@ -248,15 +249,7 @@ def study_json_schema() -> dict[str, Any]:
 
 
 def _cmd_study_schema(args: Any) -> int:
-    text = json.dumps(study_json_schema(), indent=2, sort_keys=True) + "\n"
-    if args.write:
-        target = Path(args.write)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        print(f"wrote {target}")
-    else:
-        print(text, end="")
-    return 0
+    return emit_schema(study_json_schema(), args.write)
 
 
 def register_cli(sub: Any) -> None:
