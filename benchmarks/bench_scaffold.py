@@ -78,9 +78,9 @@ def measure_variants(found: dict[str, list[RunFile]], n_resamples: int) -> tuple
     interval: seconds per turn (p50, p95) and the pooled Table 5 tag entropy (as Fig. 7 pools)."""
     per_run, speed = [], []
     for name, runs in found.items():
-        corpus = corpus_from_runs(runs)
-        per_run.append(run_behaviour(corpus, call_repeats(runs)).assign(variant=name))
-        row = behaviour_table(corpus, call_repeats(runs)).iloc[0]
+        corpus, repeats = corpus_from_runs(runs), call_repeats(runs)
+        per_run.append(run_behaviour(corpus, repeats).assign(variant=name))
+        row = behaviour_table(corpus, repeats).iloc[0]
         speed.append({"variant": name, "p50": row["s_per_turn_p50"], "p95": row["s_per_turn_p95"],
                       "pooled": row["tag_entropy_bits"]})
     table = behaviour_intervals(pd.concat(per_run, ignore_index=True), "variant", n_resamples)
