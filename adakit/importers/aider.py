@@ -50,7 +50,6 @@ NAMES = (".aider.chat.history.md",)
 #: A Markdown file, not JSON: read as text, split into sessions (each its own run).
 LINES = False
 TEXT = True
-SESSIONS = True
 #: The skip reason of a session without any exchange (aider started and left): not bad input.
 EMPTY_SESSION = "empty session"
 

@@ -87,14 +87,11 @@ def import_file(path: str | Path) -> list[FileResult]:
         sha, fmt, data, found = read_source(path, _FMT)
     except BadInput as exc:
         return [FileResult(str(path), reason=exc.reason, detail=exc.detail)]
-    if isinstance(data, Records):  # one run per line or sample
-        stem = path.name.rsplit(".", 1)[0]
+    if isinstance(data, Records):  # one run per line, sample or session
+        stem = data.stem or path.name.rsplit(".", 1)[0]
         return [_import_one(path, label, rec_sha, fmt, rec,
                             f"{stem}-{label.rsplit(':', 1)[-1]}", found)
                 for label, rec_sha, rec in data]
-    if getattr(FORMATS[fmt], "SESSIONS", False):
-        return [_import_one(path, label, rec_sha, fmt, rec, f"{path.name}-{label.rsplit(':', 1)[-1]}",
-                            found) for label, rec_sha, rec in data]
     return [_import_one(path, str(path), sha, fmt, data, path.name, found)]
 
 

@@ -28,7 +28,7 @@ from adakit.importers.base import BadInput
 #: ``FORMAT``, ``AGENT``, ``EXTENSIONS``, ``LINES`` (true: its files are JSON lines) and, where
 #: a run spans several files, ``with_companions`` (the other files' content added). A text
 #: format (``TEXT``: aider's Markdown) has ``sessions`` splitting a file into its runs
-#: (``SESSIONS``) and may name hidden files a folder search takes (``NAMES``).
+#: and may name hidden files a folder search takes (``NAMES``).
 FORMATS: dict[str, Any] = {
     m.FORMAT: m for m in (swe_agent, mini_swe_agent, openhands, generic, claude_code, codex, atif,
                           inspect_log, aider)
@@ -38,7 +38,13 @@ AUTO = "auto"
 
 class Records(list):  # type: ignore[type-arg]
     """The runs of one source file that holds several (an OpenHands ``output.jsonl``, the
-    samples of an Inspect log): (label, sha256, parsed record or :class:`BadInput`) each."""
+    samples of an Inspect log, the sessions of an aider history): (label, sha256, parsed record
+    or :class:`BadInput`) each. ``stem`` names the runs' files (default: the file's name
+    without its last suffix)."""
+
+    def __init__(self, items: Iterable[Any] = (), stem: str | None = None) -> None:
+        super().__init__(items)
+        self.stem = stem
 
 
 #: What ``auto`` says of a file no format's markers fit.
@@ -224,7 +230,7 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any, str]:
         raise BadInput("not UTF-8 text", f"byte {exc.start}") from None
     reader = _text_format(text, fmt)
     if reader is not None:  # a text file of sessions, each its own run
-        return sha, reader.FORMAT, reader.sessions(path, text), \
+        return sha, reader.FORMAT, Records(reader.sessions(path, text), stem=path.name), \
             reader.markers(text) if fmt == AUTO else ""
     lines = path.name.endswith(".jsonl") if fmt == AUTO else getattr(FORMATS[fmt], "LINES", False)
     if fmt in (AUTO, openhands.FORMAT) and path.name.endswith(".jsonl") and (
