@@ -256,3 +256,14 @@ def test_diagnose_reads_the_reference_corpus(tmp_path, capsys):
     assert steps["label"].notna().all() and steps["label"].nunique() > 2
     assert DEFAULT_LOCAL_MODEL in set(runs["model"]) and len(firings) > 0
     assert len(pd.read_parquet(out / "alignments.parquet")) > 0
+
+
+@needs_reference
+@pytest.mark.slow
+def test_reference_runs_that_saw_a_raw_line_hint_replay_under_their_legacy_setting() -> None:
+    """The three local-v3 runs whose observations hold names from a raw line (recorded before
+    ``name_hints`` existed): the replay restores ``line`` for them and reproduces them."""
+    wanted = ["qwen2.5-coder-1.5b__flask__architecture_analysis__budget_pressure__r0",
+              "qwen2.5-coder-1.5b__requests__abstract_structural_reasoning__natural__r0",
+              "qwen2.5-coder-1.5b__requests__feature_tracing__natural__r1"]
+    assert dataset.replay(REFERENCE, run_ids=wanted) == dict.fromkeys(wanted, "same")

@@ -154,3 +154,31 @@ def test_the_demonstration_ends_the_system_prompt_and_is_recorded(world: World, 
     assert changed_settings(plain.header, spec(demonstration="toy")) == ("demonstration",)
     assert changed_settings(demo.header, spec(demonstration="toy")) == ()
     assert changed_settings(demo.header, spec()) == ("demonstration",)
+
+
+# --------------------------------------------------------------------------- name hints
+
+
+def test_name_hints_are_recorded_and_a_legacy_header_had_line(world: World, tmp_path: Path) -> None:
+    from adakit.study.retry import LEGACY_SETTINGS
+
+    with FakeOpenAI([FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "code.jsonl")
+    assert rf.header.scaffold["name_hints"] == "code"
+    with FakeOpenAI([FINAL]) as fake:
+        legacy = launch(world, fake, tmp_path / "line.jsonl", name_hints="line")
+    assert "name_hints" not in legacy.header.scaffold  # as headers were before the setting
+    assert LEGACY_SETTINGS["name_hints"] == "line"
+    with pytest.raises(ValueError, match="name_hints must be one of code, line"):
+        RunConfig(run_id="x", name_hints="words")
+
+    def spec(**settings: object) -> RunSpec:
+        return RunSpec("s", "fake", "toy", "feature_tracing", "natural", 0, 0,
+                       tuple(sorted({"turn_bound": 3, **settings}.items())))
+
+    assert changed_settings(rf.header, spec()) == ()
+    assert changed_settings(rf.header, spec(name_hints="line")) == ("name_hints",)
+    # a header without the key: compared only when the study names a value
+    assert changed_settings(legacy.header, spec()) == ()
+    assert changed_settings(legacy.header, spec(name_hints="line")) == ()
+    assert changed_settings(legacy.header, spec(name_hints="code")) == ("name_hints",)

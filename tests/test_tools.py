@@ -664,6 +664,83 @@ def test_requests_session_definition(requests_world: World, tmp_path: Path) -> N
     assert refs.metrics.result_count > 5 and "[definition] class Session(SessionRedirectMixin):" in refs.text
 
 
+@pytest.mark.slow
+def test_names_offered_on_a_comment_line_of_requests_come_from_code(
+        requests_world: World, tmp_path: Path) -> None:
+    """Line 100 of sessions.py is a comment ("the dictionary during iteration"): its words
+    were offered as names to look up, and a small model looked up ``the``."""
+    assert requests_world.lines("src/requests/sessions.py")[99].lstrip().startswith("# the dictionary")
+    box = Toolbox(requests_world, index=CodeIndex(requests_world, cache_dir=tmp_path / "c"))
+    r = err(box, "explore_code", action_type="go_to_definition",
+            current_file_path="src/requests/sessions.py", current_line_number=100)
+    assert "<symbol_name>the</symbol_name>" not in r.text
+    for word in ("the", "dictionary", "during", "iteration"):
+        assert f" {word}," not in r.text and f" {word}." not in r.text
+    assert ("Line 100 of src/requests/sessions.py holds no names in code (a comment, a string or "
+            "a blank line); names on line 101: none_keys, merged_setting, items.") in r.text
+    assert ("<current_line_number>101</current_line_number><symbol_name>none_keys</symbol_name>"
+            in r.text)
+    # a string argument on a code line is not a name either
+    r = err(box, "explore_code", action_type="go_to_definition",
+            current_file_path="src/requests/__init__.py", current_line_number=219)
+    assert "Names on line 219 of src/requests/__init__.py: warnings, simplefilter, FileModeWarning, append." in r.text
+
+
+def test_names_offered_skip_comments_and_strings(tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text(
+        "def build(config):\n"
+        "    # consult the lookaside table before tokenising\n"
+        "\n"
+        "    label = 'render the page'  # trailing words\n"
+        "    return f\"{label} {config.name}\"\n",
+        encoding="utf-8")
+    (root / "notes.txt").write_text("plain words here\n", encoding="utf-8")
+    w = World(root, name="names", version="0")
+    box = Toolbox(w, index=CodeIndex(w, cache_dir=tmp_path / "c", workers=1))
+    assert box.index.identifiers_on_line("pkg/mod.py", 1) == ["build", "config"]
+    assert box.index.identifiers_on_line("pkg/mod.py", 2) == []  # a comment
+    assert box.index.identifiers_on_line("pkg/mod.py", 4) == ["label"]  # string and comment left out
+    assert box.index.identifiers_on_line("pkg/mod.py", 5) == ["label", "config", "name"]  # f-string code
+    assert box.index.identifiers_on_line("pkg/mod.py", 9) == []  # past the end
+    assert box.index.identifiers_on_line("notes.txt", 1) == []  # not an indexed language
+    r = err(box, "explore_code", action_type="find_all_references", current_file_path="pkg/mod.py",
+            current_line_number=2)
+    assert "Line 2 of pkg/mod.py holds no names in code" in r.text
+    assert "names on line 1: build, config." in r.text  # distance 1: line 3 is blank, line 1 first
+    assert "<current_line_number>1</current_line_number><symbol_name>build</symbol_name>" in r.text
+    for word in ("consult", "lookaside", "table", "tokenising"):
+        assert word not in r.text
+    r = err(box, "explore_code", action_type="go_to_definition", current_file_path="pkg/mod.py",
+            current_line_number=4)
+    assert "Names on line 4 of pkg/mod.py: label." in r.text and "render" not in r.text
+    r = err(box, "explore_code", action_type="go_to_definition", current_file_path="notes.txt",
+            current_line_number=1)
+    assert "Names on line" not in r.text and "plain" not in r.text
+
+
+def test_name_hints_line_keeps_the_words_local_v3_was_recorded_with(tmp_path: Path) -> None:
+    """``name_hints: line`` offers every word of the raw line (comments too), as local-v3's
+    runs saw it, so that corpus replays exactly; the default offers names in code only."""
+    root = tmp_path / "w"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text(
+        "def build(config):\n    # consult the lookaside table\n    return config\n", encoding="utf-8")
+    w = World(root, name="names", version="0")
+    index = CodeIndex(w, cache_dir=tmp_path / "c", workers=1)
+    legacy = Toolbox(w, index=index, name_hints="line")
+    r = err(legacy, "explore_code", action_type="go_to_definition", current_file_path="pkg/mod.py",
+            current_line_number=2)
+    assert "Names on line 2 of pkg/mod.py: consult, the, lookaside, table." in r.text
+    assert "<symbol_name>consult</symbol_name>" in r.text
+    r = err(Toolbox(w, index=index), "explore_code", action_type="go_to_definition",
+            current_file_path="pkg/mod.py", current_line_number=2)
+    assert "consult" not in r.text and "names on line 3: config." in r.text
+    with pytest.raises(ValueError, match="name_hints must be one of code, line"):
+        Toolbox(w, index=index, name_hints="words")
+
+
 def test_go_to_definition_prefers_the_enclosing_class(box: Toolbox) -> None:
     inside_circle = ok(box, "explore_code", action_type="go_to_definition",
                        current_file_path="pkg/shapes.py", current_line_number=32, symbol_name="area")

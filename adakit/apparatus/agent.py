@@ -34,7 +34,7 @@ from adakit.apparatus.protocol import (
     tool_grammar,
 )
 from adakit.apparatus.tasks import Task
-from adakit.apparatus.tools import TOOL_SPECS, Toolbox
+from adakit.apparatus.tools import NAME_HINTS, TOOL_SPECS, Toolbox
 from adakit.apparatus.world import World
 from adakit.llm.models import RETRYABLE_KINDS, CacheMiss, ModelError
 from adakit.record import (
@@ -133,6 +133,11 @@ class RunConfig:
     #: demonstration on a toy repository to the system prompt
     #: (:mod:`adakit.apparatus.demonstration`); recorded as ``scaffold.demonstration`` when on
     demonstration: str = "off"
+    #: where explore_code takes the names it offers when a look-up lacks symbol_name
+    #: (:data:`adakit.apparatus.tools.NAME_HINTS`): "code" (the parse tree; the default) or
+    #: "line" (every word of the raw line, comments included: how local-v3 was recorded).
+    #: Recorded as ``scaffold.name_hints`` when "code"; a header without it had "line".
+    name_hints: str = "code"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -150,6 +155,9 @@ class RunConfig:
         if self.demonstration not in DEMONSTRATIONS:
             raise ValueError(f"demonstration must be one of {', '.join(DEMONSTRATIONS)}, "
                              f"got {self.demonstration!r}")
+        if self.name_hints not in NAME_HINTS:
+            raise ValueError(f"name_hints must be one of {', '.join(NAME_HINTS)}, "
+                             f"got {self.name_hints!r}")
         if self.thinking_rule not in THINKING_RULES:
             raise ValueError(f"thinking_rule must be one of {', '.join(THINKING_RULES)}, "
                              f"got {self.thinking_rule!r}")
@@ -388,6 +396,8 @@ def make_header(
     if cfg.ledger:
         scaffold["ledger"] = True
         scaffold["ledger_chars"] = cfg.ledger_chars
+    if cfg.name_hints != "line":  # headers recorded before the setting existed had "line"
+        scaffold["name_hints"] = cfg.name_hints
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -430,7 +440,8 @@ class Run:
         self.ctx = ctx
         self.cfg = cfg
         self.path = Path(path)
-        self.toolbox = Toolbox(ctx.world, index=ctx.index, hint_model=ctx.hint_model)
+        self.toolbox = Toolbox(ctx.world, index=ctx.index, hint_model=ctx.hint_model,
+                               name_hints=cfg.name_hints)
         self.spec = ctx.backend.spec
         self.mode = getattr(self.spec, "mode", "xml") or "xml"
         self.constrain = getattr(self.spec, "constrain", "none") not in (None, "none", False)

@@ -167,6 +167,13 @@ _LEADING = {
     "rust": frozenset({"attribute_item"}),
 }
 _COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
+#: Identifiers never offered as a name to look up: the receiver of a method.
+_RECEIVERS = frozenset({"self", "cls"})
+#: Words :meth:`CodeIndex.words_on_line` leaves out (the legacy ``name_hints: line``).
+_LINE_KEYWORDS = frozenset({
+    "def", "class", "return", "self", "import", "from", "if", "else", "for", "in", "not", "and",
+    "or", "None", "True", "False", "fn", "let", "pub", "const", "function", "new", "this", "mut",
+    "use", "impl", "async", "await", "export", "is", "while", "with", "as", "elif", "try", "except"})
 
 #: Where definitions can occur, for grammars whose definitions are statements: the walk
 #: descends only into these containers (expression subtrees, most of any tree, are skipped)
@@ -1513,7 +1520,9 @@ class CodeIndex:
         return RefSearch(name, refs, total, per_file, len(files), candidates,
                          time.perf_counter() - t0)
 
-    def _ref(self, rel: str, src: _Source, node: ts.Node, kind: str) -> Ref:
+    @staticmethod
+    def _line_starts(src: _Source) -> list[int]:
+        """Byte offsets where each line of a source starts (computed once per source)."""
         if src.line_starts is None:
             starts = [0]
             data = src.data
@@ -1522,8 +1531,12 @@ class CodeIndex:
                 starts.append(i + 1)
                 i = data.find(b"\n", i + 1)
             src.line_starts = starts
+        return src.line_starts
+
+    def _ref(self, rel: str, src: _Source, node: ts.Node, kind: str) -> Ref:
+        starts = self._line_starts(src)
         row = node.start_point.row
-        lo = src.line_starts[row] if row < len(src.line_starts) else 0
+        lo = starts[row] if row < len(starts) else 0
         hi = src.data.find(b"\n", lo)
         text = src.data[lo : hi if hi >= 0 else len(src.data)].decode("utf-8", "replace").strip()
         if len(text) > REF_TEXT_CHARS:
@@ -1531,14 +1544,47 @@ class CodeIndex:
         return Ref(rel, row + 1, node.start_point.column + 1, kind, text)
 
     def identifiers_on_line(self, rel: str, line: int, cap: int = 12) -> list[str]:
-        """Distinct identifiers on one line of a file (to suggest a symbol name)."""
+        """Distinct identifiers in the code of one line of an indexed file, left to right.
+
+        Read from the parse tree, so words in comments and strings never count (names inside
+        an f-string's or template's interpolation are code and do); receivers (``self``,
+        ``cls``) and one-character names are left out. Empty for a line out of range and for
+        a file in no indexed language.
+        """
+        key = grammar_of(rel)
+        if key is None or not 1 <= line <= len(self.lines(rel)):
+            return []
+        tree = self.tree(rel)
+        if tree is None:
+            return []
+        src = self.source(rel)
+        starts = self._line_starts(src)
+        lo = starts[line - 1]
+        hi = starts[line] if line < len(starts) else len(src.data)
+        family = _family(key)
+        idents = _IDENT_TYPES["python" if family == "cython" else family]
+        found: dict[str, None] = {}
+        stack = [tree.root_node]
+        while stack and len(found) < cap:
+            node = stack.pop()
+            if node.end_byte <= lo or node.start_byte >= hi or node.type in _COMMENTS:
+                continue
+            if node.type in idents:
+                if node.start_byte >= lo:
+                    name = src.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
+                    if len(name) > 1 and name not in _RECEIVERS:
+                        found.setdefault(name)
+                continue
+            stack.extend(reversed(node.children))
+        return list(found)
+
+    def words_on_line(self, rel: str, line: int, cap: int = 12) -> list[str]:
+        """Distinct identifier-shaped words of one raw line, comments and strings included,
+        less a few keywords: the names reference corpus local-v3 was recorded with
+        (``name_hints: line``), kept so that it replays exactly."""
         lines = self.lines(rel)
         if not 1 <= line <= len(lines):
             return []
         words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", lines[line - 1])
-        keywords = {"def", "class", "return", "self", "import", "from", "if", "else", "for",
-                    "in", "not", "and", "or", "None", "True", "False", "fn", "let", "pub",
-                    "const", "function", "new", "this", "mut", "use", "impl", "async",
-                    "await", "export", "is", "while", "with", "as", "elif", "try", "except"}
-        seen = [w for w in dict.fromkeys(words) if w not in keywords and len(w) > 1]
+        seen = [w for w in dict.fromkeys(words) if w not in _LINE_KEYWORDS and len(w) > 1]
         return seen[:cap]

@@ -46,6 +46,13 @@ OUTLINE_MAX_ITEMS = 80
 NEXT_BLOCK_MAX_LINES = 60
 DEFINITION_SNIPPET_LINES = 25
 DEFINITION_CANDIDATES = 8
+#: how many lines either side a look-up without symbol_name searches for names to offer when
+#: its own line holds none (a comment, a string, a blank line); ``name_hints: code`` only
+NAMES_REACH = 3
+#: Where a look-up without symbol_name takes the names it offers: "code", identifiers in code
+#: from the parse tree (never words of comments or strings; the default), or "line", every
+#: identifier-shaped word of the raw line (how reference corpus local-v3 was recorded)
+NAME_HINTS = ("code", "line")
 HINT_MAX_LINES = 80
 HINT_MAX_CHARS = 1500
 LINE_CHARS = 240
@@ -330,11 +337,15 @@ class Toolbox:
         index: CodeIndex | None = None,
         hint_model: HintModel | None = None,
         state: WorkingState | None = None,
+        name_hints: str = "code",
     ) -> None:
+        if name_hints not in NAME_HINTS:
+            raise ValueError(f"name_hints must be one of {', '.join(NAME_HINTS)}, got {name_hints!r}")
         self.world = world
         self.index = index if index is not None else CodeIndex(world)
         self.hint_model = hint_model
         self.state = state if state is not None else WorkingState()
+        self.name_hints = name_hints
         self._handlers = {
             "get_structural_overview": self._overview,
             "peek_code_region": self._peek,
@@ -785,11 +796,17 @@ class Toolbox:
                 why = str(exc) if str(exc).endswith(".") else f"{exc}."
                 note = f"(current_file_path was refused: {why} The whole repository was searched.)"
         if not symbol_name:
-            names = self.index.identifiers_on_line(rel, current_line_number) if rel else []
-            hint = f" Names on line {current_line_number} of {rel}: {', '.join(names)}." if names else ""
+            where, names = self._names_near(rel, current_line_number) if rel else (0, [])
+            if not names:
+                hint = ""
+            elif where == current_line_number:
+                hint = f" Names on line {where} of {rel}: {', '.join(names)}."
+            else:
+                hint = (f" Line {current_line_number} of {rel} holds no names in code (a comment, a "
+                        f"string or a blank line); names on line {where}: {', '.join(names)}.")
             example = call_text("explore_code", action_type=action_type,
                                 current_file_path=rel or current_file_path,
-                                current_line_number=current_line_number,
+                                current_line_number=where if names else current_line_number,
                                 symbol_name=names[0] if names else "name")
             raise ToolError(f"{action_type} needs symbol_name, the name to look up.{hint} Example: {example}", rel)
         symbol = symbol_name.strip().strip("`'\"").rstrip("()").strip()
@@ -802,6 +819,19 @@ class Toolbox:
         if action_type == "go_to_definition":
             return self._definition(m, rel, current_line_number, symbol, note)
         return self._references(m, rel, symbol, note)
+
+    def _names_near(self, rel: str, line: int) -> tuple[int, list[str]]:
+        """Names to offer for a look-up at ``line`` and the line they are on. Under
+        ``name_hints: code``, the identifiers in code on that line, else on the nearest line
+        within :data:`NAMES_REACH` that has some (the line after first at each distance);
+        under ``line``, the words of that raw line."""
+        if self.name_hints == "line":
+            return line, self.index.words_on_line(rel, line)
+        for where in (line, *(line + s * d for d in range(1, NAMES_REACH + 1) for s in (1, -1))):
+            names = self.index.identifiers_on_line(rel, where)
+            if names:
+                return where, names
+        return line, []
 
     def _rank(self, rel: str | None, syms: list[Symbol], line: int = 0) -> list[Symbol]:
         """Best definitions first: the current file (inside the symbols enclosing the current

@@ -497,6 +497,7 @@ def replay(
     a request the recording never made raises) and compare each run's content digest with the
     manifest; returns run_id -> "same" | "differs" | the error."""
     from adakit.study.launch import run_one
+    from adakit.study.retry import LEGACY_SETTINGS
     from adakit.study.spec import load_study
 
     ds = open_dataset(path)
@@ -510,7 +511,10 @@ def replay(
         old = os.environ.get("ADAKIT_CACHE")
         os.environ["ADAKIT_CACHE"] = str(cache_root)
         try:
-            study = load_study(ds.path / "study.yaml", {"output": str(output), "cache_mode": "replay"})
+            overrides: dict[str, Any] = {"output": str(output), "cache_mode": "replay"}
+            recorded = (ds.manifest.get("scaffold") or {}).get("settings") or {}
+            overrides.update({k: v for k, v in LEGACY_SETTINGS.items() if k not in recorded})
+            study = load_study(ds.path / "study.yaml", overrides)
             for spec in study.specs:
                 if spec.run_id not in wanted:
                     continue

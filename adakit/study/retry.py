@@ -177,6 +177,11 @@ class RunState:
     refused: str = ""
 
 
+#: The value of a run setting in runs whose headers do not record it (recorded before the
+#: setting existed): a replay of such runs restores it (:func:`adakit.study.dataset.replay`).
+LEGACY_SETTINGS: dict[str, Any] = {"name_hints": "line"}
+
+
 def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
     """The run settings whose recorded value differs from what ``spec`` launches now.
 
@@ -202,6 +207,9 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
             recorded["redraw_step"] = sc.get("redraw_step")
         recorded["demonstration"] = sc.get("demonstration", "off")
         recorded["ledger"] = bool(sc.get("ledger"))
+    if "name_hints" in sc or spec.setting("name_hints") is not None:
+        # a header without it had "line"; compared then only when the study names a value
+        recorded["name_hints"] = sc.get("name_hints", LEGACY_SETTINGS["name_hints"])
         if sc.get("ledger"):
             recorded["ledger_chars"] = sc.get("ledger_chars")
     if isinstance(sc.get("grammar"), dict) and "thinking_min_chars" in sc["grammar"]:

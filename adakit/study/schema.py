@@ -34,6 +34,7 @@ from adakit.apparatus.agent import REPEAT_GUARDS
 from adakit.apparatus.demonstration import DEMONSTRATIONS
 from adakit.apparatus.ledger import LEDGER_MIN_CHARS
 from adakit.apparatus.protocol import THINKING_RULES
+from adakit.apparatus.tools import NAME_HINTS
 from adakit.llm.models import CACHE_MODES
 from adakit.record import emit_schema
 
@@ -108,6 +109,8 @@ class RunSettings(_Strict):
         None, description="the grammar's thinking rule")
     demonstration: Literal[DEMONSTRATIONS] | None = Field(  # type: ignore[valid-type]
         None, description="a worked example run at the end of the system prompt")
+    name_hints: Literal[NAME_HINTS] | None = Field(  # type: ignore[valid-type]
+        None, description="names a look-up without symbol_name offers: code (parse tree) or line (raw words)")
 
 
 class Block(RunSettings):
