@@ -24,7 +24,7 @@ LLAMA_VERSION := 0.3.36
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup git-filter local-model worlds study study-clean test chromium lint bench bench-quick bench-models lab clean
+.PHONY: help setup git-filter local-model worlds study study-clean test chromium lint bench bench-quick bench-models bench-scaffold-record lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -157,6 +157,21 @@ bench-quick: $(STAMP) ## every benchmark with --quick: tiny sizes, seconds each,
 bench-models: $(STAMP) $(LOCAL_STAMP) ## the local models' behaviour on a fixed slice beside the baselines (replays the reference corpus)
 	$(PY) -m adakit worlds fetch flask requests
 	$(PY) benchmarks/bench_models.py
+
+# The small-model scaffold ablation (issue 23): each variant's study launched live, resumably
+# (hours on 2 cores; stop it at any time), then packed with its replies into
+# data/reference/bench-scaffold/<variant>, which ships; a later sitting restores those replies,
+# so the finished runs replay in seconds and only the missing ones are asked of the model.
+SCAFFOLD_VARIANTS ?= explore free free-demo redraw-ledger
+
+bench-scaffold-record: $(STAMP) $(LOCAL_STAMP) ## record the scaffold ablation live, resumably (hours), packing each variant into data/reference/bench-scaffold/
+	$(PY) -m adakit worlds fetch flask requests
+	@for v in $(SCAFFOLD_VARIANTS); do d=data/reference/bench-scaffold/$$v; \
+	  if [ -f $$d/manifest.json ]; then $(PY) -m adakit dataset restore-cache $$d || exit 1; fi; \
+	  $(PY) -m adakit launch studies/bench-scaffold-$$v.yaml; status=$$?; \
+	  $(PY) -m adakit dataset build data/runs/bench-scaffold/$$v --out $$d --name bench-scaffold-$$v --leave-unfinished || exit 1; \
+	  [ $$status -eq 0 ] || exit $$status; done
+	$(PY) benchmarks/bench_scaffold.py
 
 # JupyterLab refuses to start as root unless told to (a container usually runs as root)
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)

@@ -3,9 +3,11 @@
 The slice is the one of ``studies/bench-models.yaml`` (flask and requests x the four task
 families, natural condition, turn bound 15, seed 0, repeat 0) for Qwen2.5-Coder-1.5B. The
 baseline variant, "v3", is the reference corpus local-v3's own runs of that slice; every other
-variant is a folder of ``data/runs/bench-scaffold/`` recorded live by a study file
-``studies/bench-scaffold-<variant>.yaml`` (``adakit launch`` it first: hours on 2 cores, and
-resumable). This script records nothing: it reads what is there.
+variant is a folder recorded by a study file ``studies/bench-scaffold-<variant>.yaml``: the
+shipped ones in ``data/reference/bench-scaffold/<variant>/runs`` and those being recorded in
+``data/runs/bench-scaffold/<variant>`` (``make bench-scaffold-record``: hours on 2 cores,
+resumable). A run in both is read from the latter. This script records nothing: it reads what
+is there.
 
 Printed: one row per variant, one column per measure, each an estimate with its 95% bootstrap
 interval over runs (``adakit.variance.behaviour.behaviour_intervals``), then each variant's
@@ -57,20 +59,28 @@ def in_slice(rf: RunFile) -> bool:
             and h.repeat == 0 and h.turn_bound == 15)
 
 
-def variant_runs(reference: Path, variants: Path) -> dict[str, list[RunFile]]:
-    """The slice's runs per variant: "v3" from the reference corpus, then one per folder."""
-    found: dict[str, list[RunFile]] = {}
+def _variant_folder(p: Path) -> Path:
+    """A variant's run files: a shipped dataset keeps them in ``runs/``."""
+    return p / "runs" if (p / "manifest.json").exists() else p
+
+
+def variant_runs(reference: Path, variants: Path | list[Path]) -> dict[str, list[RunFile]]:
+    """The slice's finished runs per variant: "v3" from the reference corpus, then one per
+    folder of each of ``variants`` (a run id found again in a later folder replaces the
+    earlier one)."""
     sources = [("v3", reference)]
-    if variants.is_dir():
-        sources += [(p.name, p) for p in sorted(variants.iterdir()) if p.is_dir()]
+    for root in [variants] if isinstance(variants, Path) else variants:
+        if root.is_dir():
+            sources += [(p.name, _variant_folder(p)) for p in sorted(root.iterdir()) if p.is_dir()]
+    by_variant: dict[str, dict[str, RunFile]] = {}
     for name, folder in sources:
         read = read_runs([folder])
         if read.skipped:
             print(skipped_note(read.skipped))
-        runs = [rf for rf in read.runs if in_slice(rf) and rf.end is not None]
-        if runs:
-            found[name] = runs
-    return found
+        for rf in read.runs:
+            if in_slice(rf) and rf.end is not None:
+                by_variant.setdefault(name, {})[rf.header.run_id] = rf
+    return {name: list(runs.values()) for name, runs in by_variant.items() if runs}
 
 
 def measure_variants(found: dict[str, list[RunFile]], n_resamples: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -140,13 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reference", type=Path, default=config.DATA / "reference" / "local-v3" / "runs",
                     help="the v3 runs (default: the shipped reference corpus)")
-    ap.add_argument("--variants", type=Path, default=config.DATA / "runs" / "bench-scaffold",
-                    help="one folder per recorded variant")
+    ap.add_argument("--variants", type=Path, nargs="+",
+                    default=[config.DATA / "reference" / "bench-scaffold", config.DATA / "runs" / "bench-scaffold"],
+                    help="folders holding one folder per recorded variant (default: the shipped "
+                         "variants, then those being recorded)")
     ap.add_argument("--quick", action="store_true", help="200 bootstrap resamples (seconds)")
     args = ap.parse_args(argv)
     found = variant_runs(args.reference, args.variants)
     if not found:
-        print(f"no run of the slice under {args.reference} or {args.variants}", file=sys.stderr)
+        print(f"no run of the slice under {args.reference} or {', '.join(map(str, args.variants))}",
+              file=sys.stderr)
         return 0
     table, speed = measure_variants(found, 200 if args.quick else 2000)
     print(f"slice: {MODEL} x {', '.join(WORLDS)} x four tasks, natural, turn bound 15; "
