@@ -264,6 +264,6 @@ def test_reference_runs_that_saw_a_raw_line_hint_replay_under_their_legacy_setti
     """The three local-v3 runs whose observations hold names from a raw line (recorded before
     ``name_hints`` existed): the replay restores ``line`` for them and reproduces them."""
     wanted = ["qwen2.5-coder-1.5b__flask__architecture_analysis__budget_pressure__r0",
-              "qwen2.5-coder-1.5b__requests__abstract_structural_reasoning__natural__r0",
+              "qwen2.5-coder-1.5b__requests__asr_inference__natural__r0",
               "qwen2.5-coder-1.5b__requests__feature_tracing__natural__r1"]
     assert dataset.replay(REFERENCE, run_ids=wanted) == dict.fromkeys(wanted, "same")
