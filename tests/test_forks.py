@@ -574,3 +574,33 @@ def test_without_verdicts_the_lens3_rows_are_absent_with_a_reason(tmp_path, monk
     assert not set(LENS3_METRICS) & set(outcomes.columns)
     effects = fork_effects(outcomes, tags=False, n_permutations=200, n_resamples=100)
     assert not set(LENS3_METRICS) & set(effects["metric"])
+
+
+def test_a_budget_fork_of_a_scripted_baseline_concludes_within_its_budget(
+        flask_world, flask_index, tmp_path):
+    parent = baseline_parent(flask_world, flask_index, tmp_path)
+    at = 2
+    assert len(parent.turns) > at + 12  # the parent's plan runs past the budget
+    assert cli.main(["fork", str(parent.path), "--at", str(at), "--condition", "budget_pressure",
+                     "--seeds", "1"]) == 0
+    (path,) = fork_set_folder(parent.path, "parent", at).glob("*.jsonl")
+    rf = read_run(path)
+    assert [content(t) for t in rf.turns[:at]] == [content(t) for t in parent.turns[:at]]
+    assert len(rf.turns) == at + 12 and rf.end.reason == "finalize"
+    assert rf.turns[-1].call.tool == "stash_conclusion"
+    # before the budget's last turn it follows the parent's plan
+    assert [t.call for t in rf.turns[:-1]] == [t.call for t in parent.turns[:len(rf.turns) - 1]]
+
+
+def test_a_late_budget_counts_the_replies_since_it_was_given():
+    from adakit.apparatus.baselines import late_budget
+    from adakit.study.fork import budget_note
+
+    note = {"role": "user", "content": "observation\n[SYSTEM] " + budget_note(5)}
+    reply = {"role": "assistant", "content": "<call/>"}
+    assert late_budget([{"role": "user", "content": "task"}, reply]) is None
+    assert late_budget([reply, note]) == 4
+    assert late_budget([reply, note, reply, {"role": "user", "content": "obs"}, reply]) == 2
+    assert late_budget([note, *[reply] * 9]) == 0
+    # the task's own budget block and the reminders of a budget condition are not mid-run budgets
+    assert late_budget([{"role": "user", "content": "Budget: 3 of 12 turns left."}]) is None
