@@ -39,7 +39,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from adakit import figures, uncertainty
+from adakit import config, figures, uncertainty
 from adakit.judging.families import CONCLUSION_FAMILIES
 from adakit.judging.store import read_corpus_judgments
 from adakit.lenses import adjudication, policy
@@ -144,7 +144,7 @@ def fork_judgments(corpus: str | Path) -> tuple[pd.DataFrame | None, str]:
         judgments = read_corpus_judgments(corpus)
     except FileNotFoundError:
         return None, (f"no lens 3 verdicts for {Path(corpus).name} yet: the lens 3 rows of the "
-                      f"estimate stay empty (run `adakit judge {corpus}` to fill them)")
+                      f"estimate stay empty (run `adakit judge {config.shown(corpus)}` to fill them)")
     judged = judgments.loc[judgments["family"].isin(CONCLUSION_FAMILIES), "run_id"].nunique()
     return judgments, f"lens 3: verdicts on the conclusions of {judged} fork(s)"
 
