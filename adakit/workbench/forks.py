@@ -286,17 +286,37 @@ def estimate_text(effects: pd.DataFrame, metric: str = "turns_after") -> str:
     return "\n".join(lines)
 
 
+def parent_path_of(fork_path: str | Path, parent_id: str) -> Path | None:
+    """The parent's run file of the fork at ``fork_path`` (``<corpus>.forks/<set>/<fork>``
+    -> ``<corpus>/<parent>.jsonl``, or a file of that stem under ``<corpus>``), when on disk."""
+    for folder in Path(fork_path).parents:
+        if folder.name.endswith(".forks"):
+            corpus = folder.with_name(folder.name.removesuffix(".forks"))
+            direct = corpus / f"{parent_id}.jsonl"
+            if direct.exists():
+                return direct
+            found = [p for p in iter_run_files(corpus) if p.stem == parent_id] if corpus.is_dir() else []
+            return found[0] if found else None
+    return None
+
+
+def branch_label(treatment: str, run_id: str) -> str:
+    """A branch as a menu shows it: its change and its draw (``placebo · draw 2``)."""
+    draw = run_id.rsplit("__s", 1)[-1] if "__s" in run_id else "?"
+    return f"{treatment} · draw {draw}"
+
+
 def branches_of(parent_path: str | Path, run_id: str | None = None) -> pd.DataFrame:
     """The recorded forks of the run at ``parent_path`` (files in ``<corpus>.forks/`` whose
     header's ``forked_from`` names it; ``run_id`` when it differs from the file's stem): one
     row per fork with ``run_id``, ``path``, ``at``, ``change``, ``treatment`` and ``seed``,
     by K, treatment and seed."""
-    path = Path(parent_path)
+    path = Path(parent_path).resolve()
     parent_id = run_id or path.stem
-    root = path.parent.with_name(path.parent.name + ".forks")
+    root = path.parent.with_name(path.parent.name + ".forks") if path.parent.name else None
     cols = ["run_id", "path", "at", "change", "treatment", "seed"]
     rows = []
-    for file in sorted(root.rglob("*.jsonl")) if root.is_dir() else []:
+    for file in sorted(root.rglob("*.jsonl")) if root is not None and root.is_dir() else []:
         try:
             with open(file, encoding="utf-8") as fh:
                 header = json.loads(fh.readline())
