@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 from fake_openai import FakeOpenAI
 from test_agent import FINAL, KEY_VAR, MEMORY, SECRET, peek, spec_for
@@ -504,3 +505,102 @@ def test_forks_of_a_paid_model_wait_for_confirmation(tmp_path, capsys):
     assert cli.main(["launch", str(study), "--confirm-above", "0"]) == 3
     assert "no fork was made" in capsys.readouterr().err
     assert not (tmp_path / "paid.forks").exists()
+
+
+# ------------------------------------------------------------------------- lens 3 in the estimate
+
+
+def write_verdicts(path, run_ids, labels, families=("trace_grounding",), judges=("j1", "j2", "j3")):
+    """A hand-written judgments log: every judge gives each run's conclusion ``labels[run]``
+    in each of ``families``."""
+    from adakit.judging.families import FAMILIES
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for run_id in run_ids:
+            for family in families:
+                label = labels[run_id]
+                for judge in judges:
+                    fh.write(json.dumps({
+                        "item_id": f"{run_id}/conclusion/{family}", "run_id": run_id,
+                        "family": family, "judge": judge, "turn": None, "tool": None,
+                        "label": label, "score": FAMILIES[family].score(label),
+                        "rationale": "hand-written", "evidence": [], "valid": True,
+                        "cached": False, "latency_s": 0.0}) + "\n")
+
+
+def test_lens3_scores_of_judged_conclusions_enter_the_estimate(tmp_path, monkeypatch):
+    from adakit import config
+    from adakit.lenses.forks import LENS3_METRICS, NOT_JUDGED, fork_judgments
+
+    monkeypatch.setattr(config, "JUDGMENTS", tmp_path / "judgments")
+    corpus = synthetic_fork_corpus(tmp_path, extra_turns=0.0, parents=2, seeds=4)
+    forks = fork_index(corpus.runs)
+    # treated conclusions well supported (4), placebo ones weakly (2): +2/3 after normalising
+    labels = {r.run_id: "well-supported" if r.arm == "treated" else "weakly-supported"
+              for r in forks.itertuples()}
+    write_verdicts(tmp_path / "judgments" / "runs.forks" / "judgments.jsonl", labels, labels)
+    judgments, note = fork_judgments(tmp_path / "runs.forks")
+    assert judgments is not None and "16 fork(s)" in note
+    outcomes = fork_outcomes(forks, corpus.runs, corpus.turns, corpus.reads, judgments)
+    assert set(LENS3_METRICS) <= set(outcomes.columns)
+    assert outcomes["relevance"].isna().all()  # task relevance was not judged
+    effects = fork_effects(outcomes, tags=False, n_permutations=2000, n_resamples=500)
+    row = effects[effects["metric"] == "conclusion_grounding"].iloc[0]
+    assert row["effect"] == pytest.approx(2 / 3) and row["effect_lo"] == pytest.approx(2 / 3)
+    assert (row["treated"], row["placebo"]) == (pytest.approx(1.0), pytest.approx(1 / 3))
+    assert row["reading"] == "treated > placebo"
+    assert row["note"] == "judged conclusions: 8 treated, 8 placebo forks"
+    unjudged = effects[effects["metric"] == "relevance"].iloc[0]
+    assert np.isnan(unjudged["effect"]) and unjudged["reading"] == NOT_JUDGED
+    assert "adakit judge" in unjudged["note"]
+    turns = effects[effects["metric"] == "turns_after"].iloc[0]
+    assert turns["note"] == "" and turns["reading"] == "no difference shown"
+    labels_drawn = [t.get_text() for t in plot_fork_effects(effects).axes[0].get_yticklabels()]
+    assert any("conclusion grounding" in t for t in labels_drawn)
+    assert not any("task relevance" in t for t in labels_drawn)
+
+
+def test_without_verdicts_the_lens3_rows_are_absent_with_a_reason(tmp_path, monkeypatch):
+    from adakit import config
+    from adakit.lenses.forks import LENS3_METRICS, fork_judgments
+
+    monkeypatch.setattr(config, "JUDGMENTS", tmp_path / "judgments")
+    corpus = synthetic_fork_corpus(tmp_path, extra_turns=0.0, parents=1, seeds=3)
+    judgments, note = fork_judgments(tmp_path / "runs.forks")
+    assert judgments is None and "no lens 3 verdicts for runs.forks" in note
+    assert "adakit judge" in note
+    outcomes = outcomes_of(corpus)
+    assert not set(LENS3_METRICS) & set(outcomes.columns)
+    effects = fork_effects(outcomes, tags=False, n_permutations=200, n_resamples=100)
+    assert not set(LENS3_METRICS) & set(effects["metric"])
+
+
+def test_a_budget_fork_of_a_scripted_baseline_concludes_within_its_budget(
+        flask_world, flask_index, tmp_path):
+    parent = baseline_parent(flask_world, flask_index, tmp_path)
+    at = 2
+    assert len(parent.turns) > at + 12  # the parent's plan runs past the budget
+    assert cli.main(["fork", str(parent.path), "--at", str(at), "--condition", "budget_pressure",
+                     "--seeds", "1"]) == 0
+    (path,) = fork_set_folder(parent.path, "parent", at).glob("*.jsonl")
+    rf = read_run(path)
+    assert [content(t) for t in rf.turns[:at]] == [content(t) for t in parent.turns[:at]]
+    assert len(rf.turns) == at + 12 and rf.end.reason == "finalize"
+    assert rf.turns[-1].call.tool == "stash_conclusion"
+    # before the budget's last turn it follows the parent's plan
+    assert [t.call for t in rf.turns[:-1]] == [t.call for t in parent.turns[:len(rf.turns) - 1]]
+
+
+def test_a_late_budget_counts_the_replies_since_it_was_given():
+    from adakit.apparatus.baselines import late_budget
+    from adakit.study.fork import budget_note
+
+    note = {"role": "user", "content": "observation\n[SYSTEM] " + budget_note(5)}
+    reply = {"role": "assistant", "content": "<call/>"}
+    assert late_budget([{"role": "user", "content": "task"}, reply]) is None
+    assert late_budget([reply, note]) == 4
+    assert late_budget([reply, note, reply, {"role": "user", "content": "obs"}, reply]) == 2
+    assert late_budget([note, *[reply] * 9]) == 0
+    # the task's own budget block and the reminders of a budget condition are not mid-run budgets
+    assert late_budget([{"role": "user", "content": "Budget: 3 of 12 turns left."}]) is None

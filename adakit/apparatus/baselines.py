@@ -11,7 +11,9 @@ behavioural signature that the lens tests check:
 
 A policy plans from the world's file list and the code index (what the project structure and
 structural overviews show an agent), keeps a log of what it asked to see, and concludes from
-that log. Given the same world and seed it makes the same calls.
+that log. Given the same world and seed it makes the same calls. A budget in the task shortens
+its plan; a budget given in the middle of the run (a fork's ``--condition``, "from now on you
+have M exploration turns left") cuts the rest of its plan so that it concludes within M turns.
 """
 
 from __future__ import annotations
@@ -28,6 +30,21 @@ from adakit.record import ToolCall
 
 _DATA_KINDS = {"variable", "const", "static", "constant", "field", "type"}
 _BUDGET_RE = re.compile(r"budget of (\d+) exploration turns")
+#: A budget given in the middle of a run (a fork's condition change, adakit.study.fork.budget_note).
+_LATE_BUDGET_RE = re.compile(r"from now on you have (\d+) exploration turns left")
+
+
+def late_budget(messages: list[dict[str, Any]]) -> int | None:
+    """The calls a budget given in the middle of the run still allows before the concluding
+    one: the last such note's turns, less one, less the replies made since it was shown;
+    None when no message gives one."""
+    for i in range(len(messages) - 1, -1, -1):
+        content = messages[i].get("content")
+        found = _LATE_BUDGET_RE.search(content) if isinstance(content, str) else None
+        if found and messages[i].get("role") != "assistant":
+            since = sum(1 for m in messages[i + 1:] if m.get("role") == "assistant")
+            return max(0, int(found.group(1)) - 1 - since)
+    return None
 
 
 def baseline_spec(name: str) -> ModelSpec:
@@ -219,6 +236,9 @@ class BaselinePolicy:
                 if not self.queue:
                     break
                 self._next_step()
+        allowed = late_budget(messages)
+        if allowed is not None:  # a budget given mid-run: conclude within it, as for the task's
+            del self.queue[allowed:]
         if self.queue:
             call, why = self._next_step()
             thinking = f"[{self.policy} baseline] {why}"

@@ -18,6 +18,12 @@ own; the effect of a change is **treated forks minus placebo forks of the same p
   tag share: pooled transitions) of the treated and the placebo forks; with as many seeds per
   arm in every fork set, as ``adakit fork --seeds N`` makes them, it is the mean over prefixes
   of the per-prefix differences. Holm's adjustment runs over the whole table.
+- When the forks' conclusions have been judged (``adakit judge`` on the fork corpus; read with
+  :func:`fork_judgments`), :func:`fork_outcomes` also carries the lens 3 scores of each fork's
+  conclusion (:data:`LENS3_METRICS`, normalised to 0-1 as in
+  :mod:`adakit.lenses.adjudication`), and :func:`fork_effects` estimates their treated minus
+  placebo difference like any other outcome. Without verdicts those rows say why in ``note``
+  and carry no estimate.
 - :func:`plot_fork_effects` draws the effects with their intervals against 0.
 """
 
@@ -33,8 +39,10 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from adakit import figures, uncertainty
-from adakit.lenses import policy
+from adakit import config, figures, uncertainty
+from adakit.judging.families import CONCLUSION_FAMILIES
+from adakit.judging.store import read_corpus_judgments
+from adakit.lenses import adjudication, policy
 from adakit.record import merge_ranges
 from adakit.uncertainty import require_columns
 
@@ -50,9 +58,17 @@ OUTCOME_METRICS: dict[str, str] = {
     "new_files_after": "new files read after K",
     "new_lines_after": "new lines read after K",
 }
+#: The lens 3 scores of a fork's conclusion (0-1, higher is better) and their display names.
+LENS3_METRICS: dict[str, str] = {
+    "relevance": "task relevance (lens 3, 0-1)",
+    "conclusion_grounding": "conclusion grounding (lens 3, 0-1)",
+    "calibration": "termination calibration (lens 3, 0-1)",
+}
+#: The reading of a lens 3 row without verdicts on either side.
+NOT_JUDGED = "not judged"
 EFFECT_COLUMNS: list[str] = [
     "treatment", "metric", "label", "n_sets", "n_treated", "n_placebo", "treated", "placebo",
-    "effect", "effect_lo", "effect_hi", "p", "p_holm", "reading",
+    "effect", "effect_lo", "effect_hi", "p", "p_holm", "reading", "note",
 ]  # fmt: skip
 
 
@@ -121,11 +137,33 @@ def _tags_after(forks: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
     return counts.rename(columns={"transitions": "transitions_after"})
 
 
+def fork_judgments(corpus: str | Path) -> tuple[pd.DataFrame | None, str]:
+    """The verdicts on a fork corpus's conclusions (``adakit judge CORPUS`` writes them) and a
+    line saying what was found: (None, the reason) when the corpus has none yet."""
+    try:
+        judgments = read_corpus_judgments(corpus)
+    except FileNotFoundError:
+        return None, (f"no lens 3 verdicts for {Path(corpus).name} yet: the lens 3 rows of the "
+                      f"estimate stay empty (run `adakit judge {config.shown(corpus)}` to fill them)")
+    judged = judgments.loc[judgments["family"].isin(CONCLUSION_FAMILIES), "run_id"].nunique()
+    return judgments, f"lens 3: verdicts on the conclusions of {judged} fork(s)"
+
+
+def lens3_outcomes(judgments: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run: the lens 3 scores of its conclusion (:data:`LENS3_METRICS`, NaN where a run's
+    conclusion has no counted verdict) from a judgments table."""
+    conclusion = judgments[judgments["family"].isin(CONCLUSION_FAMILIES)]
+    scores = adjudication.lens3_scores(conclusion, runs)
+    return scores[["run_id", *LENS3_METRICS]]
+
+
 def fork_outcomes(forks: pd.DataFrame, runs: pd.DataFrame, turns: pd.DataFrame,
-                  reads: pd.DataFrame) -> pd.DataFrame:
+                  reads: pd.DataFrame, judgments: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per fork of ``forks`` (:func:`fork_index`) with what happened after its turn K:
     the fork columns, ``block`` (parent, K and prefix digest: the pairing unit), the
-    :data:`OUTCOME_METRICS`, ``transitions_after`` and one column per tag present."""
+    :data:`OUTCOME_METRICS`, ``transitions_after``, one column per tag present and, with
+    ``judgments`` (:func:`fork_judgments`), the :data:`LENS3_METRICS` of each fork's
+    conclusion (NaN for a fork whose conclusion was not judged)."""
     require_columns(forks, FORK_COLUMNS, "the forks table")
     require_columns(runs, ["run_id", "n_turns", "reason", "closed"], "the runs table")
     out = forks.merge(runs[["run_id", "n_turns", "reason", "closed"]], on="run_id", how="left")
@@ -138,6 +176,9 @@ def fork_outcomes(forks: pd.DataFrame, runs: pd.DataFrame, turns: pd.DataFrame,
     out = out.merge(_tags_after(forks, turns), on="run_id", how="left")
     tag_cols = [c for c in out.columns if c in policy.TAGS or c in policy.ACTION_TAGS]
     out[["transitions_after", *tag_cols]] = out[["transitions_after", *tag_cols]].fillna(0.0)
+    if judgments is not None:
+        out = out.merge(lens3_outcomes(judgments, runs[runs["run_id"].isin(forks["run_id"])]),
+                        on="run_id", how="left")
     return out.drop(columns=["n_turns", "reason", "closed"])
 
 
@@ -154,11 +195,17 @@ def fork_effects(
     """Every change's effect (treated minus placebo forks of the same prefixes) on each outcome
     of :func:`fork_outcomes` (``metrics``, default :data:`OUTCOME_METRICS`) and on the share
     (percent) of each tag after K (``tags``: True for every tag present, False for none, or a
-    list). Only fork sets that have both placebo and treated forks count. Columns:
-    :data:`EFFECT_COLUMNS` (``reading`` "treated > placebo" / "treated < placebo" where
-    ``p_holm`` < ``alpha``, "no difference shown", or "too few runs" below two forks a side)."""
+    list). When ``outcomes`` carry the lens 3 scores (:func:`fork_outcomes` with judgments),
+    they are outcomes too, counted over the forks whose conclusion was judged. Only fork sets
+    that have both placebo and treated forks count. Columns: :data:`EFFECT_COLUMNS`
+    (``reading`` "treated > placebo" / "treated < placebo" where ``p_holm`` < ``alpha``, "no
+    difference shown", "too few runs" below two forks a side, or :data:`NOT_JUDGED` for a lens
+    3 score no fork of either side has; ``note`` says how many forks a lens 3 row rests on,
+    or why it has none)."""
     require_columns(outcomes, ["treatment", "arm", "block"], "the fork outcomes")
     spec = dict(metrics or OUTCOME_METRICS)
+    if metrics is None:
+        spec.update({m: m for m in LENS3_METRICS if m in outcomes.columns})
     tag_cols = [c for c in outcomes.columns if c in policy.TAGS or c in policy.ACTION_TAGS]
     chosen = tag_cols if tags is True else [t for t in (tags or []) if t in tag_cols]
     parts = []
@@ -182,22 +229,35 @@ def fork_effects(
     if not parts:
         return pd.DataFrame(columns=EFFECT_COLUMNS)
     out = uncertainty.adjust(parts, alpha)
-    labels = {**spec, **{f"share: {t}": f"{t} share after K (%)" for t in chosen}}
+    out["note"] = [_lens3_note(r.metric, r.n_a, r.n_b) for r in out.itertuples()]
+    out.loc[out["note"].str.startswith("no verdicts"), "reading"] = NOT_JUDGED
+    labels = {**spec, **LENS3_METRICS, **{f"share: {t}": f"{t} share after K (%)" for t in chosen}}
     out = out.assign(label=out["metric"].map(labels), n_treated=out["n_a"], n_placebo=out["n_b"],
                      treated=out["value_a"], placebo=out["value_b"], effect=out["diff"],
                      effect_lo=out["diff_lo"], effect_hi=out["diff_hi"])
     return out[EFFECT_COLUMNS].reset_index(drop=True)
 
 
+def _lens3_note(metric: str, n_treated: int, n_placebo: int) -> str:
+    """What a lens 3 row of the estimate rests on (empty for the other outcomes)."""
+    if metric not in LENS3_METRICS:
+        return ""
+    if n_treated == 0 and n_placebo == 0:
+        return "no verdicts on these forks' conclusions: run `adakit judge` on the fork corpus"
+    return f"judged conclusions: {n_treated} treated, {n_placebo} placebo forks"
+
+
 def plot_fork_effects(effects: pd.DataFrame, metrics: Sequence[str] | None = None,
                       ax: Axes | None = None) -> Figure:
     """Each change's effect on each metric (a point) with its interval (a bar), against 0:
     one row per (change, metric); ``metrics`` limits the rows (default: the outcome metrics
-    that are present)."""
+    that are present, and the lens 3 scores that have an estimate)."""
     figures.use_style()
     require_columns(effects, ["treatment", "metric", "label", "effect", "effect_lo", "effect_hi"],
                     "the fork effects")
-    keep = list(metrics) if metrics is not None else [m for m in OUTCOME_METRICS if m in set(effects["metric"])]
+    estimated = set(effects.loc[effects["effect"].notna(), "metric"])
+    keep = list(metrics) if metrics is not None else [
+        m for m in [*OUTCOME_METRICS, *LENS3_METRICS] if m in estimated]
     d = effects[effects["metric"].isin(keep)].reset_index(drop=True)
     if d.empty:
         raise ValueError("no fork effects to plot")

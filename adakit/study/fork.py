@@ -321,8 +321,9 @@ class ForkBlock:
     seeds: int
 
 
-def _change_of(item: Any, where: str) -> Change:
-    """A change as a study file writes it: ``placebo`` or a one-key mapping (``condition: X``)."""
+def parse_change(item: Any, where: str) -> Change:
+    """A change as a study file writes it: ``placebo`` or a one-key mapping (``condition: X``);
+    ForkError naming ``where`` otherwise."""
     if item == "placebo":
         return Change("placebo")
     if isinstance(item, dict) and len(item) == 1:
@@ -367,7 +368,7 @@ def fork_blocks(raw: Any) -> list[ForkBlock]:
                        for k in _SELECT if block.get(k) is not None)
         source = Path(block["from"]) if block.get("from") else None
         out.append(ForkBlock(source, select, limit, at,
-                             tuple(_change_of(c, where) for c in changes), seeds))
+                             tuple(parse_change(c, where) for c in changes), seeds))
     return out
 
 

@@ -36,6 +36,7 @@ START_HERE: tuple[tuple[str, str], ...] = (
     ("13", "lens 3: what the judges made of its conclusion"),
     ("15", "which differences are larger than run-to-run noise"),
     ("20", "RQ3: does a coach's intervention help"),
+    ("21", "what if, at turn K? forks of one run against placebo forks"),
 )
 #: A thumbnail shows at most this height (CSS px); a taller figure shows its top.
 THUMB_HEIGHT = 420

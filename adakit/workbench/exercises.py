@@ -4,9 +4,12 @@ tour's display helpers (tables that keep an answer back until its check passes, 
 shown as whole numbers, lens 3's judges named with their weaknesses).
 
 Exercise 1 asks for the distinct lines a run was shown (lens 0's *LOC viewed*); exercise 2 asks
-for the Table 5 tags of five transitions (lens 2). The reference answers are worked out
-independently of the lenses they check: exercise 1 counts every (file, line) pair once instead
-of merging ranges, and exercise 2's tags were assigned by hand from Table 5.
+for the Table 5 tags of five transitions (lens 2); exercise 3 has the student choose K and a
+change, fork the tour's run (or a local model's run) with placebo forks beside, and read the
+effect on the turns after K off the branches before the estimate is shown. The reference
+answers are worked out independently of the lenses they check: exercise 1 counts every (file,
+line) pair once instead of merging ranges, exercise 2's tags were assigned by hand from Table 5,
+and exercise 3's effect is computed from the fork files' turn counts, not by the fork lens.
 """
 
 from __future__ import annotations
@@ -15,12 +18,18 @@ import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from adakit import config
+from adakit.lenses import forks as fork_lens
 from adakit.lenses import policy
 from adakit.llm.models import ModelSpec, load_registry
+from adakit.record import RunFile, load_corpus, read_run
+from adakit.study.fork import ForkError
+from adakit.workbench import forks as wf
 
 #: Exercise 2's tags, worked out by hand from Table 5 for :func:`mini_trajectory`.
 _MINI_TAGS = ("zoom in", "close read", "trace", "skim", "dump")
@@ -104,11 +113,12 @@ def check_distinct_lines(answer: Any, census: pd.DataFrame) -> Check:
 
 
 class Withheld:
-    """Stands in for a table whose values would give an exercise's answer away."""
+    """Stands in for a table whose values would give an exercise's answer away (or that
+    comes only after an exercise's check)."""
 
-    def __init__(self, what: str, exercise: int = 1) -> None:
-        self.text = (f"({what}: shown once exercise {exercise}'s check says ✓; run the check, "
-                     "then this cell again)")
+    def __init__(self, what: str, exercise: int = 1, text: str | None = None) -> None:
+        self.text = text or (f"({what}: shown once exercise {exercise}'s check says ✓; run the "
+                             "check, then this cell again)")
 
     def __repr__(self) -> str:
         return self.text
@@ -117,9 +127,10 @@ class Withheld:
         return f"<p><em>{html.escape(self.text)}</em></p>"
 
 
-def after_check(check: Check, frame: pd.DataFrame, what: str) -> pd.DataFrame | Withheld:
-    """``frame`` once ``check`` has passed; before, a note saying it will show then."""
-    return frame if check.passed else Withheld(what)
+def after_check(check: Check, frame: Any, what: str, exercise: int = 1) -> Any:
+    """``frame`` (a table or a figure) once ``check`` has passed; before, a note saying it
+    will show then."""
+    return frame if check.passed else Withheld(what, exercise)
 
 
 def keep_back(check: Check, frame: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
@@ -191,6 +202,145 @@ def _left_table(frame: pd.DataFrame) -> str:
     rows = zip(*cols, strict=True)
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
+
+
+# --------------------------------------------------------------------------- exercise 3: forks
+
+#: Exercise 3's reference choice: a budget from turn 2 on, which cuts the tracer's plan short.
+_FORK_CHOICE: tuple[int, dict[str, str]] = (2, {"condition": "budget_pressure"})
+#: The changes the tour offers, as a study file writes them (exercise 3's menu).
+FORK_CHANGES: tuple[str, ...] = (
+    '{"condition": "budget_pressure"}  a budget of 12 turns from K on',
+    '{"model": "baseline-skimmer"}     another policy continues the history',
+    '{"without": "explore_code"}       a tool taken away from K on',
+    '{"inject": "Read the tests too."} a message added to turn K\'s observation',
+)
+
+
+def answer_fork_choice() -> tuple[int, dict[str, str]]:
+    """Exercise 3's reference choice of K and change (for testing the notebook)."""
+    at, change = _FORK_CHOICE
+    return at, dict(change)
+
+
+def fork_parent(tour_run: str | Path, model: str = "",
+                corpus: str | Path | Sequence[str | Path] = ()) -> Path:
+    """The run exercise 3 forks: the tour's own run (``model`` empty), else the first
+    finished run (by run id) of ``model`` in ``corpus`` with at least 4 turns (ValueError
+    naming the models there when it has none)."""
+    if not model:
+        return Path(tour_run)
+    folders = [corpus] if isinstance(corpus, str | Path) else list(corpus)
+    present = [config.resolve(f) for f in folders if str(f).strip() and config.resolve(f).exists()]
+    if not present:
+        raise ValueError(f"no corpus on disk to find a run of {model} in (corpus = {corpus!r})")
+    runs = load_corpus(present, cache=False).runs
+    mine = runs[(runs["model"] == model) & runs["finished"] & (runs["n_turns"] >= 4)]
+    if mine.empty:
+        models = ", ".join(sorted(set(runs["model"].astype(str)))) or "none"
+        raise ValueError(f"no finished run of {model} with 4 turns or more in the corpus; "
+                         f"its models: {models}")
+    return Path(str(mine.sort_values("run_id")["path"].iloc[0]))
+
+
+def fork_root(tour_output: str | Path, model: str = "") -> Path | None:
+    """Where exercise 3's forks go: beside the tour's run (None: ``<output>.forks``, the
+    default) for the tour's own run; in ``<output>.forks`` too for a model's run, so a shipped
+    corpus is never written in."""
+    return None if not model else config.resolve(tour_output).with_name(
+        config.resolve(tour_output).name + ".forks")
+
+
+def check_fork_choice(at: Any, change: Any, parent: RunFile) -> Check:
+    """Check exercise 3's choice before anything is forked: K a whole turn the parent has a
+    turn after, the change one a fork can make (a placebo is made anyway, as the control).
+    The message is a :class:`Check`; only a passing one lets :func:`run_fork_exercise` fork."""
+    n = len(parent.turns)
+    if at is None or change is None:
+        return Check(f"{FILL_IN}: set my_fork_at to a turn between 1 and {n - 1} and "
+                     "my_fork_change to one of the changes listed above", False)
+    if isinstance(at, bool) or not isinstance(at, Integral):
+        return Check(f"✗ my_fork_at should be a whole turn number, not {at!r}", False)
+    if not 1 <= at <= n - 1:
+        return Check(f"✗ my_fork_at must leave the run a turn to go on: between 1 and {n - 1} "
+                     f"(the run has {n} turns), not {at}", False)
+    try:
+        chosen = wf.as_change(change)
+    except ForkError as exc:
+        return Check(f"✗ {exc}", False)
+    if chosen.kind == "placebo":
+        return Check("✗ the placebo forks are made anyway, as the control: choose a change",
+                     False)
+    name = fork_lens.treatment_of(chosen.kind, chosen.value)
+    return Check(f"✓ fork {parent.header.run_id} after turn {at} of {n}: placebo forks and "
+                 f"forks with {name}", True)
+
+
+def run_fork_exercise(check: Check, parent: str | Path, at: int, change: Any, seeds: int,
+                      root: str | Path | None = None) -> wf.ForkSets | Withheld:
+    """Exercise 3's forks once its choice checks (:func:`check_fork_choice`): ``seeds``
+    placebo and ``seeds`` treated forks of ``parent`` at turn ``at``
+    (:func:`adakit.workbench.forks.make_fork_set`, in ``root`` when given), read back as a
+    fork set; before, a note saying they come after the check."""
+    if not check.passed:
+        return Withheld("the forks", 3, "(the forks are made once exercise 3's choice checks ✓: "
+                        "set my_fork_at and my_fork_change, run the check, then this cell again)")
+    folder = wf.make_fork_set(parent, at, change, seeds, root=root)
+    return wf.read_fork_sets(folder)
+
+
+def fork_branches(sets: wf.ForkSets | Withheld) -> pd.DataFrame | Withheld:
+    """Exercise 3's table: one row per fork, its change and draw, and how many turns it went
+    on after K (the student's data for the effect)."""
+    if isinstance(sets, Withheld):
+        return sets
+    d = sets.outcomes.sort_values(["arm", "treatment", "seed"], ascending=[True, True, True])
+    return pd.DataFrame({"branch": [wf.branch_label(t, r) for t, r in zip(d["treatment"], d["run_id"], strict=True)],
+                         "arm": d["arm"].to_numpy(), "K": d["at"].astype(int).to_numpy(),
+                         "turns after K": d["turns_after"].astype(int).to_numpy()})
+
+
+def answer_fork_effect(sets: wf.ForkSets) -> float:
+    """Exercise 3's reference answer: the treated forks' mean turns after K minus the placebo
+    forks', counted from the fork files themselves."""
+    arms: dict[str, list[int]] = {"treated": [], "placebo": []}
+    for path in sets.folder.rglob("*.jsonl"):
+        rf = read_run(path)
+        info = rf.header.forked_from
+        if info is not None:
+            arms["placebo" if info.change == "placebo" else "treated"].append(len(rf.turns) - info.turn)
+    return (sum(arms["treated"]) / len(arms["treated"])
+            - sum(arms["placebo"]) / len(arms["placebo"]))
+
+
+def fork_estimate(sets: wf.ForkSets | Withheld, seed: int = 0) -> pd.DataFrame:
+    """The estimate of exercise 3's fork set (:func:`adakit.lenses.forks.fork_effects`, tag
+    shares left out); empty before the forks are made."""
+    if isinstance(sets, Withheld):
+        return pd.DataFrame(columns=fork_lens.EFFECT_COLUMNS)
+    return fork_lens.fork_effects(sets.outcomes, tags=False, seed=seed)
+
+
+def check_fork_effect(answer: Any, effects: pd.DataFrame, tolerance: float = 0.05) -> Check:
+    """Grade exercise 3's effect on the turns after K (treated mean minus placebo mean)
+    against the estimate; a wrong answer gets a hint, never the number."""
+    row = effects[effects["metric"] == "turns_after"]
+    if row.empty:
+        return Check(f"{FILL_IN}: the forks come first (exercise 3's choice must check ✓)", False)
+    expected = float(row["effect"].iloc[0])
+    if answer is None:
+        return Check(f"{FILL_IN}: set my_fork_effect to a number (it is None)", False)
+    if isinstance(answer, bool) or not isinstance(answer, Real):
+        return Check(f"✗ my_fork_effect should be a number of turns, not {answer!r}", False)
+    if abs(float(answer) - expected) <= tolerance:
+        return Check(f"✓ right: {expected:+.2f} turns after K (treated minus placebo)", True)
+    if abs(float(answer) + expected) <= tolerance and expected != 0:
+        return Check("✗ the sign is the wrong way round: it is treated minus placebo. "
+                     "Change my_fork_effect and run the check again.", False)
+    hint = "too high" if answer > expected else "too low"
+    return Check(f"✗ not quite: {float(answer):g} is {hint}. Average the turns after K of the "
+                 "treated rows, subtract the average of the placebo rows, and run the check "
+                 "again.", False)
 
 
 # --------------------------------------------------------------------------- lens 3's judges

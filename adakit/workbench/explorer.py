@@ -16,7 +16,10 @@ Everything the explorer shows comes from pure functions that need no browser:
 - anti-pattern detector firings (:mod:`adakit.diagnostics`) marked on the turn axis:
   :func:`run_firings`, :func:`firing_marks`, :func:`firing_jumps` (``detector:<name>`` jump
   targets), :func:`firing_strip_text` / :func:`firing_strip_html` (the strip under the slider);
-- pictures: :func:`arc_data` / :func:`plot_arc`, :func:`map_values` / :func:`plot_turn_map`.
+- pictures: :func:`arc_data` / :func:`plot_arc`, :func:`map_values` / :func:`plot_turn_map`;
+- forks (docs/forks.md): a run's fork points are the ``fork point`` jump target and a line of
+  its summary; :func:`branch_options` lists, at a turn, the branches one can switch to (the
+  forks made there, a fork's siblings at its turn K, and a fork's way back to its parent).
 
 :class:`RunView` ties them together for one run; :func:`build_explorer` assembles the
 ipywidgets interface; :func:`render_static` gives the same content as text and figures for a
@@ -65,6 +68,7 @@ from adakit.record import (
     read_run,
 )
 from adakit.text import clip
+from adakit.workbench.forks import branch_label, branches_of, parent_path_of
 from adakit.workbench.search import SearchError, search
 
 #: Environment variable: ``static`` forces the static rendering everywhere.
@@ -1035,6 +1039,17 @@ def _as_corpus(corpus: Corpus | str | Path) -> Corpus:
     return load_corpus(corpus)
 
 
+#: The jump target of the turns a run was forked at.
+FORK_JUMP = "fork point"
+#: The branch menu's value that goes back from a fork to its parent.
+TO_PARENT = "parent"
+
+
+def _run_path(run: Mapping[str, Any]) -> Path | None:
+    path = run.get("path")
+    return Path(str(path)) if isinstance(path, str | Path) and str(path) else None
+
+
 class RunView:
     """One run prepared for stepping: its record, tidy rows, jump targets and map.
 
@@ -1066,8 +1081,30 @@ class RunView:
         self.firings = firing_marks(firings if firings is not None else run_firings(self.rf),
                                     run_id)
         self.jumps.update(firing_jumps(self.firings))
+        path = _run_path(self.run)
+        #: the recorded forks of this run (:func:`adakit.workbench.forks.branches_of`)
+        self.branches = branches_of(path if path is not None else "/", run_id)
+        #: where this run was forked from, when it is a fork
+        self.forked_from = self.rf.header.forked_from
+        if len(self.branches):
+            self.jumps[FORK_JUMP] = sorted({int(a) for a in self.branches["at"]})
         self._files = files
         self._layout: pd.DataFrame | None = None
+
+    def fork_text(self) -> str:
+        """Where the run forks and what it was forked from, in a line each ("" for neither)."""
+        lines = []
+        if self.forked_from is not None:
+            f = self.forked_from
+            change = "placebo" if f.change == "placebo" else f"{f.change} {f.value}"
+            lines.append(f"a fork of {f.parent} at turn {f.turn} ({change}): turns 1-{f.turn} "
+                         "are the parent's")
+        if len(self.branches):
+            sets = [f"turn {at}: {len(d)} branch{'es' * (len(d) != 1)} "
+                    f"({', '.join(sorted(set(d['treatment'])))})"
+                    for at, d in self.branches.groupby("at", sort=True)]
+            lines.append("forked at " + "; ".join(sets))
+        return "\n".join(lines)
 
     @property
     def n_turns(self) -> int:
@@ -1091,7 +1128,8 @@ class RunView:
         if end and end.conclusion:
             conclusion = clip(end.conclusion, 300, marker=_LINE_CUT, within=False)
             second += f"; conclusion: {conclusion}"
-        return f"{first}\n{second}"
+        forks = self.fork_text()
+        return f"{first}\n{second}" + (f"\n{forks}" if forks else "")
 
     def state(self, turn: int) -> WorkingState:
         """The working state after ``turn`` (:func:`state_at`)."""
@@ -1156,6 +1194,27 @@ class RunView:
                              vmax=float(final.max()) if len(final) else 1.0,
                              touched=touched_until(turns, self.run_id, turn),
                              width_px=size.map_px, min_font_px=size.min_font_px)
+
+
+def branch_options(view: RunView, turn: int) -> list[tuple[str, str]]:
+    """The branches to switch to at ``turn`` as (label, value) menu entries: for a fork, the
+    way back to its parent (value :data:`TO_PARENT`) and, at its turn K, its siblings; the
+    forks of this run made at ``turn``. A value other than :data:`TO_PARENT` is a run file."""
+    out: list[tuple[str, str]] = []
+    f = view.forked_from
+    if f is not None:
+        out.append((f"◀ back to the parent at turn {f.turn}", TO_PARENT))
+        path = _run_path(view.run)
+        if turn == f.turn and path is not None:
+            parent = parent_path_of(path, f.parent)
+            siblings = branches_of(parent, f.parent) if parent is not None else pd.DataFrame()
+            for r in siblings.itertuples() if len(siblings) else []:
+                if r.at == f.turn and r.run_id != view.run_id:
+                    out.append((f"sibling: {branch_label(r.treatment, r.run_id)}", str(r.path)))
+    here = view.branches[view.branches["at"] == turn] if len(view.branches) else view.branches
+    for r in here.itertuples():
+        out.append((f"▶ {branch_label(r.treatment, r.run_id)}", str(r.path)))
+    return out
 
 
 def _map_files(world: str, reads: pd.DataFrame, fetch: bool,
@@ -1352,6 +1411,17 @@ class ExplorerWidgets:
         self.search_note = w.HTML()
         #: the run's detector firings, drawn under the slider's track
         self.firing_strip = w.HTML()
+        #: the branches to switch to at this turn (:func:`branch_options`); shown only for a
+        #: run that has forks or is one
+        self.branch_select = w.Dropdown(description="branch", options=[("-", "")], style=label,
+                                        layout=w.Layout(width="auto", flex="0 1 420px"))
+        self.branch_note = w.HTML()
+        self.branch_row = w.HBox([self.branch_select, self.branch_note],
+                                 layout=w.Layout(flex_flow="row wrap", align_items="center",
+                                                 width="100%", display="none"))
+        self.branch_row.add_class("adakit-branches")
+        #: corpora of the branches and parents opened from the branch menu, by run id
+        self._outside: dict[str, Corpus] = {}
         # widgets carry a 2 px margin: a width or max-width of 100% would stick out by 4 px
         self.turn_view = w.HTML()
         self.arc_image = w.Image(format="png", layout=w.Layout(width=f"{PICTURE_PX}px"))
@@ -1376,6 +1446,7 @@ class ExplorerWidgets:
         self.present.observe(self._on_size, names="value")
         self.search_box.observe(lambda change: self.search_for(change["new"]), names="value")
         self.search_hits.observe(self._on_hit, names="value")
+        self.branch_select.observe(self._on_branch, names="value")
         self._refresh_options()
         self.select_run(run_id or default_run(corpus.runs, corpus.turns, corpus.reads), turn)
 
@@ -1404,7 +1475,7 @@ class ExplorerWidgets:
         steps = w.HBox([self.prev_button, self.slider, self.next_button, self.jump_select,
                         self.jump_prev, self.jump_next], layout=w.Layout(**wrap))
         steps.add_class("adakit-controls")
-        controls = [steps, self.firing_strip, self.jump_note]
+        controls = [steps, self.firing_strip, self.jump_note, self.branch_row]
         maps = [self.map_image, self.map_note] if self.show_map else []
         column = {"flex_flow": "row wrap", "align_items": "flex-start", "width": "100%",
                   "grid_gap": "12px"}
@@ -1483,23 +1554,34 @@ class ExplorerWidgets:
             return
         self.select_run(change["new"])
 
+    def _corpus_of(self, run_id: str) -> Corpus:
+        """The corpus holding ``run_id``: the explorer's, or one a branch switch opened."""
+        if run_id in self._outside and not (self.corpus.runs["run_id"] == run_id).any():
+            return self._outside[run_id]
+        return self.corpus
+
     def select_run(self, run_id: str, turn: int = 1) -> None:
         """Open a run (the selectors are widened if they hide it) at ``turn``."""
-        row = self.corpus.runs[self.corpus.runs["run_id"] == run_id]
+        corpus = self._corpus_of(run_id)
+        row = corpus.runs[corpus.runs["run_id"] == run_id]
         if row.empty:
             raise ValueError(f"no run {run_id!r} in the corpus")
-        if select_runs(row, **self._selection()).empty:
+        if corpus is self.corpus and select_runs(row, **self._selection()).empty:
             self._busy = True
             for sel in self.selectors.values():
                 sel.value = ANY
             self._busy = False
             self._refresh_options()
         world = str(row["world"].iloc[0])
-        view = RunView(self.corpus, run_id, self.axis, self.fetch_world,
+        view = RunView(corpus, run_id, self.axis, self.fetch_world,
                        files=self._files.get(world), firings=self.firings)
         self.view = view
         self._busy = True
         try:
+            values = [v for _, v in self.run_select.options]
+            if run_id not in values:  # a branch or parent from outside the corpus
+                self.run_select.options = [*self.run_select.options,
+                                           (f"{run_label(row.iloc[0])} · opened from a fork", run_id)]
             self.run_select.value = run_id
             numbers = view.turn_numbers or [0]
             self.slider.min, self.slider.max = 0, max(numbers)
@@ -1518,6 +1600,76 @@ class ExplorerWidgets:
         self.summary.value = self._html(f"<pre style='{PRE_STYLE}'>"
                                         f"{keep_hyphenated(html.escape(view.summary()))}</pre>")
         self.render()
+
+    def open_file(self, path: str | Path, turn: int) -> None:
+        """Open the run recorded at ``path`` at ``turn``: from the explorer's corpus when it
+        holds it, else from the file's own folder (a fork set) or the file alone."""
+        path = Path(path)
+        runs = self.corpus.runs
+        hit = runs[runs["path"].astype(str) == str(path)] if "path" in runs else runs.iloc[0:0]
+        if hit.empty:
+            in_set = path.parent.parent.name.endswith(".forks")  # a fork: its whole fork set
+            corpus = load_corpus(path.parent if in_set else path, cache=False)
+            for rid in corpus.runs["run_id"]:
+                self._outside.setdefault(str(rid), corpus)
+            found = corpus.runs[corpus.runs["path"].astype(str) == str(path)]
+            run_id = str(found["run_id"].iloc[0]) if len(found) else path.stem
+        else:
+            run_id = str(hit["run_id"].iloc[0])
+        self.select_run(run_id, turn)
+
+    def switch_branch(self, value: str) -> None:
+        """Switch to a branch menu entry (:func:`branch_options`) at the turn shown: a fork
+        opens at this turn, :data:`TO_PARENT` opens the parent at the fork's turn K."""
+        view = self.view
+        if view is None or not value:
+            return
+        if value == TO_PARENT:
+            f = view.forked_from
+            parent = parent_path_of(view.run["path"], f.parent) if f is not None else None
+            if f is None or parent is None:
+                self.branch_note.value = self._html(
+                    "<span style='font-size:12px;color:#8A5A00'>the parent's run file is not "
+                    "on disk beside the fork's folder</span>")
+                return
+            self.open_file(parent, f.turn)
+        else:
+            self.open_file(value, self.turn)
+
+    def _on_branch(self, change: dict[str, Any]) -> None:
+        if self._busy or not change["new"]:
+            return
+        self.switch_branch(change["new"])
+
+    def _update_branches(self) -> None:
+        """Fill the branch menu for the turn shown; the row shows only for a run with forks
+        or a fork, its note naming the turns forked at."""
+        view = self.view
+        has = view is not None and (len(view.branches) > 0 or view.forked_from is not None)
+        self.branch_row.layout.display = None if has else "none"
+        if not has or view is None:
+            return
+        options = branch_options(view, self.turn)
+        points = view.jumps.get(FORK_JUMP, [])
+        bits = []
+        if points:
+            bits.append(f"forked at turn{'s' * (len(points) != 1)} "
+                        f"{', '.join(map(str, points))}")
+            if self.turn not in points:
+                bits.append("go to one of them to switch to its branches")
+        if view.forked_from is not None:
+            bits.append(f"this run is a fork of {view.forked_from.parent} at turn "
+                        f"{view.forked_from.turn}")
+        self._busy = True
+        try:
+            self.branch_select.options = [("-", ""), *options]
+            self.branch_select.value = ""
+            self.branch_select.disabled = not options
+        finally:
+            self._busy = False
+        self.branch_note.value = self._html(
+            f"<span style='font-size:12px;color:#1F4E79;{WRAP}'>{html.escape('; '.join(bits))}"
+            "</span>")
 
     def search_for(self, text: str) -> None:
         """Fill the hits menu with the turns of the selected runs whose texts hold ``text``
@@ -1605,6 +1757,7 @@ class ExplorerWidgets:
         if view is None:
             return
         self._update_jumps()
+        self._update_branches()
         if not view.n_turns:
             self.turn_view.value = "<i>this run has no turns</i>"
             _show(self.arc_image, b"")
