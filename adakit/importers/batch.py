@@ -250,6 +250,12 @@ def git_commit(folder: Path) -> str:
     return ""
 
 
+def chunk_size(n_files: int, jobs: int) -> int:
+    """Files handed to a worker at a time: 32, or fewer so that each worker gets about eight
+    chunks and none is left idle while another finishes a long last chunk."""
+    return max(1, min(32, -(-n_files // (jobs * 8))))
+
+
 def import_paths(
     fmt: str,
     paths: Iterable[str | Path],
@@ -324,7 +330,7 @@ def import_paths(
             bar.update(1)
     else:
         with ProcessPoolExecutor(max_workers=jobs, initializer=_init, initargs=args) as pool:
-            for results in pool.map(import_file, files, chunksize=32):
+            for results in pool.map(import_file, files, chunksize=chunk_size(len(files), jobs)):
                 for res in results:
                     record(res)
                 bar.update(1)
