@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 from adakit import __version__
 from adakit.importers.mapping import Context, Mapped, map_tool
@@ -328,16 +330,153 @@ def _mapped_turn(step: SourceStep, ctx: Context, tool_names: dict[str, str]) -> 
 def build_records(traj: Trajectory, source: SourceInfo, target: Target
                   ) -> tuple[Header, list[Turn], End]:
     """The header, turns and end record of one imported run."""
+    turns: list[Turn] = []
+    state = _Walk()
+    for turn in _turns(traj, target, state):
+        turns.append(turn.model())
+    header, end = _ends(traj, source, target, state, len(turns), turns[0].started_at,
+                        turns[-1].ended_at)
+    return header, turns, end
+
+
+def record_lines(traj: Trajectory, source: SourceInfo, target: Target
+                 ) -> tuple[Header, list[bytes], End]:
+    """The header, the turns as the JSON lines of the run file (each with its newline) and
+    the end record of one imported run: the bytes :func:`build_records`' turns are written
+    as, without building a validated record for a turn whose values already have the types
+    the record declares."""
+    lines: list[bytes] = []
+    state = _Walk()
+    first = last = None
+    for turn in _turns(traj, target, state):
+        lines.append(turn.line())
+        first = turn if first is None else first
+        last = turn
+    assert first is not None and last is not None
+    header, end = _ends(traj, source, target, state, len(lines), first.started_at, last.ended_at)
+    return header, lines, end
+
+
+@dataclass
+class _Walk:
+    """What the walk over a trajectory's steps leaves for its header and end."""
+
+    root: str | None = None
+    submitted: bool = False
+
+
+#: ``ToolMetrics`` of a step the source could not parse.
+_MALFORMED = {"error_type": "malformed", "mapped_by": "parse_error"}
+
+
+class _TurnParts:
+    """One turn's values before they become a record: a :class:`Turn` (validated) or its JSON
+    line (written directly when every value has the exact type its field declares, so
+    validation would leave it as it is and orjson writes what pydantic would)."""
+
+    __slots__ = ("common", "tool", "args", "metrics", "parse_error", "started_at", "ended_at")
+
+    def __init__(self, common: dict[str, Any], tool: str, args: Any, metrics: dict[str, Any],
+                 parse_error: str | None = None) -> None:
+        self.common, self.tool, self.args, self.metrics = common, tool, args, metrics
+        self.parse_error = parse_error
+        self.started_at, self.ended_at = common["started_at"], common["ended_at"]
+
+    def model(self) -> Turn:
+        """The validated turn, built as it always was (so a bad value fails as before)."""
+        if self.parse_error is not None:
+            turn = Turn(**self.common, parse_error=ParseError(kind="no_tool",
+                                                              message=self.parse_error[:500]),
+                        metrics=ToolMetrics(**self.metrics))
+        else:
+            metrics = ToolMetrics(**self.metrics)
+            turn = Turn(**self.common, call=ToolCall(tool=self.tool, params=_jsonable(self.args)),
+                        metrics=metrics)
+        self.started_at, self.ended_at = turn.started_at, turn.ended_at
+        return turn
+
+    def line(self) -> bytes:
+        """The turn's line in the run file, newline included."""
+        if self.parse_error is None and _exact_metrics(self.metrics):
+            c = self.common
+            params = _jsonable(self.args)
+            side = c["sidechain"]
+            if _exact_turn(c, self.tool) and (side is None or _exact_sidechain(side)):
+                record = {
+                    "kind": "turn", "turn": c["turn"], "started_at": c["started_at"],
+                    "ended_at": c["ended_at"], "latency_s": c["latency_s"],
+                    "tokens_in": c["tokens_in"], "tokens_out": c["tokens_out"],
+                    "tokens_reused": None, "cost_usd": c["cost_usd"], "cached": False,
+                    "constrained": False, "raw_text": c["raw_text"], "thinking": c["thinking"],
+                    "call": {"tool": self.tool, "params": params}, "parse_error": None,
+                    "observation": c["observation"], "metrics": _metrics_record(self.metrics),
+                    "state_changes": [], "injected": [i.model_dump() for i in c["injected"]],
+                    "coach": None, "model_calls": [], "dropped_messages": 0,
+                    "observation_chars": c["observation_chars"],
+                }
+                if side is not None:
+                    record["sidechain"] = side.model_dump()
+                try:
+                    return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+                except (TypeError, orjson.JSONEncodeError):
+                    pass  # an integer beyond 64 bits, a lone surrogate: pydantic writes or refuses it
+        return self.model().model_dump_json().encode() + b"\n"
+
+
+def _exact_metrics(m: dict[str, Any]) -> bool:
+    """Whether ``ToolMetrics`` would take these values as they are."""
+    return (_str_or_none(m["tool"]) and _str_or_none(m["file"]) and _str_or_none(m["action"])
+            and _str_or_none(m["symbol"]) and _str_or_none(m["mapped_by"])
+            and type(m["lines_viewed"]) is int and type(m["structural"]) is bool
+            and (m["result_count"] is None or type(m["result_count"]) is int)
+            and (m["finalize"] is None or type(m["finalize"]) is bool)
+            and (m["exit_code"] is None or type(m["exit_code"]) is int)
+            and m["error_type"] in (None, "tool_error")
+            and all(type(r) in (tuple, list) and len(r) == 2 and type(r[0]) is int
+                    and type(r[1]) is int for r in m["ranges"]))
+
+
+def _exact_turn(c: dict[str, Any], tool: Any) -> bool:
+    """Whether ``Turn`` would take these values as they are (the float fields hold floats, the
+    int fields ints, the text fields str)."""
+    return (type(c["started_at"]) is float and type(c["ended_at"]) is float
+            and type(c["latency_s"]) is float and type(c["tokens_in"]) is int
+            and type(c["tokens_out"]) is int
+            and (c["cost_usd"] is None or type(c["cost_usd"]) is float)
+            and type(c["raw_text"]) is str and type(c["thinking"]) is str
+            and type(c["observation"]) is str and type(tool) is str)
+
+
+def _exact_sidechain(side: Any) -> bool:
+    return (type(side) is Sidechain and type(side.id) is str and type(side.agent) is str
+            and type(side.depth) is int
+            and (side.parent_turn is None or type(side.parent_turn) is int))
+
+
+def _str_or_none(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+def _metrics_record(m: dict[str, Any]) -> dict[str, Any]:
+    """``ToolMetrics`` as written: every field, in its order."""
+    return {"tool": m["tool"], "file": m["file"], "ranges": m["ranges"],
+            "lines_viewed": m["lines_viewed"], "structural": m["structural"], "block": None,
+            "symbol": m["symbol"], "action": m["action"], "result_count": m["result_count"],
+            "error_type": m["error_type"], "confidence": None, "finalize": m["finalize"],
+            "exit_code": m["exit_code"], "mapped_by": m["mapped_by"]}
+
+
+def _turns(traj: Trajectory, target: Target, state: _Walk) -> Iterator[_TurnParts]:
+    """Each step's turn, mapped, in order (lazily: a step is mapped when its turn is asked
+    for, so a bad step fails where it always did)."""
     if not traj.steps:
         raise BadInput("empty trajectory", "no agent steps")
-    root = target.root or traj.root
+    root = state.root = target.root or traj.root
     if target.world is None and traj.world is not None:
         resolver = PathResolver(root, traj.world, _tree_of(traj.world))
     else:
         resolver = PathResolver(root, target.world, target.tree())
     times = _times(traj)
-    turns: list[Turn] = []
-    submitted = False
     for i, (step, (t0, t1)) in enumerate(zip(traj.steps, times, strict=True), 1):
         obs = step.observation or ""
         common = {
@@ -352,9 +491,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             if step.compaction is not None else [],
         }
         if step.parse_error is not None:
-            turns.append(Turn(**common, parse_error=ParseError(kind="no_tool",
-                                                               message=step.parse_error[:500]),
-                              metrics=ToolMetrics(error_type="malformed", mapped_by="parse_error")))
+            yield _TurnParts(common, "", None, _MALFORMED, step.parse_error)
             continue
         cwd = step.cwd or root
         ctx = Context(
@@ -366,10 +503,16 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
             result=step.result,
         )
         m = _mapped_turn(step, ctx, target.tool_names)
-        submitted = submitted or m.tool == "SUB"
-        metrics = ToolMetrics(**m.metrics(), exit_code=step.exit_code)
-        turns.append(Turn(**common, call=ToolCall(tool=step.tool or "?", params=_jsonable(step.args)),
-                          metrics=metrics))
+        state.submitted = state.submitted or m.tool == "SUB"
+        yield _TurnParts(common, step.tool or "?", step.args,
+                         {**m.metrics(), "exit_code": step.exit_code})
+
+
+def _ends(traj: Trajectory, source: SourceInfo, target: Target, state: _Walk, n_turns: int,
+          started_at: float, ended_at: float) -> tuple[Header, End]:
+    """The header and end record of a run of ``n_turns`` turns, the first starting at
+    ``started_at``, the last ending at ``ended_at``."""
+    root, submitted = state.root, state.submitted
     info = target.world_info or (
         WorldInfo(name=traj.world.name, source=f"folder:{traj.world.root}")
         if target.world is None and traj.world is not None else
@@ -383,9 +526,9 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
         task=TaskInfo(family=target.task or DEFAULT_TASK, target=traj.instance,
                       prompt=traj.task_prompt),
         condition=ConditionInfo(name=IMPORTED_CONDITION, params={"imported_from": source.format}),
-        turn_bound=max(traj.step_limit or 0, len(turns), 1),
+        turn_bound=max(traj.step_limit or 0, n_turns, 1),
         adakit_version=__version__,
-        started_at=turns[0].started_at if turns else (traj.started_at or 0.0),
+        started_at=started_at,
         system_prompt=traj.system_prompt,
         source=source,
     )
@@ -393,7 +536,7 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
     if traj.submission:
         conclusion = (f"{conclusion}\n\nSubmitted changes:\n{traj.submission}" if conclusion
                       else f"Submitted changes:\n{traj.submission}")
-    ended = max(turns[-1].ended_at, traj.ended_at or 0.0) if traj.timing == "recorded" else turns[-1].ended_at
+    ended = max(ended_at, traj.ended_at or 0.0) if traj.timing == "recorded" else ended_at
     end = End(
         reason=termination(traj.exit_status, submitted, bool(traj.submission)),  # type: ignore[arg-type]
         ended_at=ended,
@@ -401,9 +544,9 @@ def build_records(traj: Trajectory, source: SourceInfo, target: Target
         conclusion_title=f"{source.agent} outcome" if conclusion else None,
         exit_status=traj.exit_status,
         submission=traj.submission,
-        totals={k: v for k, v in {"steps": len(turns), **traj.totals}.items() if v is not None},
+        totals={k: v for k, v in {"steps": n_turns, **traj.totals}.items() if v is not None},
     )
-    return header, turns, end
+    return header, end
 
 
 _TREES: dict[int, tuple[Any, tuple[frozenset[str], frozenset[str]]]] = {}
@@ -426,6 +569,9 @@ def _stem(file: str) -> str:
 
 
 def _jsonable(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

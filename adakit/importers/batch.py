@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from adakit.importers import aider, claude_code
-from adakit.importers.base import BadInput, Target, build_records
+from adakit.importers.base import BadInput, Target, record_lines
 from adakit.importers.formats import AUTO, FORMATS, TOO_DEEP, Records, discover, read_source
 from adakit.importers.mapping import parse_tool_map
 from adakit.record import SourceInfo, WorldInfo
@@ -68,11 +68,12 @@ def _init(fmt: str, out: str, known: frozenset[str], target: Target) -> None:
     _FMT, _OUT, _KNOWN, _TARGET = fmt, Path(out), known, target
 
 
-def _write(path: Path, records: Sequence[Any]) -> None:
+def _write(path: Path, lines: Sequence[bytes]) -> None:
+    """Write a run file's lines (each ending in its newline) at once, replacing ``path``."""
     tmp = path.with_name(f".{path.name}.part")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write("".join(r.model_dump_json() + "\n" for r in records))
+        with open(tmp, "wb") as fh:
+            fh.write(b"".join(lines))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -111,9 +112,9 @@ def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str
         source = SourceInfo(format=fmt, file=str(path.resolve()), sha256=sha, agent=traj.agent,
                             agent_version=traj.agent_version, instance=traj.instance,
                             timing=traj.timing)  # type: ignore[arg-type]
-        header, turns, end = build_records(traj, source, _TARGET)
+        header, turns, end = record_lines(traj, source, _TARGET)
         target = _OUT / f"{header.run_id}.jsonl"
-        _write(target, [header, *turns, end])
+        _write(target, [_line(header), *turns, _line(end)])
         res.run_id, res.written, res.turns = header.run_id, str(target), len(turns)
         res.unused = traj.unused
     except BadInput as exc:
@@ -123,6 +124,10 @@ def _import_one(path: Path, label: str, sha: str, fmt: str, data: Any, name: str
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as exc:
         res.reason, res.detail = "unreadable trajectory", _one_line(exc)
     return res
+
+
+def _line(record: Any) -> bytes:
+    return record.model_dump_json().encode() + b"\n"
 
 
 def unused_note(unused: dict[str, int], show: int = 12) -> str:
@@ -245,6 +250,12 @@ def git_commit(folder: Path) -> str:
     return ""
 
 
+def chunk_size(n_files: int, jobs: int) -> int:
+    """Files handed to a worker at a time: 32, or fewer so that each worker gets about eight
+    chunks and none is left idle while another finishes a long last chunk."""
+    return max(1, min(32, -(-n_files // (jobs * 8))))
+
+
 def import_paths(
     fmt: str,
     paths: Iterable[str | Path],
@@ -319,7 +330,7 @@ def import_paths(
             bar.update(1)
     else:
         with ProcessPoolExecutor(max_workers=jobs, initializer=_init, initargs=args) as pool:
-            for results in pool.map(import_file, files, chunksize=32):
+            for results in pool.map(import_file, files, chunksize=chunk_size(len(files), jobs)):
                 for res in results:
                     record(res)
                 bar.update(1)

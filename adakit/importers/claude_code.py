@@ -198,8 +198,9 @@ class _Session:
                     self.read({**line, "isSidechain": True, "agentId": agent})
         for b in results:
             self.answer(b, rec.get("toolUseResult") if len(results) == 1 else None, stamp)
-        self.unused.update(f"block:{b.get('type')}" for b in blocks if isinstance(b, dict)
-                           and b.get("type") not in _BLOCKS)
+        for b in blocks:
+            if isinstance(b, dict) and b.get("type") not in _BLOCKS:
+                self.unused[f"block:{b.get('type')}"] += 1
         said = text_of(content).strip() if not results and not rec.get("isMeta") else ""
         if said and not said.startswith(_NOT_PROSE):
             self.prompts += side is None

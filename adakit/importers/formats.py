@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from adakit.importers import (
     aider,
     atif,
@@ -126,7 +128,29 @@ def _text_format(text: str, fmt: str) -> Any:
 TOO_DEEP = "too deeply nested"
 
 
-def _json(text: str) -> Any:
+#: Every ASCII digit to ``0`` and every other byte to a space: long runs of digits found fast.
+_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+#: 19 digits in a row may be an integer beyond 64 bits, which orjson reads as a float where
+#: the json module keeps the integer.
+_LONG_NUMBER = b"0" * 19
+
+
+def orjson_exact(raw: bytes) -> bool:
+    """Whether orjson reads this text to the same values as the json module does.
+
+    Where the two differ, orjson refuses the text (NaN, lone surrogates, deeper nesting,
+    numbers beyond a double) and the json module is asked again, except for integers of more
+    than 64 bits, which orjson reads as floats: a file holding a run of 19 digits or more is
+    read by the json module alone."""
+    return _LONG_NUMBER not in raw.translate(_DIGITS)
+
+
+def _json(text: str, fast: bool = False) -> Any:
+    if fast:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass  # the json module reads what orjson refuses (NaN, deep nesting) or says why
     try:
         return json.loads(text)
     except RecursionError:
@@ -157,10 +181,16 @@ def _line(line: str) -> Any:
     return value
 
 
-def _jsonl(text: str) -> list[Any]:
+def _jsonl(text: str, fast: bool = False) -> list[Any]:
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
     out = []
     for i, line in enumerate(lines, 1):
+        if fast:
+            try:
+                out.append(orjson.loads(line))
+                continue
+            except orjson.JSONDecodeError:
+                pass  # the json module reads what orjson refuses (NaN, deep nesting) or says why
         try:
             out.append(_line(line))
         except RecursionError:
@@ -239,7 +269,8 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any, str]:
         return sha, openhands.FORMAT, read_records(path, raw), found  # one run per line
     if fmt == inspect_log.FORMAT:
         return _inspect(path, raw, text, fmt)
-    data = _jsonl(text) if lines else _json(text)
+    fast = orjson_exact(raw)
+    data = _jsonl(text, fast) if lines else _json(text, fast)
     if fmt != AUTO:
         return sha, fmt, data, ""
     fmt, found = detect_format(data, lines)

@@ -351,6 +351,8 @@ def _arg(args: Mapping[str, Any], *keys: str) -> Any:
 
 
 def _int(value: Any) -> int | None:
+    if type(value) is int or value is None:  # what the conversion below gives them
+        return value
     try:
         return int(str(value).strip())
     except (TypeError, ValueError):

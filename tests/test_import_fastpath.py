@@ -1,0 +1,225 @@
+"""The importer's fast path (issue 27, performance) changes nothing that is imported.
+
+Two paths are compared on every importer fixture (and on generated benchmark files): the run
+lines :func:`record_lines` writes (orjson, without validated records where the values already
+have their fields' types) against the validated records of :func:`build_records`, with and
+without the flask world; and the files read with orjson against the same files read by the
+json module alone, including the texts where the two parsers differ (integers beyond 64 bits,
+NaN, lone surrogates, deep nesting)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from adakit.importers import base, formats
+from adakit.importers.base import (
+    BadInput,
+    SourceStep,
+    Target,
+    Trajectory,
+    build_records,
+    record_lines,
+)
+from adakit.record import Sidechain, SourceInfo
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SOURCES = [FIXTURES / "agent_cli", FIXTURES / "trajectories", FIXTURES / "trajectories_shapes"]
+BENCH = Path(__file__).parent.parent / "benchmarks"
+
+
+def _runs(paths: list[Path]) -> list[tuple[str, str, object, Path]]:
+    """(format, sha256, parsed content, file) of every run in the files under ``paths``."""
+    files, _ = formats.discover(paths, formats.AUTO)
+    out = []
+    for path in files:
+        try:
+            sha, fmt, data, _ = formats.read_source(path, formats.AUTO)
+        except BadInput:
+            continue
+        items = data if isinstance(data, formats.Records) else [(str(path), sha, data)]
+        for _, rec_sha, rec in items:
+            if not isinstance(rec, BadInput):
+                out.append((fmt, rec_sha, rec, path))
+    return out
+
+
+def _both(fmt: str, sha: str, data: object, path: Path, target: Target) -> tuple[bytes, bytes] | None:
+    """The run file's bytes through each path (None: the reader refuses the run)."""
+    module = formats.FORMATS[fmt]
+    texts = []
+    for build in (record_lines, build_records):
+        content = module.with_companions(path, data) if hasattr(module, "with_companions") else data
+        try:
+            traj = module.parse(content, path.name)
+        except BadInput:
+            return None
+        source = SourceInfo(format=fmt, file=str(path), sha256=sha, agent=traj.agent,
+                            timing=traj.timing)  # type: ignore[arg-type]
+        header, turns, end = build(traj, source, target)
+        lines = [t if isinstance(t, bytes) else t.model_dump_json().encode() + b"\n" for t in turns]
+        texts.append(b"".join([header.model_dump_json().encode() + b"\n", *lines,
+                               end.model_dump_json().encode() + b"\n"]))
+    return texts[0], texts[1]
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """How many turns went through the validated record while writing lines."""
+    calls = {"model": 0}
+    original = base._TurnParts.model
+
+    def model(self):
+        calls["model"] += 1
+        return original(self)
+
+    monkeypatch.setattr(base._TurnParts, "model", model)
+    return calls
+
+
+def _check_fixtures(target: Target, counted: dict[str, int]) -> None:
+    runs = _runs(SOURCES)
+    assert len(runs) >= 20
+    turns = 0
+    for fmt, sha, data, path in runs:
+        pair = _both(fmt, sha, data, path, target)
+        if pair is None:
+            continue
+        fast, validated = pair
+        assert fast == validated, f"{path} ({fmt}): the fast lines differ from the records"
+        turns += fast.count(b"\n") - 2
+    # build_records validates every turn; record_lines only the few with looser types
+    assert counted["model"] - turns < turns // 2, "the fast path was hardly taken"
+
+
+def test_fast_lines_equal_the_validated_records_without_a_world(counted):
+    _check_fixtures(Target(), counted)
+
+
+def test_fast_lines_equal_the_validated_records_with_the_flask_world(flask_world, counted):
+    from adakit.importers.batch import resolve_world
+
+    world, info = resolve_world("flask", fetch=False)
+    _check_fixtures(Target(world=world, world_info=info), counted)
+
+
+def test_fast_lines_equal_the_validated_records_on_benchmark_files(tmp_path, counted):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_import
+    finally:
+        sys.path.remove(str(BENCH))
+    bench_import.generate_claude(tmp_path / "cc", 4, 200)
+    bench_import.generate(tmp_path / "swe", 4, 30)
+    runs = _runs([tmp_path])
+    assert {fmt for fmt, *_ in runs} == {"claude-code", "swe-agent"} and len(runs) == 8
+    turns = 0
+    for fmt, sha, data, path in runs:
+        fast, validated = _both(fmt, sha, data, path, Target())  # type: ignore[misc]
+        assert fast == validated, path
+        turns += fast.count(b"\n") - 2
+    assert counted["model"] == turns  # build_records' own: no generated turn left the fast path
+
+
+def _traj(**step: object) -> Trajectory:
+    plain = SourceStep(tool="bash", args={"command": "cat src/a.py"}, observation="x = 1\n")
+    return Trajectory(steps=[plain, SourceStep(**step)], agent="test", timing="execution")  # type: ignore[arg-type]
+
+
+SOURCE = SourceInfo(format="generic", file="/tmp/x.jsonl", sha256="0" * 64)
+
+
+@pytest.mark.parametrize("step", [
+    {"tool": "bash", "args": {"command": "ls"}, "duration_s": 2},  # an int time: 2.0 when validated
+    {"tool": "bash", "args": {"n": 2 ** 70, "t": (1, 2)}},  # beyond orjson's 64 bits
+    {"tool": "bash", "args": {"command": "ls"}, "tokens_in": True, "cost_usd": 1},  # coerced
+    {"tool": "bash", "args": {"command": "ls"}, "exit_code": 1.0},
+    {"tool": "Read", "args": {"file_path": "src/a.py", "offset": 3, "limit": 2},
+     "observation": "     3\u2192a\n     4\u2192b", "sidechain": Sidechain(id="s1", parent_turn=1, agent="Explore"),
+     "compaction": "summary \u00e9"},
+    {"tool": "bash", "args": {"command": "ls"}, "parse_error": "no action found"},
+    {"tool": "bash", "args": {1: [b"x"]}},  # not JSON values: stringified when validated
+])
+def test_fast_lines_equal_the_records_for_loosely_typed_steps(step):
+    fast = record_lines(_traj(**step), SOURCE, Target())
+    validated = build_records(_traj(**step), SOURCE, Target())
+    assert fast[1] == [t.model_dump_json().encode() + b"\n" for t in validated[1]]
+    assert fast[2] == validated[2] and fast[0] == validated[0]
+
+
+@pytest.mark.parametrize("step", [
+    {"tool": "bash", "args": {"command": "ls"}, "observation": "bad \ud800 text"},
+    {"tool": 7, "args": {"command": "ls"}},
+    {"tool": "bash", "args": {"command": "ls"}, "response": None},
+])
+def test_a_value_the_record_refuses_fails_the_same_way_on_both_paths(step):
+    errors = []
+    for build in (record_lines, build_records):
+        with pytest.raises(ValueError) as caught:
+            header, turns, end = build(_traj(**step), SOURCE, Target())
+            [t.model_dump_json() for t in turns if not isinstance(t, bytes)]
+        errors.append((type(caught.value), str(caught.value)))
+    assert errors[0] == errors[1]
+
+
+DEEP = "[" * 1100 + "]" * 1100
+TEXTS = {
+    "big.json": '{"trajectory": [], "n": 123456789012345678901234, "m": -9999999999999999999}',
+    "u64.json": '{"trajectory": [], "n": 18446744073709551615, "f": 1e400}',
+    "nan.json": '{"trajectory": [], "x": NaN, "y": -Infinity}',
+    "surrogate.json": '{"trajectory": [], "s": "\\ud800 and \\udfff\\ud83d"}',
+    "deep.json": DEEP,
+    "extra.json": '{"a": 1} {"b": 2}',
+    "cut.json": '{"a": [1, 2',
+    "bom.json": '\ufeff{"a": 1}',
+    "lines.jsonl": '{"type": "user", "n": 1e400}\n\x0c{"type": "x"}\n {"s": "\\ud800"}\n',
+    "lines_big.jsonl": '{"type": "user", "n": 99999999999999999999}\n{"t": 1}\n',
+    "lines_deep.jsonl": '{"type": "user"}\n' + DEEP + "\n",
+    "lines_extra.jsonl": '{"type": "user"}\n{"a": 1} 2\n{"b": 3}\n',
+    "lines_cut.jsonl": '{"type": "user"}\n{"a": 1',
+    "floats.jsonl": "\n".join(f'{{"v": {v}}}' for v in (
+        "0.1", "-0.0", "1e-400", "5e-324", "1.7976931348623157e308", "123456789012345678",
+        "0.30000000000000004", "1E+2", "3.14159265358979323846264338327950288")) + "\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+@pytest.mark.parametrize("fmt", ["swe-agent", "claude-code"])
+def test_orjson_reads_what_the_json_module_reads(tmp_path, monkeypatch, name, fmt):
+    path = tmp_path / name
+    path.write_text(TEXTS[name], encoding="utf-8")
+
+    def read() -> object:
+        try:
+            _, _, data, _ = formats.read_source(path, fmt)
+        except BadInput as exc:
+            return ("refused", exc.reason, exc.detail)
+        return repr(data)
+
+    fast = read()
+    monkeypatch.setattr(formats, "orjson_exact", lambda raw: False)
+    assert fast == read()
+
+
+def test_only_a_long_run_of_digits_keeps_orjson_away():
+    assert formats.orjson_exact(b'{"n": 1234567890123456789.5, "s": "abc"}') is False
+    assert formats.orjson_exact(b'{"n": 123456789012345678, "t": "2025-07-10T10:00:01.000Z"}')
+
+
+def test_fixtures_read_alike_by_both_parsers(monkeypatch):
+    files, _ = formats.discover(SOURCES, formats.AUTO)
+    texts = [p.read_text(encoding="utf-8") for p in files if p.suffix in (".json", ".jsonl", ".traj")]
+    assert len(texts) >= 15
+    for text in texts:
+        for parse in (formats._jsonl, formats._json):
+            try:
+                fast = repr(parse(text, True))
+            except BadInput as exc:
+                fast = exc.reason
+            try:
+                slow = repr(parse(text, False))
+            except BadInput as exc:
+                slow = exc.reason
+            assert fast == slow
