@@ -623,7 +623,7 @@ TURN_COLUMNS = [
     "output_chars", "started_at", "ended_at", "t_rel_start", "t_rel_end", "duration_s",
     "coach_s", "active_s", "active_rel_start", "active_rel_end", "latency_s", "tokens_in",
     "tokens_out", "cached", "coach_decision", "n_injected", "dropped_messages", "tokens_reused",
-    "sidechain",
+    "sidechain", "sidechain_agent", "sidechain_parent", "sidechain_depth", "compaction",
 ]
 READ_COLUMNS = [
     "run_id", "model", "world", "task", "condition", "turn", "tool", "file", "start_line",
@@ -633,7 +633,7 @@ READ_COLUMNS = [
 
 #: Bumped whenever the tidy tables change shape, so cached tables of an older loader are
 #: rebuilt from the run files.
-LOADER_VERSION = 5
+LOADER_VERSION = 6
 
 
 def _coach_span(turn: Turn) -> float:
@@ -798,6 +798,10 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
                 "n_injected": len(t.injected),
                 "dropped_messages": t.dropped_messages,
                 "sidechain": t.sidechain.id if t.sidechain else None,
+                "sidechain_agent": t.sidechain.agent if t.sidechain else None,
+                "sidechain_parent": t.sidechain.parent_turn if t.sidechain else None,
+                "sidechain_depth": t.sidechain.depth if t.sidechain else None,
+                "compaction": any(i.source == "compaction" for i in t.injected),
             }
         )
         if m.file and m.error_type is None and m.tool not in ACT:  # an edit's lines are not read

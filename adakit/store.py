@@ -77,14 +77,15 @@ _TYPES: dict[str, dict[str, pa.DataType]] = {
     "turns": {
         **dict.fromkeys(["run_id", "model", "world", "task", "condition", "tool", "tool_name",
                          "action", "file", "block", "symbol", "error_type", "parse_error",
-                         "confidence", "coach_decision", "sidechain"], _S),
+                         "confidence", "coach_decision", "sidechain", "sidechain_agent"], _S),
         **dict.fromkeys(["turn", "start_line", "end_line", "lines_viewed", "result_count",
                          "thinking_chars", "output_chars", "tokens_in", "tokens_out",
-                         "n_injected", "dropped_messages", "tokens_reused"], _I),
+                         "n_injected", "dropped_messages", "tokens_reused", "sidechain_parent",
+                         "sidechain_depth"], _I),
         **dict.fromkeys(["started_at", "ended_at", "t_rel_start", "t_rel_end", "duration_s",
                          "coach_s", "active_s", "active_rel_start", "active_rel_end",
                          "latency_s"], _F),
-        **dict.fromkeys(["structural", "finalize", "cached"], _B),
+        **dict.fromkeys(["structural", "finalize", "cached", "compaction"], _B),
     },
     "reads": {
         **dict.fromkeys(["run_id", "model", "world", "task", "condition", "tool", "file"], _S),

@@ -1048,6 +1048,7 @@ def synthetic_tables(
                 t.ended_at - t.started_at, 0.0, active[k], a_start, a_end, t.latency_s,
                 t.tokens_in, t.tokens_out, False,
                 t.coach.get("decision") if t.coach else None, len(t.injected), 0, None, None,
+                None, None, None, False,
             ))
             if t.file and t.error_type is None:
                 for a, b in t.ranges:
@@ -1581,6 +1582,10 @@ def _fast_turns(rng: np.random.Generator, mx: _Matrix, walk: _FastWalk, files: _
         "dropped_messages": np.zeros(T, dtype=np.int64),
         "tokens_reused": np.full(T, None, dtype=object),
         "sidechain": np.full(T, None, dtype=object),
+        "sidechain_agent": np.full(T, None, dtype=object),
+        "sidechain_parent": np.full(T, None, dtype=object),
+        "sidechain_depth": np.full(T, None, dtype=object),
+        "compaction": np.zeros(T, dtype=bool),
     }, columns=TURN_COLUMNS)
 
 

@@ -13,6 +13,7 @@ from test_schema import validate_corpus
 
 from adakit.importers.batch import import_paths
 from adakit.importers.codex import command_line
+from adakit.importers.mapping import patch_sections, patched_lines, update_hunks
 from adakit.lenses import footprint as fp
 from adakit.lenses import journey, policy, surface
 from adakit.record import load_corpus, read_run
@@ -104,3 +105,43 @@ def test_command_line_of_an_argv():
     assert command_line(["/bin/zsh", "-c", "pwd"]) == "pwd"
     assert command_line(["sed", "-n", "1,5p", "a b.py"]) == "sed -n 1,5p 'a b.py'"
     assert command_line("ls -la") == "ls -la" and command_line(None) == ""
+
+
+PATCHES = Path(__file__).parent / "fixtures" / "agent_cli" / "codex_patch" / \
+    "rollout-2025-11-04T10-00-00-0199b3d1.jsonl"
+CODE = Path(__file__).parent / "fixtures" / "code"  # the world the rollout edited
+
+
+def test_apply_patch_updates_get_their_lines_from_the_world_on_disk(tmp_path):
+    """Hunks carry no line numbers: each is found by its context in pkg/shapes.py (22 lines of
+    describe and Circle.area, then fetch_shape at 47-51). The two hunks of one patch are
+    numbered in the patched file (the first adds a line, so Circle.area's two new lines are
+    36-37, not 35-36); a hunk found nowhere (a failed patch) gives no lines."""
+    _, rf = one(PATCHES, tmp_path / "with", world=str(CODE))
+    assert [row(t) for t in rf.turns] == [
+        ("shell", "PKR", "shell:nl", None, "pkg/shapes.py", (15, 36)),
+        ("apply_patch", "EDT", "tool:edit", "apply_patch", "pkg/shapes.py", (22, 23), (36, 37)),
+        ("apply_patch", "EDT", "tool:edit", "apply_patch", "pkg/shapes.py"),
+        ("apply_patch", "EDT", "tool:edit", "apply_patch", "pkg/shapes.py", (51, 51)),
+    ]
+    assert rf.turns[2].metrics.error_type is not None  # exit code 1: the stale hunk
+    c = load_corpus(tmp_path / "with", cache=False)
+    assert set(c.reads["turn"]) == {1}  # an edit's lines are not reads
+    _, bare = one(PATCHES, tmp_path / "without")  # no world: the file, no lines
+    assert [t.metrics.ranges for t in bare.turns[1:]] == [[], [], []]
+
+
+def test_patched_lines_places_hunks_in_order():
+    text = ["a", "b", "c", "a", "b", "c"]
+    # the anchor "c" (line 3) moves the second "a b" hunk to lines 4-5
+    hunks = update_hunks(["@@ c", " a", "-b", "+B", "+B2"])
+    assert hunks == [("c", ["a", "b"], ["a", "B", "B2"])]
+    assert patched_lines(text, hunks) == [(5, 6)]
+    two = update_hunks(["@@", "+x", " a", "@@", " c", "+y"])
+    assert patched_lines(text, two) == [(1, 1), (5, 5)]  # after the first insert, "c" is line 4
+    done = update_hunks(["@@", " a", "-b", "+B"])  # already applied to this text
+    assert patched_lines(["a", "B", "c"], done) == [(2, 2)]
+    assert patched_lines(None, done) == [] and patched_lines(text, update_hunks(["@@", "-zz"])) == []
+    sections = patch_sections("*** Begin Patch\n*** Update File: x.py\n*** Move to: y.py\n@@\n-a\n"
+                              "+b\n*** End of File\n*** Delete File: z.py\n*** End Patch\nEOF")
+    assert sections == [("Update", "x.py", ["@@", "-a", "+b"]), ("Delete", "z.py", [])]

@@ -228,30 +228,32 @@ def _outputs(path: Path) -> str:
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
-    """Notebook 40 on the fixtures and two launched baseline runs: executed with papermill
-    (its outputs in the folder ``nbtest``), run twice (the second import finds everything
-    already there), then checked under nbval."""
+    """Notebook 40 on the bundled examples of every format, one source of one's own and two
+    launched baseline runs: executed with papermill (its outputs in the folder ``nbtest``), run
+    twice (the second import finds everything already there), then checked under nbval."""
     pm = pytest.importorskip("papermill")
     home = tmp_path / "home"
     monkeypatch.setenv("ADAKIT_HOME", str(home))
     monkeypatch.setenv("ADAKIT_WORLDS", str(config.worlds_dir()))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     params = {"corpus": str(mixed / "ada"), "imported": str(tmp_path / "imported"),
-              "sources": {fmt: [str(FIXTURES / sub)] for fmt, sub in (
-                  ("swe-agent", "swe_agent"), ("mini-swe-agent", "mini_swe_agent"),
-                  ("openhands", "openhands"), ("generic", "generic"))},
-              "figure_prefix": "nbtest"}
+              "sources": {"swe-agent": [str(SWE_CMD)]}, "figure_prefix": "nbtest"}
     out = tmp_path / "40.ipynb"
     for _ in range(2):
         pm.execute_notebook(str(NOTEBOOK), str(out), parameters=params, cwd=str(tmp_path),
                             progress_bar=False, kernel_name="python3")
     text = _outputs(out)
-    assert "swe-agent: imported 0 runs" in text and "2 already imported" in text
-    assert "runs by agent: " in text and "my-agent 1" in text
-    assert "mapped by tool:open src/flask/helpers.py L145-244" in text
-    assert "the agent submitted its result and ended the run" in text
+    # the bundled examples of every format, then a source of one's own (already there too)
+    assert "swe-agent examples: imported 0 runs" in text and "2 already imported" in text
+    assert "swe-agent: imported 0 runs" in text and "1 already imported" in text
+    assert "claude-code examples: " in text and "aider examples: " in text
+    assert "runs by agent: " in text and "my-agent 1" in text and "claude-code 4" in text
+    # the explorer shows the run with subagents: where a turn stands among the spans
+    assert "on the main line (2 subagent spans in this run)" in text
+    assert "started subagent span ab12cd34 (Explore): turns 4, 6, 8" in text
     runs = load_corpus(tmp_path / "imported", cache=False).runs
     assert set(runs["study"]) == {"imported"} and "smollm2-135m" not in set(runs["model"])
+    assert {"claude-code", "codex", "inspect_ai", "terminus-2", "aider"} <= set(runs["agent"])
     tables = home / "data" / "processed" / "nbtest"
     shares = pd.read_csv(tables / "tag_shares_by_agent.csv")
     assert {"share_lo", "share_hi", "note"} <= set(shares.columns)
@@ -260,13 +262,14 @@ def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
     assert by_agent["swe-agent"] and by_agent["ada"] and not by_agent["my-agent"]
     assert set(shares.loc[shares["agent"] == "my-agent", "note"]) == {"too few runs"}
     surf = pd.read_csv(tables / "surface_intervals_by_agent.csv").set_index("agent")
-    assert surf.loc["my-agent", "note"] == "too few runs" and surf["turns_lo"].notna().sum() == 4
+    # two runs or more: ada, aider, claude-code, codex, mini-swe-agent, openhands, swe-agent
+    assert surf.loc["my-agent", "note"] == "too few runs" and surf["turns_lo"].notna().sum() == 7
     density = pd.read_csv(tables / "density_by_agent_flask.csv")
     assert {"density_lo", "density_hi"} <= set(density.columns)
     saved = {p.name for p in (home / "figures" / "nbtest").glob("*.png")}
     assert saved == {"tool_composition_by_agent.png", "tag_shares_by_agent.png",
                      "all_tags_by_agent.png", "journey_arcs_by_agent.png",
-                     "footprint_by_agent_flask.png"}
+                     "footprint_by_agent_flask.png", "explorer_arc.png"}
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "--nbval-lax", str(out)], cwd=tmp_path, capture_output=True, text=True,
                          env=os.environ.copy())
@@ -275,33 +278,32 @@ def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
 
 @pytest.mark.timeout(300)
 def test_notebook_40_on_imported_runs_alone_draws_intervals(tmp_path, monkeypatch):
-    """Notebook 40 on the example trajectories only (no Ada corpus, no world on disk: the map
+    """Notebook 40 on the bundled examples only (no Ada corpus, no world on disk: the map
     comes from the trajectories): the per-agent comparisons carry bootstrap intervals, an
-    agent with one run says "too few runs", and the notebook replays under nbval."""
+    agent with one example run says "too few runs", and the notebook replays under nbval."""
     pm = pytest.importorskip("papermill")
     home = tmp_path / "home"
     monkeypatch.setenv("ADAKIT_HOME", str(home))
     monkeypatch.setenv("ADAKIT_WORLDS", str(tmp_path / "no-worlds"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     params = {"corpus": "", "world": "", "imported": str(tmp_path / "imported"),
-              "sources": {fmt: [str(FIXTURES / sub)] for fmt, sub in (
-                  ("swe-agent", "swe_agent"), ("mini-swe-agent", "mini_swe_agent"),
-                  ("openhands", "openhands"), ("generic", "generic"))},
               "n_resamples": 300, "seed": 3, "figure_prefix": "nbtest"}
     out = tmp_path / "40.ipynb"
     pm.execute_notebook(str(NOTEBOOK), str(out), parameters=params, cwd=str(tmp_path),
                         progress_bar=False, kernel_name="python3")
     tables = home / "data" / "processed" / "nbtest"
     shares = pd.read_csv(tables / "tag_shares_by_agent.csv")
-    assert set(shares["agent"]) == {"swe-agent", "mini-swe-agent", "openhands", "my-agent"}
-    one = shares[shares["agent"] == "my-agent"]  # the generic example holds one run
+    single = {"my-agent", "inspect_ai", "terminus-2"}  # agents with one example run
+    assert set(shares["agent"]) == {"swe-agent", "mini-swe-agent", "openhands", "claude-code",
+                                    "codex", "aider", *single}
+    one = shares[shares["agent"].isin(single)]
     assert one["share_lo"].isna().all() and set(one["note"]) == {"too few runs"}
-    two = shares[(shares["agent"] != "my-agent") & (shares["count"] > 0)]
+    two = shares[~shares["agent"].isin(single) & (shares["count"] > 0)]
     assert two["share_lo"].notna().all()
     assert ((two["share_lo"] <= two["share"] + 1e-9) & (two["share"] <= two["share_hi"] + 1e-9)).all()
     surf = pd.read_csv(tables / "surface_intervals_by_agent.csv").set_index("agent")
     # two runs: the resampled mean of turns runs from the shorter run to the longer one
-    assert surf.loc["my-agent", "note"] == "too few runs" and surf["turns_lo"].notna().sum() == 3
+    assert surf.loc["my-agent", "note"] == "too few runs" and surf["turns_lo"].notna().sum() == 6
     lengths = load_corpus(tmp_path / "imported", cache=False).runs.groupby("agent")["n_turns"]
     assert surf.loc["swe-agent", ["turns_lo", "turns_hi"]].tolist() == [
         lengths.min()["swe-agent"], lengths.max()["swe-agent"]]

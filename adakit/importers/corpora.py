@@ -66,3 +66,17 @@ def mapping_counts(runs: Any) -> Any:
         return df.assign(share=[])
     df["share"] = df["steps"] / df.groupby("agent")["steps"].transform("sum") * 100.0
     return df.sort_values(["agent", "steps"], ascending=[True, False]).reset_index(drop=True)
+
+
+def showcase_run(runs: Any, turns: Any) -> str:
+    """The imported run that shows the most of what imports keep: the one with the most
+    subagent turns (``sidechain``), else the longest imported run; runs adakit launched are
+    never chosen (ValueError when there is no imported run)."""
+    imported = runs[runs["agent"] != "ada"] if "agent" in runs.columns else runs.iloc[:0]
+    if imported.empty:
+        raise ValueError("no imported run in the corpus")
+    mine = turns[turns["run_id"].isin(set(imported["run_id"]))]
+    if "sidechain" in mine.columns and mine["sidechain"].notna().any():
+        nested = mine[mine["sidechain"].notna()].groupby("run_id").size()
+        return str(nested.sort_values(ascending=False, kind="stable").index[0])
+    return str(imported.sort_values("n_turns", ascending=False, kind="stable")["run_id"].iloc[0])

@@ -597,23 +597,105 @@ def _map_edit(name: str, args: Mapping[str, Any], observation: str, ctx: Context
 _PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+?)\s*$", re.M)
 
 
+def patch_sections(text: str) -> list[tuple[str, str, list[str]]]:
+    """The file sections of an ``apply_patch`` patch (Codex): (``Add``/``Update``/``Delete``,
+    the path, the section's body lines), in the patch's order."""
+    out: list[tuple[str, str, list[str]]] = []
+    for line in text.split("\n"):
+        head = _PATCH_FILE.match(line)
+        if head:
+            out.append((head.group(1), head.group(2), []))
+        elif line.startswith("*** "):  # End of File and Move to: within a section
+            if out and not line.startswith(("*** End of File", "*** Move to: ")):
+                out.append(("", "", []))  # *** End Patch or an unknown marker closes a section
+        elif out and out[-1][0]:
+            out[-1][2].append(line)
+    return [sec for sec in out if sec[0]]
+
+
+def update_hunks(body: list[str]) -> list[tuple[str, list[str], list[str]]]:
+    """The hunks of an ``*** Update File`` section: (the ``@@`` anchor text, the old lines, the
+    new lines); context lines (`` ``-prefixed) are in both."""
+    hunks: list[tuple[str, list[str], list[str]]] = []
+    for line in body:
+        if line.startswith("@@"):
+            hunks.append((line[2:].strip(), [], []))
+            continue
+        if not hunks:  # lines before the first @@: a hunk without an anchor
+            hunks.append(("", [], []))
+        _, old, new = hunks[-1]
+        mark, rest = line[:1], line[1:]
+        if mark == "-":
+            old.append(rest)
+        elif mark == "+":
+            new.append(rest)
+        elif mark == " " or line == "":
+            old.append(rest)
+            new.append(rest)
+    return [h for h in hunks if h[1] or h[2]]
+
+
+def _find_from(lines: list[str], block: list[str], start: int) -> int | None:
+    """Where ``block`` starts in ``lines`` at or after ``start`` (exactly, else ignoring the
+    lines' surrounding white space), else anywhere (:func:`_find_block`)."""
+    found = _find_block(lines[start:], block)
+    return start + found if found is not None else _find_block(lines, block)
+
+
+def patched_lines(text: list[str] | None, hunks: list[tuple[str, list[str], list[str]]]
+                  ) -> list[tuple[int, int]]:
+    """The file's lines an update's hunks touched, in the patched file's numbering: each
+    hunk's old lines are looked up in ``text`` (after its ``@@`` anchor line and the previous
+    hunk, as ``apply_patch`` applies them) and the hunk applied before the next is placed; a
+    hunk found already applied gives the lines it wrote, one found nowhere is left out."""
+    if text is None:
+        return []
+    lines = list(text)
+    touched: list[tuple[int, int]] = []
+    pos = 0
+    for anchor, old, new in hunks:
+        start = pos
+        if anchor:
+            hit = next((i for i in range(pos, len(lines)) if lines[i].strip() == anchor), None)
+            start = hit + 1 if hit is not None else pos
+        if old:
+            at = _find_from(lines, old, start)
+            applied = at is None
+            if applied:
+                at = _find_from(lines, new, start) if new else None
+            if at is None:
+                continue
+        elif anchor and start > pos:  # only added lines: right after the anchor
+            at, applied = start, False
+        else:
+            continue
+        for op, _a, _b, j1, j2 in difflib.SequenceMatcher(a=old, b=new,
+                                                          autojunk=False).get_opcodes():
+            if op != "equal":
+                touched.append((at + j1 + 1, at + max(j2, j1 + 1)))
+        if not applied:
+            lines[at:at + len(old)] = new
+        pos = at + len(new)
+    return merge_ranges(touched)
+
+
 def _map_patch(name: str, args: Mapping[str, Any], observation: str, ctx: Context) -> Mapped:
     """apply_patch (Codex): an edit of the first file the patch names; a file it adds touches
-    the lines it adds (an update's hunks are anchored by context, not line numbers)."""
+    the lines it adds; an update touches the lines its hunks change, found by their context in
+    the world's file (no lines without a world: the hunks carry no line numbers)."""
     text = str(_arg(args, "input", "patch", "command") or "")
-    files = _PATCH_FILE.findall(text)
-    target = _arg(args, "path") or (files[0][1] if files else None)
-    m = _rule("tool:edit", file=ctx.resolve(str(target), ctx.cwd) if target else None,
-              action="apply_patch")
-    if files and files[0][0] == "Add":
-        body = text.split(f"*** Add File: {files[0][1]}", 1)[1]
-        added = 0
-        for line in body.split("\n")[1:]:
-            if line.startswith("*** "):
-                break
-            added += line.startswith("+")
-        m.ranges = [(1, added)] if added else []
+    sections = patch_sections(text)
+    target = _arg(args, "path") or (sections[0][1] if sections else None)
+    file = ctx.resolve(str(target), ctx.cwd) if target else None
+    m = _rule("tool:edit", file=file, action="apply_patch")
     m.failed = ctx.exit_code not in (None, 0) or _errored(observation, ctx)
+    if sections and not m.failed:
+        kind, _, body = sections[0]
+        if kind == "Add":
+            added = sum(line.startswith("+") for line in body)
+            m.ranges = [(1, added)] if added else []
+        elif kind == "Update" and file:
+            m.ranges = patched_lines(ctx.read_lines(file), update_hunks(body))
     return m
 
 

@@ -11,7 +11,13 @@ per turn. The marker says which tool was called and, for the tools where it matt
   SUB (submit);
 - failed turns as errors: ``tool_error`` (the tool ran and failed), ``unknown_tool``,
   ``malformed`` (the reply held no parsable tool call), ``model_error``;
-- coach decisions that spoke to the agent (``HINT``, ``REJECT``) as an extra mark above the row.
+- coach decisions that spoke to the agent (``HINT``, ``REJECT``) as an extra mark above the row;
+- an imported run's subagent turns (Claude Code's ``Task``/``Agent``, ATIF's and Inspect's
+  subagents: ``Turn.sidechain``) on a lane of their own under the run's main line, each span a
+  shaded band from the turn that started it to its last turn, a dashed link down from that
+  turn, the lane labelled with the subagent's kind (:func:`span_lanes`);
+- a compaction (the source scaffold replaced the history by a summary) as a dashed vertical
+  mark across the row, after the turn it followed.
 
 Time is the run's **active** time by default (``time="active"``): the agent's own turn times
 laid end to end, so a coach run's judge and coach calls and the downtime between a crash and
@@ -34,6 +40,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
 from scipy import stats
 
 from adakit import figures
@@ -80,8 +87,17 @@ MARKERS: dict[str, tuple[str, str, str, float, bool]] = {
 EVENT_COLUMNS: list[str] = [
     "run_id", "model", "world", "task", "condition", "turn", "n_turns", "tool", "kind",
     "detail", "lines_viewed", "t_rel", "t_rel_end", "t_s", "t_end_s", "duration_s",
-    "elapsed_s", "output_chars", "coach",
+    "elapsed_s", "output_chars", "coach", "sidechain", "sidechain_agent", "sidechain_parent",
+    "sidechain_depth", "compaction",
 ]
+#: The turns-table columns of a subagent span and a compaction, and their value when absent.
+SPAN_FIELDS: dict[str, object] = {"sidechain": None, "sidechain_agent": None,
+                                  "sidechain_parent": None, "sidechain_depth": None,
+                                  "compaction": False}
+#: Distance from a run's main line to each lane of its subagent spans (runs are 1 apart).
+LANE_STEP = 0.6
+SPAN_COLOR = "#4C72B0"
+COMPACTION_COLOR = "#8A5A00"
 
 
 def pkr_size_class(lines: pd.Series | np.ndarray | Sequence[int]) -> np.ndarray:
@@ -135,7 +151,10 @@ def arc_events(corpus: Corpus, time: str = "active") -> pd.DataFrame:
     part after the colon. ``t_rel``/``t_rel_end`` are the turn's start/end as a fraction of
     its own run (the turns table's ``active_rel_*`` or ``t_rel_*``); ``t_s``/``t_end_s`` are
     seconds since launch on that clock; ``duration_s`` the turn's time and ``elapsed_s`` the
-    run's length on it; ``coach`` holds a HINT/REJECT decision, else None.
+    run's length on it; ``coach`` holds a HINT/REJECT decision, else None. ``sidechain`` names
+    the subagent span a turn belongs to (None on the main line) with its ``sidechain_agent``,
+    ``sidechain_parent`` (the turn that started it) and ``sidechain_depth``; ``compaction`` is
+    True on the turn a compaction followed.
     """
     turns, runs = corpus.turns, corpus.runs
     rel_start, rel_end, turn_time, run_time = _clock(time)
@@ -218,6 +237,13 @@ def arc_events(corpus: Corpus, time: str = "active") -> pd.DataFrame:
     else:
         ev["coach"] = pd.Categorical.from_codes(np.full(len(turns), -1),
                                                 categories=list(COACH_DECISIONS))
+    for col, absent in SPAN_FIELDS.items():
+        if col not in turns.columns:
+            ev[col] = absent
+        elif col == "compaction":
+            ev[col] = turns[col].fillna(False).astype(bool).to_numpy()
+        else:
+            ev[col] = turns[col].astype(object).where(turns[col].notna(), None).to_numpy()
     return ev[EVENT_COLUMNS].reset_index(drop=True)
 
 
@@ -330,6 +356,127 @@ def _panels(
     return out
 
 
+SPAN_COLUMNS: list[str] = ["sidechain", "lane", "agent", "depth", "parent_turn", "first_turn",
+                           "last_turn", "n_turns"]
+
+
+def _present(value: object) -> bool:
+    return value is not None and value == value  # NaN and None are absent
+
+
+def span_lanes(events: pd.DataFrame) -> pd.DataFrame:
+    """The subagent spans of one run's events (:data:`SPAN_COLUMNS`, in order of their first
+    turn): each span's ``lane`` under the main line (1, 2, ...; spans that overlap in turns, as
+    parallel subagents do, get lanes of their own, a later span takes the first lane free
+    again), its ``agent`` kind, ``depth``, ``parent_turn`` (the turn that started it, None
+    when the source does not link them), first and last turn and number of turns."""
+    if events["run_id"].nunique() > 1:
+        raise ValueError("span_lanes reads one run's events")
+    if "sidechain" not in events.columns:
+        return pd.DataFrame(columns=SPAN_COLUMNS)
+    side = events[events["sidechain"].map(_present)]
+    if side.empty:
+        return pd.DataFrame(columns=SPAN_COLUMNS)
+    rows = []
+    for key, g in side.groupby("sidechain", sort=False):
+        first = g.iloc[0]
+        parent, depth = first.get("sidechain_parent"), first.get("sidechain_depth")
+        rows.append({"sidechain": str(key), "agent": str(first.get("sidechain_agent") or ""),
+                     "depth": int(depth) if _present(depth) else 1,
+                     "parent_turn": int(parent) if _present(parent) else None,
+                     "first_turn": int(g["turn"].min()), "last_turn": int(g["turn"].max()),
+                     "n_turns": len(g)})
+    rows.sort(key=lambda r: r["first_turn"])
+    ends: list[int] = []  # the last turn of the span last put on each lane
+    for r in rows:
+        free = next((k for k, end in enumerate(ends) if end < r["first_turn"]), None)
+        if free is None:
+            ends.append(r["last_turn"])
+            free = len(ends) - 1
+        ends[free] = r["last_turn"]
+        r["lane"] = free + 1
+    return pd.DataFrame(rows, columns=SPAN_COLUMNS)
+
+
+def event_lanes(events: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
+    """Each event's lane: 0 on the main line, else its span's lane (:func:`span_lanes`)."""
+    if spans.empty or "sidechain" not in events.columns:
+        return np.zeros(len(events), dtype=int)
+    lane = dict(zip(spans["sidechain"], spans["lane"], strict=True))
+    return np.array([lane.get(k, 0) if _present(k) else 0 for k in events["sidechain"]],
+                    dtype=int)
+
+
+def lane_labels(spans: pd.DataFrame) -> dict[int, str]:
+    """The label of each span lane: ``↳`` and the subagent kinds on it (``subagent`` when the
+    source names none), indented once more per level of nesting."""
+    out: dict[int, str] = {}
+    for lane, g in spans.groupby("lane", sort=True):
+        kinds = list(dict.fromkeys(a or "subagent" for a in g["agent"]))
+        indent = "  " * (int(g["depth"].min()) - 1)
+        out[int(lane)] = f"{indent}↳ " + ", ".join(kinds[:2]) + (" …" if len(kinds) > 2 else "")
+    return out
+
+
+def compaction_xs(events: pd.DataFrame, x: np.ndarray, x_end: np.ndarray,
+                  axis: str) -> list[float]:
+    """Where a run's compactions are drawn: on the turn axis halfway to the next turn of the
+    same line (main line or span) after the turn the compaction followed (the turn's own
+    position + 0.5 when none follows); on the time axis at that turn's end."""
+    if "compaction" not in events.columns:
+        return []
+    flags = events["compaction"].fillna(False).astype(bool).to_numpy()
+    lines = events["sidechain"].map(lambda k: k if _present(k) else "").to_numpy() \
+        if "sidechain" in events.columns else np.full(len(events), "")
+    turns = events["turn"].to_numpy()
+    out = []
+    for k in np.flatnonzero(flags):
+        if axis != "turn":
+            out.append(float(x_end[k]))
+            continue
+        later = (lines == lines[k]) & (turns > turns[k])
+        out.append(float(x[later].min()) - 0.5 if later.any() else float(x[k]) + 0.5)
+    return out
+
+
+def _draw_spans(ax, ev: pd.DataFrame, spans: pd.DataFrame, x: np.ndarray, y: float,
+                axis: str) -> None:
+    """The bands, links and lanes of one run's subagent spans (``y``: its main line)."""
+    pad = 0.35 if axis == "turn" else 0.8
+    xs_by_turn = dict(zip(ev["turn"].to_numpy(), x, strict=True))
+    for span in spans.itertuples():
+        inside = x[(ev["sidechain"] == span.sidechain).to_numpy()]
+        lane_y = y + LANE_STEP * span.lane
+        parent_x = xs_by_turn.get(span.parent_turn) if span.parent_turn is not None else None
+        left = min(inside.min(), parent_x) if parent_x is not None else inside.min()
+        right = inside.max()
+        ax.add_patch(Rectangle((left - pad, lane_y - 0.24), right - left + 2 * pad, 0.48,
+                               facecolor=SPAN_COLOR, alpha=0.14, edgecolor=SPAN_COLOR,
+                               linewidth=0.6, zorder=0.5, gid=f"sidechain:{span.sidechain}"))
+        ax.plot([left, right], [lane_y, lane_y], color="#bbbbbb", linewidth=0.8, zorder=1)
+        if parent_x is not None:
+            parent_y = y + LANE_STEP * (0 if span.depth <= 1 else _lane_of_turn(
+                ev, spans, span.parent_turn))
+            ax.plot([parent_x, parent_x], [parent_y + 0.12, lane_y - 0.24], color=SPAN_COLOR,
+                    linewidth=0.8, linestyle=(0, (2, 1.5)), zorder=1.5,
+                    gid=f"spawn:{span.sidechain}")
+
+
+def _lane_of_turn(ev: pd.DataFrame, spans: pd.DataFrame, turn: int) -> int:
+    hit = ev[ev["turn"] == turn]
+    return int(event_lanes(hit, spans)[0]) if not hit.empty else 0
+
+
+def _end_positions(ev: pd.DataFrame, run: pd.Series, axis: str, scale: str,
+                   ref: float) -> np.ndarray:
+    """Each turn's end on the plot's x-axis (the turn axis: the turn itself)."""
+    if axis == "turn":
+        return ev["turn"].to_numpy(dtype=float)
+    if scale == "run":
+        return 100 * ev["t_rel_end"].to_numpy(dtype=float)
+    return 100 * ev["t_end_s"].to_numpy(dtype=float) / ref
+
+
 def plot_journey_arcs(
     events: pd.DataFrame,
     runs: pd.DataFrame | None = None,
@@ -376,13 +523,23 @@ def plot_journey_arcs(
             prun = prun.head(max_runs_per_panel)
         panels.append((values, prun))
 
+    by_run = {rid: g for rid, g in events.groupby("run_id", sort=False)}
+    drawn = {rid for _, p in panels for rid in p["run_id"]}
+    nested = set(events.loc[events["sidechain"].notna(), "run_id"]) & drawn \
+        if "sidechain" in events.columns else set()
+    lanes_of = {rid: span_lanes(by_run[rid]) for rid in nested}
+
+    def n_lanes(rid: str) -> int:
+        spans = lanes_of.get(rid)
+        return int(spans["lane"].max()) if spans is not None and not spans.empty else 0
+
     figures.use_style()
-    heights = [len(p) + 1.2 for _, p in panels]
+    heights = [sum(1 + LANE_STEP * n_lanes(r) for r in p["run_id"]) + 1.2 for _, p in panels]
     fig = plt.figure(figsize=(width, 0.25 * sum(heights) + 1.1), layout="constrained")
     grid = fig.add_gridspec(len(panels), 1, height_ratios=heights)
     axes = [fig.add_subplot(grid[i, 0]) for i in range(len(panels))]
-    by_run = {rid: g for rid, g in events.groupby("run_id", sort=False)}
     kinds_seen: set[str] = set()
+    extras_seen: set[str] = set()
     for ax, (values, prun) in zip(axes, panels, strict=True):
         if axis == "turn":
             ref = float(prun["n_turns"].max())
@@ -394,9 +551,19 @@ def plot_journey_arcs(
         xs_all: dict[str, list] = {}
         ys_all: dict[str, list] = {}
         labels = row_labels(prun, row_label, facet)
+        ticks: list[float] = []
+        tick_labels: list[str] = []
+        y = 0.0
         for row, (_, r) in enumerate(prun.iterrows()):
+            if row:
+                y += 1 + LANE_STEP * n_lanes(prun["run_id"].iloc[row - 1])
             ev = by_run.get(r["run_id"])
-            y = row
+            spans = lanes_of.get(r["run_id"], pd.DataFrame(columns=SPAN_COLUMNS))
+            ticks.append(y)
+            tick_labels.append(labels[row])
+            for lane, text in lane_labels(spans).items():
+                ticks.append(y + LANE_STEP * lane)
+                tick_labels.append(text)
             if axis == "turn":
                 end = float(r["n_turns"])
                 x = ev["turn"].to_numpy(dtype=float) if ev is not None else np.array([])
@@ -411,15 +578,25 @@ def plot_journey_arcs(
                     solid_capstyle="butt")
             if ev is None:
                 continue
-            for kind, xv in zip(ev["kind"], x, strict=True):
+            ys = y + LANE_STEP * event_lanes(ev, spans)
+            for kind, xv, yv in zip(ev["kind"], x, ys, strict=True):
                 xs_all.setdefault(kind, []).append(xv)
-                ys_all.setdefault(kind, []).append(y)
+                ys_all.setdefault(kind, []).append(yv)
             coach = ev["coach"].to_numpy()
-            for dec, xv in zip(coach, x, strict=True):
+            for dec, xv, yv in zip(coach, x, ys, strict=True):
                 if dec in COACH_DECISIONS:
                     key = f"coach:{dec}"
                     xs_all.setdefault(key, []).append(xv)
-                    ys_all.setdefault(key, []).append(y - 0.42)
+                    ys_all.setdefault(key, []).append(yv - 0.42)
+            if not spans.empty:
+                _draw_spans(ax, ev, spans, x, y, axis)
+                extras_seen.add("span")
+            x_end = _end_positions(ev, r, axis, scale, ref)
+            for cx in compaction_xs(ev, x, x_end, axis):
+                ax.plot([cx, cx], [y - 0.42, y + LANE_STEP * n_lanes(r["run_id"]) + 0.3],
+                        color=COMPACTION_COLOR, linewidth=1.2, linestyle=(0, (3, 2)), zorder=2,
+                        gid="compaction")
+                extras_seen.add("compaction")
         for kind in MARKERS:
             if kind not in xs_all:
                 continue
@@ -431,8 +608,8 @@ def plot_journey_arcs(
             kinds_seen.add("other")
             _, marker, color, size, filled = MARKERS["other"]
             _scatter(ax, xs_all[kind], ys_all[kind], marker, color, size, filled)
-        ax.set_yticks(range(len(prun)), labels)
-        ax.set_ylim(len(prun) - 0.4, -0.9)
+        ax.set_yticks(ticks, tick_labels)
+        ax.set_ylim(y + LANE_STEP * n_lanes(prun["run_id"].iloc[-1]) + 0.6, -0.9)
         ax.grid(False)
         ax.spines["left"].set_visible(False)
         ax.tick_params(axis="y", length=0)
@@ -442,12 +619,18 @@ def plot_journey_arcs(
         if axis == "time":
             ax.set_xlim(-2, 102)
             ax.set_xticks([0, 25, 50, 75, 100], ["0", "25", "50", "75", "100%"])
-        else:
-            ax.set_xlim(0, ref + 1)
+        else:  # one turn scale for every panel: only the last panel prints it
+            ax.set_xlim(0, max(float(p["n_turns"].max()) for _, p in panels) + 1)
     for ax in axes[:-1]:
         ax.tick_params(axis="x", labelbottom=False)
     axes[-1].set_xlabel("Normalized elapsed time" if axis == "time" else "Turn")
-    handles = [_legend_handle(k) for k in MARKERS if k in kinds_seen]
+    handles: list = [_legend_handle(k) for k in MARKERS if k in kinds_seen]
+    if "span" in extras_seen:
+        handles.append(Patch(facecolor=SPAN_COLOR, alpha=0.3, edgecolor=SPAN_COLOR,
+                             label="Subagent span"))
+    if "compaction" in extras_seen:
+        handles.append(Line2D([], [], color=COMPACTION_COLOR, linestyle=(0, (3, 2)),
+                              linewidth=1.2, label="Compaction"))
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncol=min(8, len(handles)),
                    fontsize=7, handletextpad=0.3, columnspacing=1.0)

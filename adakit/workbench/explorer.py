@@ -13,6 +13,10 @@ Everything the explorer shows comes from pure functions that need no browser:
   state changes, or by replaying the MEM/CON calls through :class:`adakit.apparatus.tools.Toolbox`
   without a world), :func:`reads_until`, :func:`read_ranges`, :func:`turn_sections_text`;
 - jumping: :func:`jump_targets`, :func:`matching_turns`, :func:`step_match`;
+- an imported run's subagents (``Turn.sidechain``) and compactions: :func:`span_turns`,
+  :func:`span_of`, :func:`span_text` (where a turn stands among the spans), :func:`span_exit`
+  and :func:`span_entry` (stepping from a span to the turn that started it and back); the
+  arc draws each span on its own lane and each compaction as a dashed mark;
 - anti-pattern detector firings (:mod:`adakit.diagnostics`) marked on the turn axis:
   :func:`run_firings`, :func:`firing_marks`, :func:`firing_jumps` (``detector:<name>`` jump
   targets), :func:`firing_strip_text` / :func:`firing_strip_html` (the strip under the slider);
@@ -60,6 +64,7 @@ from adakit.record import (
     NAV,
     Corpus,
     RunFile,
+    Sidechain,
     Turn,
     active_seconds,
     closed_run,
@@ -435,7 +440,10 @@ def jump_targets(rf: RunFile) -> dict[str, list[int]]:
     ``tool:EDT`` / ``tool:EXE`` / ``tool:SUB`` in imported runs),
     ``error`` and ``error:<type>``, ``conclusion`` (CON calls), ``finalize`` (CON asking to
     end), ``state`` (a state channel changed), ``injected`` (reminder or coach text added),
-    ``coach`` (a HINT or REJECT decision). ``error`` and ``conclusion`` are always present."""
+    ``coach`` (a HINT or REJECT decision), ``compaction`` (the source scaffold compacted the
+    history after the turn); in a run with subagents also ``main line`` (the run's own
+    turns), ``subagent`` (every subagent turn) and ``span:<id>`` (one span's turns).
+    ``error`` and ``conclusion`` are always present."""
     out: dict[str, list[int]] = {}
     for abbr in CANONICAL_ORDER:
         hits = [t.turn for t in rf.turns if t.metrics.tool == abbr and t.call is not None]
@@ -465,7 +473,104 @@ def jump_targets(rf: RunFile) -> dict[str, list[int]]:
     coach = [t.turn for t in rf.turns if t.coach and t.coach.get("decision") in ("HINT", "REJECT")]
     if coach:
         out["coach"] = coach
+    compacted = [t.turn for t in rf.turns if _compaction(t) is not None]
+    if compacted:
+        out["compaction"] = compacted
+    spans = span_turns(rf)
+    if spans:
+        out[MAIN_LINE] = [t.turn for t in rf.turns if t.sidechain is None]
+        out["subagent"] = [t.turn for t in rf.turns if t.sidechain is not None]
+        for key, turns in spans.items():
+            out[f"span:{key}"] = turns
     return out
+
+
+#: The jump kind of a run's own turns, outside every subagent span.
+MAIN_LINE = "main line"
+
+
+def _compaction(t: Turn) -> str | None:
+    """The summary of a compaction that followed turn ``t`` (None: there was none)."""
+    texts = [i.text for i in t.injected if i.source == "compaction"]
+    return "\n\n".join(texts) if texts else None
+
+
+def span_turns(rf: RunFile) -> dict[str, list[int]]:
+    """The turns of each subagent span (``Turn.sidechain``) of a run, by span id, spans in the
+    order of their first turn (empty for a run without subagents)."""
+    out: dict[str, list[int]] = {}
+    for t in rf.turns:
+        if t.sidechain is not None:
+            out.setdefault(t.sidechain.id, []).append(t.turn)
+    return out
+
+
+def span_of(rf: RunFile, turn: int) -> Sidechain | None:
+    """The subagent span ``turn`` belongs to (None: the main line)."""
+    return turn_record(rf, turn).sidechain
+
+
+def spans_started(rf: RunFile, turn: int) -> list[str]:
+    """The spans the call of ``turn`` started (their ``parent_turn`` is ``turn``)."""
+    return [key for key, turns in span_turns(rf).items()
+            if (side := turn_record(rf, turns[0]).sidechain) is not None
+            and side.parent_turn == turn]
+
+
+def span_exit(rf: RunFile, turn: int) -> int | None:
+    """Where stepping out of the span of ``turn`` goes: the turn that started the span (its
+    ``parent_turn``), else the last turn before the span that is not in it; None on the main
+    line."""
+    side = span_of(rf, turn)
+    if side is None:
+        return None
+    numbers = {t.turn for t in rf.turns}
+    if side.parent_turn is not None and side.parent_turn in numbers:
+        return side.parent_turn
+    first = span_turns(rf)[side.id][0]
+    before = [t.turn for t in rf.turns if t.turn < first
+              and (t.sidechain is None or t.sidechain.id != side.id)]
+    return before[-1] if before else None
+
+
+def span_entry(rf: RunFile, turn: int) -> int | None:
+    """Where stepping into a span from ``turn`` goes: the first turn of the first span that
+    ``turn`` started; None when it started none."""
+    started = spans_started(rf, turn)
+    return span_turns(rf)[started[0]][0] if started else None
+
+
+def span_text(rf: RunFile, turn: int) -> str:
+    """Where ``turn`` stands among the run's subagent spans, in words ("" for a run without
+    them): the span it is in (kind, depth, its place among the span's turns, the turn that
+    started it), and the spans it started."""
+    spans = span_turns(rf)
+    if not spans:
+        return ""
+    side = span_of(rf, turn)
+    lines = []
+    if side is None:
+        lines.append(f"on the main line ({len(spans)} subagent span{'s' * (len(spans) != 1)} "
+                     "in this run)")
+    else:
+        turns = spans[side.id]
+        kind = side.agent or "subagent"
+        start = (f"started by turn {side.parent_turn}" if side.parent_turn is not None
+                 else "the source does not say which turn started it")
+        lines.append(f"in subagent span {side.id} ({kind}, depth {side.depth}): turn "
+                     f"{turns.index(turn) + 1} of its {len(turns)} ({_turn_list(turns)}); "
+                     f"{start}")
+    for key in spans_started(rf, turn):
+        first = turn_record(rf, spans[key][0]).sidechain
+        kind = first.agent if first is not None and first.agent else "subagent"
+        lines.append(f"started subagent span {key} ({kind}): {_turn_list(spans[key])}")
+    return "\n".join(lines)
+
+
+def _turn_list(turns: Sequence[int], limit: int = 8) -> str:
+    shown = ", ".join(map(str, turns[:limit]))
+    more = f", ... ({len(turns)} in all)" if len(turns) > limit else ""
+    return f"turn{'s' * (len(turns) != 1)} {shown}{more}"
 
 
 def matching_turns(rf: RunFile, kind: str) -> list[int]:
@@ -643,7 +748,8 @@ def _state_lines(state: WorkingState, changed: list[dict[str, Any]]) -> str:
 
 def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
                   max_obs: int = 2500) -> dict[str, str]:
-    """One turn as named text sections: header, thinking, call, observation, injected, coach,
+    """One turn as named text sections: header, subagent (where the turn stands among the
+    run's subagent spans, :func:`span_text`), thinking, call, observation, injected, coach,
     state (after the turn; ``*`` marks entries changed by this turn) and reads (code read so
     far, when the corpus's ``reads`` table is given). Empty sections are left out."""
     t = turn_record(rf, turn)
@@ -666,6 +772,9 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
     if t.dropped_messages:
         timing += f" · {t.dropped_messages} old messages left out of the prompt"
     out = {"header": f"{head}\n{timing}"}
+    spans = span_text(rf, turn)
+    if spans:
+        out["subagent"] = spans
     if t.thinking.strip():
         out["thinking"] = clip(t.thinking, 2000, marker=_LINE_CUT, within=False)
     if t.call is not None:
@@ -684,8 +793,8 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
             + (f", error {c.error}" if c.error else "") + ")" for c in t.model_calls)
     if t.injected:
         out["injected"] = "\n".join(
-            f"[{i.source}] {clip(i.text, 800, marker=_LINE_CUT, within=False)}"
-            for i in t.injected)
+            f"[{i.source}] " + (COMPACTION_NOTE if i.source == "compaction" else "")
+            + clip(i.text, 800, marker=_LINE_CUT, within=False) for i in t.injected)
     if t.coach:
         decision = t.coach.get("decision")
         message = t.coach.get("message") or ""
@@ -711,8 +820,13 @@ def turn_sections(rf: RunFile, turn: int, reads: pd.DataFrame | None = None,
     return out
 
 
+#: What a compaction's summary is, said before it in a turn's injected section.
+COMPACTION_NOTE = ("the source scaffold dropped the history up to here and put this summary "
+                   "in its place:\n")
+
 SECTION_TITLES = {
-    "header": "", "thinking": "THINKING", "call": "CALL", "observation": "OBSERVATION",
+    "header": "", "subagent": "SUBAGENTS", "thinking": "THINKING", "call": "CALL",
+    "observation": "OBSERVATION",
     "injected": "INJECTED INTO THE NEXT PROMPT", "coach": "COACH",
     "state": "STATE CHANNELS AFTER THIS TURN (* = changed here)",
     "reads": "CODE READ SO FAR (> = this turn's file)",
@@ -748,7 +862,7 @@ def keep_hyphenated(escaped: str, longest: int = 30) -> str:
 
 _SECTION_STYLE = {
     "call": "color:#0B3C5D;font-weight:bold", "coach": f"color:{figures.COACH_COLOR}",
-    "injected": "color:#8A5A00",
+    "injected": "color:#8A5A00", "subagent": f"color:{journey.SPAN_COLOR}",
 }
 
 
@@ -819,6 +933,8 @@ def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Literal["turn", "time"
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
         ax.set_title(ax.get_title(loc="right").replace("max = ", ""), loc="right")
     cur = arc[arc["current"]]
+    spans = journey.span_lanes(arc)
+    lanes = int(spans["lane"].max()) if not spans.empty else 0
     label = title
     if not cur.empty:
         x = float(cur["x"].iloc[0])
@@ -829,11 +945,16 @@ def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Literal["turn", "time"
             ax.axvspan(start, right, ymin=0.03, color="white", alpha=0.45, zorder=4,
                        linewidth=0)
         ax.axvline(x, color=HIGHLIGHT_COLOR, linewidth=0.8, linestyle=":", zorder=5)
-        ax.scatter([x], [0], s=260, facecolors="none", edgecolors=HIGHLIGHT_COLOR,
-                   linewidths=1.6, zorder=6)
+        lane = int(journey.event_lanes(cur, spans)[0])
+        ax.scatter([x], [journey.LANE_STEP * lane], s=260, facecolors="none",
+                   edgecolors=HIGHLIGHT_COLOR, linewidths=1.6, zorder=6, gid="current")
         turn = int(cur["turn"].iloc[0])
         n = int(cur["n_turns"].iloc[0])
-        label = title or f"turn {turn} of {n}: {cur['kind'].astype(str).iloc[0]}"
+        where = ""
+        if lane:
+            span = spans[spans["sidechain"] == cur["sidechain"].iloc[0]].iloc[0]
+            where = f" (subagent {span['agent'] or span['sidechain']})"
+        label = title or f"turn {turn} of {n}{where}: {cur['kind'].astype(str).iloc[0]}"
     if note:
         label = f"{label}\n{note}" if label else note
     if label:
@@ -849,7 +970,7 @@ def plot_arc(arc: pd.DataFrame, runs: pd.DataFrame, axis: Literal["turn", "time"
         fig.legend(handles, labels, loc="outside lower center", ncol=ncol,
                    handletextpad=0.3, columnspacing=0.8, frameon=False)
     grow = min_font_px / MIN_FONT_PX
-    height_px = round((118 + 16 * rows + (16 if note else 0)) * grow)
+    height_px = round((118 + 16 * rows + (16 if note else 0) + 24 * lanes) * grow)
     fig.set_size_inches(width_px / dpi, height_px / dpi)
     legible(fig, min_font_px, dpi=dpi)
     return fig
@@ -1358,8 +1479,9 @@ def host_paths_html(text: str) -> str:
 
 class ExplorerWidgets:
     """The interactive explorer (ipywidgets): run selectors that filter each other, a turn
-    slider with previous/next buttons, jumps by tool, error or conclusion, the turn's text
-    and the arc and footprint pictures. ``ui`` is the top-level widget."""
+    slider with previous/next buttons, jumps by tool, error or conclusion, buttons that step
+    out of a subagent span and into one (runs with subagents), the turn's text and the arc and
+    footprint pictures. ``ui`` is the top-level widget."""
 
     def __init__(self, corpus: Corpus, run_id: str | None = None, turn: int = 1,
                  axis: Axis = "turn", fetch_world: bool = False, show_map: bool = True,
@@ -1397,6 +1519,12 @@ class ExplorerWidgets:
                                   disabled=True)
         self.jump_next = w.Button(description="match ▶", layout=w.Layout(width="84px"),
                                   disabled=True)
+        #: step out of a subagent span to the turn that started it / into the span a turn
+        #: started (shown only for runs with subagents)
+        self.span_out = w.Button(description="⤴ main line", layout=w.Layout(width="110px"),
+                                 disabled=True)
+        self.span_in = w.Button(description="⤵ subagent", layout=w.Layout(width="110px"),
+                                disabled=True)
         #: the projector size (:data:`PRESENTATION`) on or off
         self.present = w.ToggleButton(value=presentation, description="presentation size",
                                       tooltip="larger type, the map beside the controls, one "
@@ -1443,6 +1571,8 @@ class ExplorerWidgets:
         self.next_button.on_click(lambda _: self.step(1))
         self.jump_prev.on_click(lambda _: self.jump(-1))
         self.jump_next.on_click(lambda _: self.jump(1))
+        self.span_out.on_click(lambda _: self.leave_span())
+        self.span_in.on_click(lambda _: self.enter_span())
         self.present.observe(self._on_size, names="value")
         self.search_box.observe(lambda change: self.search_for(change["new"]), names="value")
         self.search_hits.observe(self._on_hit, names="value")
@@ -1473,7 +1603,8 @@ class ExplorerWidgets:
         self.turn_view.layout = w.Layout(flex="1 1 380px", min_width="300px", **text_box)
         self.map_note.layout = w.Layout(width=f"{size.map_px}px", max_width="100%")
         steps = w.HBox([self.prev_button, self.slider, self.next_button, self.jump_select,
-                        self.jump_prev, self.jump_next], layout=w.Layout(**wrap))
+                        self.jump_prev, self.jump_next, self.span_out, self.span_in],
+                       layout=w.Layout(**wrap))
         steps.add_class("adakit-controls")
         controls = [steps, self.firing_strip, self.jump_note, self.branch_row]
         maps = [self.map_image, self.map_note] if self.show_map else []
@@ -1737,8 +1868,43 @@ class ExplorerWidgets:
         if target is not None:
             self.go(target)
 
+    def leave_span(self) -> None:
+        """From a subagent's turn, go to the turn that started its span (:func:`span_exit`)."""
+        if self.view is not None and self.view.n_turns:
+            target = span_exit(self.view.rf, self.turn)
+            if target is not None:
+                self.go(target)
+
+    def enter_span(self) -> None:
+        """From a turn that started a subagent, go to the span's first turn
+        (:func:`span_entry`)."""
+        if self.view is not None and self.view.n_turns:
+            target = span_entry(self.view.rf, self.turn)
+            if target is not None:
+                self.go(target)
+
+    def _update_spans(self) -> None:
+        """Show the span buttons for a run with subagents, each enabled when it leads
+        somewhere from the current turn."""
+        view = self.view
+        spans = span_turns(view.rf) if view is not None else {}
+        for button in (self.span_out, self.span_in):
+            button.layout.display = None if spans else "none"
+        if not spans or not view.n_turns:
+            self.span_out.disabled = self.span_in.disabled = True
+            return
+        out, into = span_exit(view.rf, self.turn), span_entry(view.rf, self.turn)
+        self.span_out.disabled, self.span_in.disabled = out is None, into is None
+        side = span_of(view.rf, self.turn)
+        self.span_out.tooltip = (f"to turn {out}, which started span {side.id}"
+                                 if out is not None and side is not None
+                                 else "this turn is on the main line")
+        self.span_in.tooltip = (f"to turn {into}, the first of the subagent this turn started"
+                                if into is not None else "this turn started no subagent")
+
     def _update_jumps(self) -> None:
         """Enable ◀ match / match ▶ only when there is an earlier / later match to go to."""
+        self._update_spans()
         kind = self.jump_select.value
         matches = self.view.jumps.get(kind, []) if self.view is not None and kind else []
         self.jump_prev.disabled = step_match(matches, self.turn, -1) is None
@@ -1877,6 +2043,8 @@ __all__ = [
     "arc_data", "axis_options", "build_explorer", "default_run", "explore", "figure_png",
     "files_read", "host_paths_html", "keep_hyphenated", "ordinal", "scale_fonts", "short_path", "touched_until",
     "turn_count_text",
+    "COMPACTION_NOTE", "MAIN_LINE", "span_entry", "span_exit", "span_of", "span_text",
+    "span_turns", "spans_started",
     "firing_jumps", "firing_marks", "firing_strip_html", "firing_strip_text", "firings_at",
     "run_firings",
     "jump_targets", "landmark_turns", "map_values", "matching_turns", "plot_arc",
