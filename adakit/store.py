@@ -13,7 +13,8 @@ path, size, mtime, sha256, its file id and segment) and the live segments. An up
 the run files, hashes only those whose size or mtime changed, parses only new and changed
 files, and rewrites only the segments that held a changed or removed file; then the new
 state is renamed into place, so a reader sees the old store or the new one. One writer at a
-time.
+time: an update with something to write holds the store's lock file (``<store>.lock``,
+:mod:`adakit.locks`), and a second one waits for it or says who holds it.
 
 Reading goes through DuckDB over the live segment files: :meth:`Store.table` returns a
 pandas table of the columns asked, in the order ``load_corpus`` gives (run files in path
@@ -39,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from adakit import record
+from adakit import locks, record
 from adakit.record import (
     LOADER_VERSION,
     READ_COLUMNS,
@@ -115,6 +116,10 @@ def bucket_of(rel_path: str, buckets: int) -> int:
 def file_digest(path: Path) -> str:
     """sha256 of a file's bytes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class StoreLocked(locks.Locked):
+    """Another process is updating the corpus store."""
 
 
 @dataclass
@@ -209,15 +214,17 @@ class Store:
         self.buckets = buckets
         self.state = self._read_state()
         self._manifest: pd.DataFrame | None = None
+        self._last_report = UpdateReport()
 
     @classmethod
     def open(cls, folder: str | Path, root: str | Path | None = None, update: bool = True,
-             workers: int = 1, buckets: int = DEFAULT_BUCKETS) -> Store:
+             workers: int = 1, buckets: int = DEFAULT_BUCKETS,
+             wait: float | None = None) -> Store:
         """The store of ``folder``, brought up to date with its run files unless ``update``
-        is False."""
+        is False (``wait``: as :meth:`update` takes it)."""
         store = cls(folder, root, buckets)
         if update:
-            store.update(workers=workers)
+            store.update(workers=workers, wait=wait)
         return store
 
     # ---- state
@@ -302,11 +309,34 @@ class Store:
         rows.sort(key=lambda row: row[0].split("/"))
         return pd.DataFrame(rows, columns=["path", "size", "mtime_ns"])
 
-    def update(self, workers: int = 1) -> UpdateReport:
+    @property
+    def lock_path(self) -> Path:
+        """The writer's lock file, beside the store folder (``<store>.lock``)."""
+        return self.root.with_name(self.root.name + ".lock")
+
+    def update(self, workers: int = 1, wait: float | None = None) -> UpdateReport:
         """Bring the store up to date with the run files: parse new and changed files, drop
-        removed ones. Raises :class:`~adakit.record.RunFileError` (nothing committed) for a
-        run file that cannot be read as recorded."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        removed ones. One process writes at a time: an update that has something to write
+        takes the store's writer lock, waiting up to ``wait`` seconds (None: as long as it
+        takes) before it raises :class:`StoreLocked` naming the holder; it then starts again
+        from the store as the other writer left it. Raises
+        :class:`~adakit.record.RunFileError` (nothing committed) for a run file that cannot be
+        read as recorded."""
+        report, _ = self._diff()
+        if report is None:
+            return self._last_report
+        busy = ("the corpus store {path} is being updated by another process ({who}); "
+                "wait for it to end, or open the store without updating it")
+        with locks.exclusive(self.lock_path, wait, busy=busy, error=StoreLocked):
+            self.state, self._manifest = self._read_state(), None  # another writer's commit
+            report, plan = self._diff()
+            if report is None:
+                return self._last_report
+            return self._apply(report, plan, workers)
+
+    def _diff(self) -> tuple[UpdateReport | None, dict[str, pd.DataFrame]]:
+        """What an update would do: its report and the files to drop and parse; the report is
+        None when there is nothing to write (then :attr:`_last_report` holds it)."""
         now, old = self._scan(), self.manifest
         both = now.merge(old, on="path", how="outer", suffixes=("", "_old"), indicator=True)
         new = both[both["_merge"] == "left_only"]
@@ -321,7 +351,15 @@ class Store:
                               unchanged=len(kept) - len(changed),
                               touched=len(moved) - len(changed))
         if not report.parsed and not report.removed and not len(moved) and self.state["manifest"]:
-            return report
+            self._last_report = report
+            return None, {}
+        return report, {"now": now, "old": old, "new": new, "gone": gone, "changed": changed}
+
+    def _apply(self, report: UpdateReport, plan: dict[str, pd.DataFrame],
+               workers: int) -> UpdateReport:
+        """Write what :meth:`_diff` found (the writer lock held) and commit it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        now, old, new, gone, changed = (plan[k] for k in ("now", "old", "new", "gone", "changed"))
         stale = set(gone["path"]) | set(changed["path"])
         manifest = old[~old["path"].isin(stale)].copy()
         stat = now.set_index("path")
