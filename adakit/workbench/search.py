@@ -458,10 +458,13 @@ class _StoreQuery:
                     raise _unknown(axis, value, self._distinct("runs", axis))
         axes = [(axis, list(getattr(filters, axis))) for axis in RUN_AXES
                 if getattr(filters, axis)]
-        kept, kept_params = _run_filter(list(corpus.filters) + axes)
-        self.runs_sql = f"t._fid IN ({kept})" if kept else "TRUE"
-        self.runs_params = kept_params
+        self.kept, self.runs_params = _run_filter(list(corpus.filters) + axes)
+        self.runs_sql = self.runs_on("t")
         self.turn_sql, self.turn_params = self._turn_conditions()
+
+    def runs_on(self, alias: str) -> str:
+        """SQL keeping the rows (of the table aliased ``alias``) of the kept runs."""
+        return f"{alias}._fid IN ({self.kept})" if self.kept else "TRUE"
 
     def __enter__(self) -> _StoreQuery:
         return self
@@ -536,12 +539,13 @@ def _run_filter(where: list[tuple[str, Any]]) -> tuple[str, list[Any]]:
 
 
 def _maybe(column: str, needle: str | None) -> str:
-    """SQL true for a text that may hold ``needle`` (always, without one): its ASCII
-    lower case holds it, or it has characters outside ASCII (Python folds those itself)."""
+    """SQL true for a text that may hold ``needle`` (always, without one): it holds it
+    without regard to case (RE2's case folding, a literal pattern), or it has characters
+    outside ASCII (Python's folding of those differs from RE2's: Python judges them)."""
     if needle is None:
         return f"{column} IS NOT NULL"
-    quoted = needle.replace("'", "''")
-    return (f"({column} IS NOT NULL AND (contains(lower({column}), '{quoted}') "
+    quoted = re.escape(needle).replace("'", "''")
+    return (f"({column} IS NOT NULL AND (regexp_matches({column}, '{quoted}', 'i') "
             f"OR strlen({column}) != length({column})))")
 
 
@@ -570,10 +574,14 @@ def _store_turn_hits(q: _StoreQuery, rx: re.Pattern[str], needle: str | None,
     wanted = {"thinking": "x.thinking", "observation": "x.observation", "call": "x.call",
               "conclusion": "x.call"}
     maybe = " OR ".join(dict.fromkeys(_maybe(wanted[f], needle) for f in fields))
-    query = (f"SELECT x.run_id, x.turn, x._row, f.rank AS _rank, x.thinking, x.observation, "
-             f"x.call, t.error_type FROM texts x JOIN turns t ON t._fid = x._fid AND "
-             f"t._row = x._row JOIN files f ON x._fid = f.fid WHERE {q.runs_sql} "
-             f"AND {q.turn_sql} AND ({maybe})")
+    join_turns = q.turn_sql != "TRUE" or "conclusion" in fields  # only when needed
+    source = "texts x"
+    if join_turns:
+        source += " JOIN turns t ON t._fid = x._fid AND t._row = x._row"
+    error = "t.error_type" if join_turns else "NULL AS error_type"
+    query = (f"SELECT x.run_id, x.turn, x._row, x.thinking, x.observation, x.call, {error}, "
+             f"f.rank AS _rank FROM {source} JOIN files f ON x._fid = f.fid "
+             f"WHERE {q.runs_on('x')} AND {q.turn_sql} AND ({maybe})")
     rows = []
     found = q.con.sql(query, params=[*q.runs_params, *q.turn_params]).to_arrow_table()
     for r in found.to_pylist():  # missing texts as None, not NaN
