@@ -500,15 +500,16 @@ class Store:
         return name
 
     def _select(self, con: Any, name: str, cols: list[str], where: list[tuple[str, Any]],
-                segments: Sequence[str] | None = None, rank: bool = False) -> pa.Table:
+                segments: Sequence[str] | None = None, rank: bool = False,
+                files: str = "files") -> pa.Table:
         """Arrow table of ``cols`` of table ``name`` (of ``segments``), the runs passing
         ``where``, in the loader's order; with ``rank``, a last column ``_rank`` (the run
-        file's place in path order)."""
+        file's place in path order). ``files`` names the (fid, rank) relation to join."""
         runs = self._source(con, "runs", segments) if where else ""
         sql, params = _where_sql(where, runs)
         select = ", ".join([f't."{c}"' for c in cols] + (["f.rank AS _rank"] if rank else []))
         query = (f"SELECT {select} FROM {self._source(con, name, segments)} t "
-                 f"JOIN files f ON t._fid = f.fid {sql} ORDER BY f.rank, t._row")
+                 f"JOIN {files} f ON t._fid = f.fid {sql} ORDER BY f.rank, t._row")
         return con.sql(query, params=params).to_arrow_table()
 
     def _columns(self, name: str, columns: Sequence[str] | None) -> list[str]:
@@ -562,11 +563,19 @@ class Store:
             cols["runs"] = ["run_id", *cols["runs"]]
         filters = list(where)
         con = self._connection()
+        ranks = pd.DataFrame({"fid": self.manifest["fid"].to_numpy(),
+                              "rank": np.arange(len(self.manifest), dtype=np.int64)})
+        segment = self.manifest["segment"].to_numpy()
         try:
             for group in self.segment_groups(runs_per_chunk or CHUNK_RUNS):
-                runs = self._select(con, "runs", cols["runs"], filters, group, rank=True)
+                # the piece's own files: a join with every file of a large store would cost
+                # each piece as much as the whole store
+                con.register("piece_files", ranks[np.isin(segment, group)])
+                runs = self._select(con, "runs", cols["runs"], filters, group, rank=True,
+                                    files="piece_files")
                 rank = runs["_rank"].to_numpy()
-                tables = {t: _as_loaded(self._select(con, t, cols[t], filters, group), cols[t])
+                tables = {t: _as_loaded(self._select(con, t, cols[t], filters, group,
+                                                     files="piece_files"), cols[t])
                           for t in ("turns", "reads")}
                 piece = Corpus(_as_loaded(runs.drop_columns(["_rank"]), cols["runs"]),
                                tables["turns"], tables["reads"])
