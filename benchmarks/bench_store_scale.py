@@ -123,9 +123,12 @@ def steps(folder: Path) -> dict[str, Callable[[], Any]]:
     def text() -> Any:
         return search.search(corpus, MARKER, fields=["thinking"])
 
+    con = corpus.store.connect()  # the query's cell, chosen before any clock starts
+    cell = con.sql("SELECT model, world, task, condition FROM runs LIMIT 1").df().iloc[0]
+    con.close()
+
     def filtered() -> Any:
-        first = corpus.table("runs", ["model", "world", "task", "condition"]).iloc[0]
-        return search.search(corpus, None, tool="PKR", turns="2-2", **first.to_dict())
+        return search.search(corpus, None, tool="PKR", turns="2-2", **cell.to_dict())
 
     fns = [lens0, lens1, lens2, lens4, floor, text, filtered]
     return dict(zip(STEPS, fns, strict=True))
