@@ -37,11 +37,12 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 from pydantic import (
     BaseModel,
@@ -895,6 +896,47 @@ class Corpus:
             reads=self.reads[self.reads["run_id"].isin(keep)].reset_index(drop=True),
             skipped=self.skipped,
         )
+
+    def table(self, name: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """Table ``name`` (``runs``, ``turns`` or ``reads``), only the ``columns`` asked."""
+        if name not in ("runs", "turns", "reads"):
+            raise ValueError(f"no table {name!r} in an in-memory corpus (runs, turns, reads)")
+        frame = getattr(self, name)
+        if columns is None:
+            return frame
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise ValueError(f"table {name} has no column {missing[0]!r}")
+        return frame[list(columns)]
+
+    def chunks(self, columns: Mapping[str, Sequence[str] | None] | None = None
+               ) -> Iterator[tuple[Corpus, np.ndarray]]:
+        """The corpus in pieces of whole runs, each with its runs' places in the corpus's run
+        order; ``columns`` names the columns a piece needs per table (a corpus on disk reads
+        only those). In memory the corpus is one piece, itself."""
+        yield self, np.arange(len(self.runs))
+
+
+def map_runs(corpus: Corpus, fn: Callable[[Corpus], pd.DataFrame],
+             columns: Mapping[str, Sequence[str] | None] | None = None) -> pd.DataFrame:
+    """``fn`` of the corpus, computed piece by piece (:meth:`Corpus.chunks`) when the corpus
+    comes in pieces, for a ``fn`` whose rows each belong to one run (a ``run_id`` column)
+    and depend on that run alone. The pieces' rows are put in the corpus's run order, each
+    run's rows in the order ``fn`` gave them; the caller aligns columns a piece may lack."""
+    parts = [(fn(chunk), chunk.runs["run_id"], rank) for chunk, rank in corpus.chunks(columns)]
+    if len(parts) == 1:
+        return parts[0][0]
+    if not parts:
+        return fn(corpus)
+    kept = [(out, ids, rank) for out, ids, rank in parts if len(out)] or parts[:1]
+    frames, places = [], []
+    for out, ids, rank in kept:
+        first = ~pd.Index(ids).duplicated()
+        index = pd.Index(ids[first])
+        places.append(np.asarray(rank)[first][index.get_indexer(out["run_id"])])
+        frames.append(out)
+    order = np.argsort(np.concatenate(places), kind="stable")
+    return pd.concat(frames, ignore_index=True).take(order).reset_index(drop=True)
 
 
 @dataclass

@@ -13,7 +13,8 @@ path, size, mtime, sha256, its file id and segment) and the live segments. An up
 the run files, hashes only those whose size or mtime changed, parses only new and changed
 files, and rewrites only the segments that held a changed or removed file; then the new
 state is renamed into place, so a reader sees the old store or the new one. One writer at a
-time.
+time: an update with something to write holds the store's lock file (``<store>.lock``,
+:mod:`adakit.locks`), and a second one waits for it or says who holds it.
 
 Reading goes through DuckDB over the live segment files: :meth:`Store.table` returns a
 pandas table of the columns asked, in the order ``load_corpus`` gives (run files in path
@@ -28,18 +29,19 @@ import json
 import os
 import shutil
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from adakit import record
+from adakit import locks, record
 from adakit.record import (
     LOADER_VERSION,
     READ_COLUMNS,
@@ -60,6 +62,8 @@ STORE_DIR = ".adakit-store"
 DEFAULT_BUCKETS = 16
 #: At most this many run files per segment written by one update.
 SEGMENT_FILES = 2000
+#: Run files per in-memory piece when a lens maps over a store (:meth:`Store.chunks`).
+CHUNK_RUNS = 20000
 TABLES = ("runs", "turns", "reads", "texts")
 TEXT_COLUMNS = ["run_id", "turn", "thinking", "raw_text", "call", "observation"]
 
@@ -116,6 +120,10 @@ def bucket_of(rel_path: str, buckets: int) -> int:
 def file_digest(path: Path) -> str:
     """sha256 of a file's bytes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class StoreLocked(locks.Locked):
+    """Another process is updating the corpus store."""
 
 
 @dataclass
@@ -210,15 +218,17 @@ class Store:
         self.buckets = buckets
         self.state = self._read_state()
         self._manifest: pd.DataFrame | None = None
+        self._last_report = UpdateReport()
 
     @classmethod
     def open(cls, folder: str | Path, root: str | Path | None = None, update: bool = True,
-             workers: int = 1, buckets: int = DEFAULT_BUCKETS) -> Store:
+             workers: int = 1, buckets: int = DEFAULT_BUCKETS,
+             wait: float | None = None) -> Store:
         """The store of ``folder``, brought up to date with its run files unless ``update``
-        is False."""
+        is False (``wait``: as :meth:`update` takes it)."""
         store = cls(folder, root, buckets)
         if update:
-            store.update(workers=workers)
+            store.update(workers=workers, wait=wait)
         return store
 
     # ---- state
@@ -278,6 +288,49 @@ class Store:
             if path.is_file() and path.relative_to(self.root).as_posix() not in live:
                 path.unlink(missing_ok=True)
 
+    @classmethod
+    def from_tables(cls, folder: str | Path, pieces: Iterable[Corpus],
+                    texts: Callable[[Corpus], pd.DataFrame] | None = None,
+                    buckets: int = DEFAULT_BUCKETS) -> Store:
+        """A store written straight from in-memory tables, with no run files behind it: a
+        synthetic corpus at a scale its JSONL could not reach (``adakit.synthetic``), read
+        like any store. Each piece (whole runs) becomes one segment of each table; ``texts``
+        gives a piece's texts table (:data:`TEXT_COLUMNS`; none without it). A run's
+        manifest path is its ``path``; :meth:`update` refuses such a store."""
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        store = cls(folder, None, buckets)
+        busy = "the corpus store {path} is being written by another process ({who})"
+        with locks.exclusive(store.lock_path, 0.0, busy=busy, error=StoreLocked):
+            store.clear()
+            store.root.mkdir(parents=True)
+            manifest, segments, next_fid = [], [], 0
+            for k, piece in enumerate(pieces):
+                seg = f"b{k % buckets:03d}-g000001s{k // buckets:04d}"
+                ids = piece.runs["run_id"]
+                fids = pd.Series(np.arange(next_fid, next_fid + len(ids)), index=ids.to_numpy())
+                fids = fids[~fids.index.duplicated()]
+                tables = {"runs": piece.runs, "turns": piece.turns, "reads": piece.reads,
+                          "texts": texts(piece) if texts is not None
+                          else pd.DataFrame(columns=TEXT_COLUMNS)}
+                for name, frame in tables.items():
+                    frame = frame[COLUMNS[name]].assign(
+                        _fid=fids.reindex(frame["run_id"]).to_numpy(dtype=np.int64),
+                        _row=frame.groupby("run_id", sort=False).cumcount().to_numpy())
+                    _write_table(pa.Table.from_pandas(frame, schema=SCHEMAS[name],
+                                                      preserve_index=False),
+                                 store.root / _segment_file(name, seg))
+                manifest.append(pd.DataFrame({
+                    "fid": fids.to_numpy(), "path": piece.runs["path"].to_numpy(), "size": 0,
+                    "mtime_ns": 0, "sha256": "", "run_id": ids.to_numpy(),
+                    "bucket": k % buckets, "segment": seg}))
+                segments.append(seg)
+                next_fid += len(ids)
+            store.state["tables_only"] = True
+            table = (pd.concat(manifest, ignore_index=True) if manifest
+                     else _MANIFEST.empty_table().to_pandas())
+            store._commit(table, segments, next_fid)
+        return store
+
     def clear(self) -> None:
         """Delete the store (the run files stay)."""
         shutil.rmtree(self.root, ignore_errors=True)
@@ -303,11 +356,37 @@ class Store:
         rows.sort(key=lambda row: row[0].split("/"))
         return pd.DataFrame(rows, columns=["path", "size", "mtime_ns"])
 
-    def update(self, workers: int = 1) -> UpdateReport:
+    @property
+    def lock_path(self) -> Path:
+        """The writer's lock file, beside the store folder (``<store>.lock``)."""
+        return self.root.with_name(self.root.name + ".lock")
+
+    def update(self, workers: int = 1, wait: float | None = None) -> UpdateReport:
         """Bring the store up to date with the run files: parse new and changed files, drop
-        removed ones. Raises :class:`~adakit.record.RunFileError` (nothing committed) for a
-        run file that cannot be read as recorded."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        removed ones. One process writes at a time: an update that has something to write
+        takes the store's writer lock, waiting up to ``wait`` seconds (None: as long as it
+        takes) before it raises :class:`StoreLocked` naming the holder; it then starts again
+        from the store as the other writer left it. Raises
+        :class:`~adakit.record.RunFileError` (nothing committed) for a run file that cannot be
+        read as recorded."""
+        if self.state.get("tables_only"):
+            raise ValueError(f"the corpus store {self.root} was written from tables "
+                             "(Store.from_tables) and has no run files to update it from")
+        report, _ = self._diff()
+        if report is None:
+            return self._last_report
+        busy = ("the corpus store {path} is being updated by another process ({who}); "
+                "wait for it to end, or open the store without updating it")
+        with locks.exclusive(self.lock_path, wait, busy=busy, error=StoreLocked):
+            self.state, self._manifest = self._read_state(), None  # another writer's commit
+            report, plan = self._diff()
+            if report is None:
+                return self._last_report
+            return self._apply(report, plan, workers)
+
+    def _diff(self) -> tuple[UpdateReport | None, dict[str, pd.DataFrame]]:
+        """What an update would do: its report and the files to drop and parse; the report is
+        None when there is nothing to write (then :attr:`_last_report` holds it)."""
         now, old = self._scan(), self.manifest
         both = now.merge(old, on="path", how="outer", suffixes=("", "_old"), indicator=True)
         new = both[both["_merge"] == "left_only"]
@@ -322,7 +401,15 @@ class Store:
                               unchanged=len(kept) - len(changed),
                               touched=len(moved) - len(changed))
         if not report.parsed and not report.removed and not len(moved) and self.state["manifest"]:
-            return report
+            self._last_report = report
+            return None, {}
+        return report, {"now": now, "old": old, "new": new, "gone": gone, "changed": changed}
+
+    def _apply(self, report: UpdateReport, plan: dict[str, pd.DataFrame],
+               workers: int) -> UpdateReport:
+        """Write what :meth:`_diff` found (the writer lock held) and commit it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        now, old, new, gone, changed = (plan[k] for k in ("now", "old", "new", "gone", "changed"))
         stale = set(gone["path"]) | set(changed["path"])
         manifest = old[~old["path"].isin(stale)].copy()
         stat = now.set_index("path")
@@ -380,55 +467,132 @@ class Store:
         return [row for rows in done for row in rows], next_fid
 
     # ---- reading
+    def files(self, table: str, segments: Sequence[str] | None = None) -> list[str]:
+        """The parquet files of ``table``'s live segments (of ``segments`` only, when given)."""
+        live = self.state["segments"] if segments is None else segments
+        return [str(self.root / _segment_file(table, s)) for s in live]
+
     def connect(self) -> Any:
         """A DuckDB connection with one view per table (``runs``, ``turns``, ``reads``,
         ``texts``) over the live segments, hidden columns ``_fid`` and ``_row`` included,
         and ``files`` (fid, rank: the run file's place in path order)."""
+        con = self._connection()
+        for table in TABLES:
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM {self._source(con, table)}")
+        return con
+
+    def _connection(self) -> Any:
         import duckdb
 
         con = duckdb.connect()
         ranks = pd.DataFrame({"fid": self.manifest["fid"].to_numpy(),
-                              "rank": range(len(self.manifest))})
+                              "rank": np.arange(len(self.manifest), dtype=np.int64)})
         con.register("files", ranks)
-        for table in TABLES:
-            parts = [str(self.root / _segment_file(table, s)) for s in self.state["segments"]]
-            if parts:
-                listed = ", ".join("'" + p.replace("'", "''") + "'" for p in parts)
-                con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{listed}])")
-            else:
-                con.register(f"_{table}_empty", SCHEMAS[table].empty_table())
-                con.execute(f"CREATE VIEW {table} AS SELECT * FROM _{table}_empty")
         return con
 
-    def table(self, name: str, columns: Sequence[str] | None = None,
-              where: Iterable[tuple[str, Any]] = ()) -> pd.DataFrame:
-        """Table ``name`` as pandas, the ``columns`` asked (default: all), the rows of the
-        runs that pass every (runs column, value or list of values) filter of ``where``, in
-        ``load_corpus``'s order and with its dtypes."""
+    def _source(self, con: Any, table: str, segments: Sequence[str] | None = None) -> str:
+        """A FROM item reading ``table``'s segments (an empty relation of its schema if none)."""
+        parts = self.files(table, segments)
+        if parts:
+            listed = ", ".join("'" + p.replace("'", "''") + "'" for p in parts)
+            return f"read_parquet([{listed}])"
+        name = f"_{table}_empty"
+        con.register(name, SCHEMAS[table].empty_table())
+        return name
+
+    def _select(self, con: Any, name: str, cols: list[str], where: list[tuple[str, Any]],
+                segments: Sequence[str] | None = None, rank: bool = False,
+                files: str = "files") -> pa.Table:
+        """Arrow table of ``cols`` of table ``name`` (of ``segments``), the runs passing
+        ``where``, in the loader's order; with ``rank``, a last column ``_rank`` (the run
+        file's place in path order). ``files`` names the (fid, rank) relation to join."""
+        runs = self._source(con, "runs", segments) if where else ""
+        sql, params = _where_sql(where, runs)
+        select = ", ".join([f't."{c}"' for c in cols] + (["f.rank AS _rank"] if rank else []))
+        query = (f"SELECT {select} FROM {self._source(con, name, segments)} t "
+                 f"JOIN {files} f ON t._fid = f.fid {sql} ORDER BY f.rank, t._row")
+        return con.sql(query, params=params).to_arrow_table()
+
+    def _columns(self, name: str, columns: Sequence[str] | None) -> list[str]:
         if name not in COLUMNS:
             raise ValueError(f"no table {name!r} in the store (tables: {', '.join(TABLES)})")
         cols = list(columns) if columns is not None else COLUMNS[name]
         unknown = [c for c in cols if c not in COLUMNS[name]]
         if unknown:
             raise ValueError(f"table {name} has no column {unknown[0]!r}")
-        sql, params = _where_sql(list(where))
-        select = ", ".join(f't."{c}"' for c in cols)
-        query = (f"SELECT {select} FROM {name} t JOIN files f ON t._fid = f.fid {sql} "
-                 "ORDER BY f.rank, t._row")
-        con = self.connect()
+        return cols
+
+    def table(self, name: str, columns: Sequence[str] | None = None,
+              where: Iterable[tuple[str, Any]] = ()) -> pd.DataFrame:
+        """Table ``name`` as pandas, the ``columns`` asked (default: all), the rows of the
+        runs that pass every (runs column, value or list of values) filter of ``where``, in
+        ``load_corpus``'s order and with its dtypes."""
+        cols = self._columns(name, columns)
+        con = self._connection()
         try:
-            data = con.sql(query, params=params).to_arrow_table()
+            data = self._select(con, name, cols, list(where))
         finally:
             con.close()
         return _as_loaded(data, cols)
+
+    def segment_groups(self, runs_per_group: int) -> list[list[str]]:
+        """The live segments in groups of about ``runs_per_group`` run files (a segment is
+        never split), in segment order."""
+        sizes = self.manifest.groupby("segment").size().to_dict()
+        groups: list[list[str]] = []
+        held = 0
+        for seg in self.state["segments"]:
+            if not groups or held + sizes.get(seg, 0) > runs_per_group:
+                groups.append([])
+                held = 0
+            groups[-1].append(seg)
+            held += sizes.get(seg, 0)
+        return [g for g in groups if g]
+
+    def chunks(self, columns: Mapping[str, Sequence[str] | None] | None = None,
+               where: Iterable[tuple[str, Any]] = (), runs_per_chunk: int | None = None
+               ) -> Iterator[tuple[Corpus, np.ndarray]]:
+        """The store in in-memory pieces of whole runs (groups of segments), each with its
+        runs' places in path order: the ``columns`` asked per table (a table not named: all
+        its columns; None: every column), the runs passing ``where``."""
+        wanted = {"runs": None, "turns": None, "reads": None, **(columns or {})}
+        unknown = [t for t in wanted if t not in ("runs", "turns", "reads")]
+        if unknown:
+            raise ValueError(f"a chunk holds runs, turns and reads, not {unknown[0]!r}")
+        cols = {t: self._columns(t, c) for t, c in wanted.items()}
+        if "run_id" not in cols["runs"]:
+            cols["runs"] = ["run_id", *cols["runs"]]
+        filters = list(where)
+        con = self._connection()
+        ranks = pd.DataFrame({"fid": self.manifest["fid"].to_numpy(),
+                              "rank": np.arange(len(self.manifest), dtype=np.int64)})
+        segment = self.manifest["segment"].to_numpy()
+        try:
+            for group in self.segment_groups(runs_per_chunk or CHUNK_RUNS):
+                # the piece's own files: a join with every file of a large store would cost
+                # each piece as much as the whole store
+                con.register("piece_files", ranks[np.isin(segment, group)])
+                runs = self._select(con, "runs", cols["runs"], filters, group, rank=True,
+                                    files="piece_files")
+                rank = runs["_rank"].to_numpy()
+                tables = {t: _as_loaded(self._select(con, t, cols[t], filters, group,
+                                                     files="piece_files"), cols[t])
+                          for t in ("turns", "reads")}
+                piece = Corpus(_as_loaded(runs.drop_columns(["_rank"]), cols["runs"]),
+                               tables["turns"], tables["reads"])
+                if len(piece.runs):
+                    yield piece, rank
+        finally:
+            con.close()
 
     def corpus(self) -> StoredCorpus:
         """The store's corpus, its tables read on first use."""
         return StoredCorpus(self)
 
 
-def _where_sql(where: list[tuple[str, Any]]) -> tuple[str, list[Any]]:
-    """A WHERE clause keeping the rows of the runs that pass the filters, and its parameters."""
+def _where_sql(where: list[tuple[str, Any]], runs: str = "runs") -> tuple[str, list[Any]]:
+    """A WHERE clause keeping the rows of the runs (read from ``runs``) that pass the
+    filters, and its parameters."""
     if not where:
         return "", []
     conds, params = [], []
@@ -441,7 +605,7 @@ def _where_sql(where: list[tuple[str, Any]]) -> tuple[str, list[Any]]:
             continue
         conds.append(f'"{col}" IN ({", ".join("?" for _ in values)})')
         params += values
-    return f"WHERE t._fid IN (SELECT _fid FROM runs WHERE {' AND '.join(conds)})", params
+    return f"WHERE t._fid IN (SELECT _fid FROM {runs} WHERE {' AND '.join(conds)})", params
 
 
 def _as_loaded(data: pa.Table, cols: list[str]) -> pd.DataFrame:
@@ -462,8 +626,12 @@ class StoredCorpus(Corpus):
     ``reads`` are read from the store on first use (all columns) and kept; :meth:`table`
     reads only the columns asked; :meth:`where` narrows the runs inside DuckDB."""
 
-    def __init__(self, store: Store, filters: tuple[tuple[str, Any], ...] = ()) -> None:
+    def __init__(self, store: Store, filters: tuple[tuple[str, Any], ...] = (),
+                 chunk_runs: int = CHUNK_RUNS) -> None:
+        if chunk_runs < 1:
+            raise ValueError(f"chunk_runs must be at least 1, not {chunk_runs}")
         self.store, self.filters, self._tables = store, tuple(filters), {}
+        self.chunk_runs = chunk_runs
         self.skipped = store.skipped
 
     def __repr__(self) -> str:
@@ -485,7 +653,14 @@ class StoredCorpus(Corpus):
 
     def where(self, **axes: Any) -> StoredCorpus:
         """Keep the runs whose columns equal (or, for a list, are in) the given values."""
-        return StoredCorpus(self.store, self.filters + tuple(axes.items()))
+        return StoredCorpus(self.store, self.filters + tuple(axes.items()), self.chunk_runs)
+
+    def chunks(self, columns: Mapping[str, Sequence[str] | None] | None = None
+               ) -> Iterator[tuple[Corpus, np.ndarray]]:
+        """The corpus in in-memory pieces of about :attr:`chunk_runs` whole runs, each with
+        its runs' places in the corpus's run order, read with only the ``columns`` asked
+        (:meth:`Store.chunks`); a lens maps over them without holding every turn at once."""
+        yield from self.store.chunks(columns, self.filters, self.chunk_runs)
 
     def in_memory(self) -> Corpus:
         """The same corpus as a plain in-memory :class:`~adakit.record.Corpus`."""

@@ -1069,6 +1069,31 @@ def synthetic_tables(
     )
 
 
+#: The word :func:`synthetic_texts` writes into the thinking of every ``every``-th turn.
+MARKER = "pytest"
+
+
+def synthetic_texts(corpus: Corpus, every: int = 1000, marker: str = MARKER) -> pd.DataFrame:
+    """A texts table (run_id, turn, thinking, raw_text, call, observation) for synthetic
+    tables: each turn's thinking is filler of its ``thinking_chars``, and the thinking of
+    every ``every``-th turn of the table (counted from its first) ends with ``marker``, so
+    a search for it has a known number of hits; the other texts are missing."""
+    if every < 1:
+        raise ValueError(f"every must be at least 1, not {every}")
+    turns = corpus.turns
+    size = turns["thinking_chars"].to_numpy(dtype=np.int64)
+    start = (turns["turn"].to_numpy(dtype=np.int64) * 37) % len(_FILLER)
+    longest = int(size.max()) if len(size) else 0
+    filler = _FILLER * (longest // len(_FILLER) + 2)
+    thinking = [filler[a:a + n] for a, n in zip(start.tolist(), size.tolist(), strict=True)]
+    for k in range(0, len(thinking), every):
+        thinking[k] = f"{thinking[k]} {marker}"
+    missing = np.full(len(turns), None, dtype=object)
+    return pd.DataFrame({"run_id": turns["run_id"].to_numpy(), "turn": turns["turn"].to_numpy(),
+                         "thinking": thinking, "raw_text": missing, "call": missing,
+                         "observation": missing})
+
+
 # ----------------------------------------------------------------------------- fast tables
 
 _TOOL_IDX = {t: k for k, t in enumerate(TOOL_ORDER)}

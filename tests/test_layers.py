@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "adakit"
 #: ``judging`` sits under ``study``: the pipeline's judge stage, the cost plan of a judging pass
 #: and the shipped datasets all read the judges, while the judges need only the apparatus.
 LAYERS: list[tuple[str, ...]] = [
-    ("config", "text"),
+    ("config", "text", "locks"),
     ("record", "store", "figures", "render", "uncertainty", "synthetic"),
     ("llm",),
     ("apparatus",),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from adakit.cli import main
 from adakit.record import load_corpus
+from adakit.store import Store
 from adakit.synthetic import synthetic_run, write_run
 from adakit.workbench import search as s
 from adakit.workbench.call_pattern import PatternError, parse_pattern
@@ -57,8 +59,12 @@ def folder(tmp_path):
     return out
 
 
-@pytest.fixture
-def corpus(folder):
+@pytest.fixture(params=["memory", "store"])
+def corpus(request, folder):
+    """The hand-made corpus in memory, and from its corpus store (queries served by DuckDB
+    from the store's tables and texts): every test below holds for both."""
+    if request.param == "store":
+        return Store.open(folder).corpus()
     return load_corpus(folder, cache=False)
 
 
@@ -251,3 +257,55 @@ def test_a_corpus_read_back_from_its_parquet_cache_gives_the_same_answers(folder
     assert s.search(cached, None, model="m2").equals(s.search(corpus, None, model="m2"))
     assert s.search(corpus, None, model="m2").loc[0, "snippet"] == "parse error bad_value"
     assert s.search(cached, "session", tool="EXP").equals(s.search(corpus, "session", tool="EXP"))
+
+
+# --------------------------------------------------------------------------- on a corpus store
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    from adakit.synthetic import write_synthetic_corpus
+
+    folder = tmp_path_factory.mktemp("synthetic") / "runs"
+    write_synthetic_corpus(folder, 40, seed=11, unfinished=0.2, progress=False)
+    return folder
+
+
+@pytest.mark.parametrize("pattern,options", [
+    ("dispatcher", {}),
+    ("I should", {"case": True}),
+    ("session class", {"fields": ["thinking"], "turns": "3-9"}),
+    (r"re(quest|gistry)\b", {"regex": True, "model": "synth-A"}),
+    ("lines shown", {"fields": ["call", "observation"], "tool": "PKR"}),
+    ("file_path=src", {"fields": ["call"]}),
+    ("the", {"fields": ["conclusion"]}),
+    (None, {"condition": "natural", "turns": "1-2"}),
+    (None, {"tool": "EXP", "world": "flask"}),
+])
+def test_the_store_answers_as_the_run_files_do_on_a_synthetic_corpus(synthetic, pattern,
+                                                                    options):
+    memory = s.search(load_corpus(synthetic, cache=False), pattern, **options)
+    stored = s.search(Store.open(synthetic).corpus(), pattern, **options)
+    assert len(memory) > 0
+    pd.testing.assert_frame_equal(stored, memory)
+
+
+def test_a_folder_with_a_store_is_searched_through_it(synthetic, monkeypatch):
+    Store.open(synthetic)
+    monkeypatch.setattr(s, "_records", None)  # reading the run files would fail
+    hits = s.search(str(synthetic), "dispatcher", fields=["thinking"])
+    assert len(hits) > 0 and set(hits["field"]) == {"thinking"}
+    assert s.sequence_search(str(synthetic), "PKR(file=X) PKR(file=X)").shape[0] > 0
+
+
+def test_a_store_written_from_tables_finds_every_marked_turn(tmp_path):
+    from adakit.synthetic import MARKER, synthetic_tables, synthetic_texts
+
+    pieces = [synthetic_tables(30, seed=k) for k in range(3)]
+    stored = Store.from_tables(tmp_path / "big", pieces,
+                               texts=lambda c: synthetic_texts(c, every=50)).corpus()
+    hits = s.search(stored, MARKER, fields=["thinking"])
+    assert len(hits) == sum(-(-len(p.turns) // 50) for p in pieces)
+    assert hits["snippet"].str.endswith(MARKER).all()
+    assert len(s.search(stored, None, tool="PKR", turns="1-1")) == sum(
+        ((p.turns["tool"] == "PKR") & (p.turns["turn"] == 1)).sum() for p in pieces)

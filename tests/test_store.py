@@ -218,3 +218,56 @@ def test_a_lens_takes_the_stored_corpus_unchanged(synthetic):
     memory = load_corpus(synthetic, cache=False).where(finished=True)
     stored = Store.open(synthetic).corpus().where(finished=True)
     pd.testing.assert_frame_equal(run_surface(stored), run_surface(memory))
+
+
+# --------------------------------------------------------------------------- the writer lock
+
+_WRITER = r"""
+import sys, time
+from pathlib import Path
+from adakit import store
+from adakit.store import Store, StoreLocked
+
+folder, role, flag = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+if role == "first":
+    real = store.read_run
+    def slow(path):
+        flag.touch()  # the lock is held: the second process may start
+        time.sleep(0.05)
+        return real(path)
+    store.read_run = slow
+    print("parsed", Store(folder).update().parsed)
+else:
+    while not flag.exists():
+        time.sleep(0.01)
+    try:
+        Store(folder).update(wait=0)
+        print("no lock")
+    except StoreLocked as exc:
+        print("refused:", exc)
+    print("parsed", Store(folder).update().parsed)  # waits for the first, then finds it done
+"""
+
+
+def test_two_processes_updating_one_store_take_turns(tmp_path):
+    import subprocess
+    import sys
+
+    folder = tmp_path / "runs"
+    write_synthetic_corpus(folder, 30, seed=8, progress=False)
+    flag = tmp_path / "started"
+    cmd = [sys.executable, "-c", _WRITER, str(folder)]
+    env = {**os.environ, "PYTHONPATH": str(config.ROOT)}
+    first = subprocess.Popen([*cmd, "first", str(flag)], stdout=subprocess.PIPE, text=True,
+                             env=env)
+    second = subprocess.run([*cmd, "second", str(flag)], capture_output=True, text=True,
+                            env=env, timeout=120)
+    out_first, _ = first.communicate(timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert out_first.strip() == "parsed 30"
+    refused, waited = second.stdout.strip().splitlines()
+    assert refused.startswith("refused: the corpus store") and f"pid {first.pid} " in refused
+    assert waited == "parsed 0"  # the second update saw the first one's commit
+    assert_same(Store.open(folder).corpus(), load_corpus(folder, cache=False))
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".adakit")) == [
+        ".adakit-store", ".adakit-store.lock"]

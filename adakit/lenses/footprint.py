@@ -55,6 +55,7 @@ from matplotlib.patches import Circle, FancyArrowPatch
 from tqdm.auto import tqdm
 
 from adakit import figures, uncertainty
+from adakit.record import READ_COLUMNS, RUN_COLUMNS, Corpus
 from adakit.uncertainty import require_columns
 
 UNVISITED_COLOR = "#D9D9D9"
@@ -126,8 +127,89 @@ def _union_length(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
 # --------------------------------------------------------------------------- density
 
 
+def _union_blocks(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The ranges of each group merged into disjoint blocks: keys, start_line, end_line."""
+    f = frame.sort_values([*keys, "start_line"], kind="stable")
+    gid = f.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+    start = f["start_line"].to_numpy()
+    end = f["end_line"].to_numpy()
+    reach = pd.Series(end).groupby(gid).cummax().to_numpy()
+    first = np.r_[True, gid[1:] != gid[:-1]]
+    prev = np.r_[0, reach[:-1]]
+    block = np.cumsum(first | (start > prev))
+    first_row = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
+    out = f.iloc[first_row][keys].reset_index(drop=True)
+    out["start_line"] = start[first_row]
+    out["end_line"] = pd.Series(end).groupby(block).max().to_numpy()
+    return out
+
+
+DENSITY_PARTS = ("lines_shown", "reads", "runs_visiting", "max_line")
+
+
+def density_parts(reads: pd.DataFrame, runs: pd.DataFrame | None = None,
+                  by: str | Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The map step of :func:`trace_density` over some whole runs: per (group, file) the
+    lines shown, reads, runs visiting and highest line, and the merged line ranges read
+    (:func:`density_of_parts` adds up the parts of disjoint sets of runs)."""
+    keys = list(_as_tuple(by))
+    r = uncertainty.with_run_columns(_clean_reads(reads, keys), runs, keys, "the reads table")
+    g = [*keys, "file"]
+    sums = r.groupby(g, dropna=False).agg(
+        lines_shown=("n_shown", "sum"),
+        reads=("n_shown", "size"),
+        runs_visiting=("run_id", "nunique"),
+        max_line=("end_line", "max"),
+    ).reset_index()
+    blocks = _union_blocks(r, g) if len(r) else pd.DataFrame(columns=[*g, "start_line",
+                                                                      "end_line"])
+    return sums, blocks
+
+
+def density_of_parts(parts: Iterable[tuple[pd.DataFrame, pd.DataFrame]], runs: pd.DataFrame,
+                     by: str | Sequence[str] | None = None) -> pd.DataFrame:
+    """:func:`trace_density` from the :func:`density_parts` of disjoint sets of runs that
+    together make the corpus whose ``runs`` table is given."""
+    keys = list(_as_tuple(by))
+    g = [*keys, "file"]
+    cols = [*keys, "file", "lines_shown", "distinct_lines", "reads", "runs_visiting", "n_runs",
+            "density", "max_line"]
+    parts = [p for p in parts if len(p[0])]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    sums = pd.concat([p[0] for p in parts], ignore_index=True)
+    out = sums.groupby(g, dropna=False).agg(
+        lines_shown=("lines_shown", "sum"), reads=("reads", "sum"),
+        runs_visiting=("runs_visiting", "sum"), max_line=("max_line", "max"))
+    blocks = pd.concat([p[1] for p in parts], ignore_index=True)
+    out["distinct_lines"] = _union_length(blocks, g).reindex(out.index)
+    return _density_table(out.reset_index(), runs, runs, keys, cols)
+
+
+def _density_table(out: pd.DataFrame, r: pd.DataFrame, runs: pd.DataFrame | None,
+                   keys: list[str], cols: list[str]) -> pd.DataFrame:
+    counts = _group_run_counts(r, runs, keys)
+    out = out.merge(counts, on=keys, how="left") if keys else out.assign(
+        n_runs=int(counts["n_runs"].iloc[0]))
+    out["density"] = out["lines_shown"] / out["n_runs"]
+    out = out.sort_values([*keys, "density", "file"], ascending=[True] * len(keys) + [False, True])
+    return out[cols].reset_index(drop=True)
+
+
+def density_columns(by: str | Sequence[str] | None = None) -> dict[str, list[str]]:
+    """The columns :func:`density_parts` reads, per table, grouped ``by`` run columns."""
+    keys = list(_as_tuple(by))
+    unknown = [k for k in keys if k not in RUN_COLUMNS]
+    if unknown:
+        raise ValueError(f"a corpus's density is grouped by runs columns, not {unknown[0]!r}")
+    return {"runs": ["run_id", *(k for k in keys if k != "run_id")],
+            "turns": ["run_id"],
+            "reads": list(dict.fromkeys([*_READ_COLUMNS,
+                                         *(k for k in keys if k in READ_COLUMNS)]))}
+
+
 def trace_density(
-    reads: pd.DataFrame,
+    reads: pd.DataFrame | Corpus,
     runs: pd.DataFrame | None = None,
     by: str | Sequence[str] | None = None,
 ) -> pd.DataFrame:
@@ -136,7 +218,15 @@ def trace_density(
     Columns: *by, file, lines_shown (lines shown, counted per line and per read), distinct_lines,
     reads, runs_visiting, n_runs (runs in the group: from ``runs`` when given, so runs that read
     nothing count), density (= lines_shown / n_runs), max_line (the highest line read).
+
+    ``reads`` may also be a corpus (its runs count): read piece by piece for a corpus on disk
+    (:func:`density_parts` per piece, then :func:`density_of_parts`).
     """
+    if isinstance(reads, Corpus):
+        need = density_columns(by)
+        parts = [density_parts(piece.reads, piece.runs, by)
+                 for piece, _ in reads.chunks(need)]
+        return density_of_parts(parts, reads.table("runs", need["runs"]), by)
     keys = list(_as_tuple(by))
     r = uncertainty.with_run_columns(_clean_reads(reads, keys), runs, keys, "the reads table")
     cols = [*keys, "file", "lines_shown", "distinct_lines", "reads", "runs_visiting", "n_runs",
@@ -151,13 +241,7 @@ def trace_density(
         max_line=("end_line", "max"),
     )
     out["distinct_lines"] = _union_length(r, g).reindex(out.index)
-    out = out.reset_index()
-    counts = _group_run_counts(r, runs, keys)
-    out = out.merge(counts, on=keys, how="left") if keys else out.assign(
-        n_runs=int(counts["n_runs"].iloc[0]))
-    out["density"] = out["lines_shown"] / out["n_runs"]
-    out = out.sort_values([*keys, "density", "file"], ascending=[True] * len(keys) + [False, True])
-    return out[cols].reset_index(drop=True)
+    return _density_table(out.reset_index(), r, runs, keys, cols)
 
 
 def density_intervals(

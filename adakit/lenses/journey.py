@@ -45,7 +45,7 @@ from scipy import stats
 
 from adakit import figures
 from adakit.lenses.surface import run_positions
-from adakit.record import CANONICAL_ORDER, TOOL_ORDER, Corpus
+from adakit.record import CANONICAL_ORDER, TOOL_ORDER, Corpus, map_runs
 
 PKR_CLASSES: tuple[str, ...] = ("<20", "20-50", ">50")
 EXP_ACTIONS: tuple[str, ...] = ("definition", "references", "next")
@@ -142,7 +142,26 @@ def _clock(time: str) -> tuple[str, str, str, str]:
     return CLOCKS[time]
 
 
+def event_columns(time: str = "active") -> dict[str, list[str]]:
+    """The columns :func:`arc_events` reads, per table (what a corpus on disk is asked)."""
+    rel_start, rel_end, turn_time, run_time = _clock(time)
+    return {"runs": ["run_id", "n_turns", run_time],
+            "turns": ["run_id", "model", "world", "task", "condition", "turn", "tool", "action",
+                      "lines_viewed", "finalize", "confidence", "error_type", rel_start,
+                      rel_end, turn_time, "output_chars", "coach_decision"],
+            "reads": ["run_id"]}
+
+
 def arc_events(corpus: Corpus, time: str = "active") -> pd.DataFrame:
+    """One row per turn with its marker ``kind`` and times (see :data:`EVENT_COLUMNS`) on the
+    ``time`` clock (``"active"``, the default, or ``"wall"``; module docstring). A corpus on
+    disk is read in pieces of whole runs (:func:`adakit.record.map_runs`); :func:`long_pauses`
+    of a corpus keeps only the pauses of each piece."""
+    _clock(time)
+    return map_runs(corpus, lambda piece: _arc_events(piece, time), event_columns(time))
+
+
+def _arc_events(corpus: Corpus, time: str = "active") -> pd.DataFrame:
     """One row per turn with its marker ``kind`` and times (see :data:`EVENT_COLUMNS`) on the
     ``time`` clock (``"active"``, the default, or ``"wall"``; module docstring).
 
@@ -263,11 +282,19 @@ def _true(value: object) -> bool:
         return False
 
 
-def long_pauses(events: pd.DataFrame, factor: float = 3.0) -> pd.DataFrame:
+def long_pauses(events: pd.DataFrame | Corpus, factor: float = 3.0,
+                time: str = "active") -> pd.DataFrame:
     """Turns whose wall time is at least ``factor`` times their run's median turn time,
-    with ``ratio`` (duration / run median) and ``output_chars`` to compare against."""
+    with ``ratio`` (duration / run median) and ``output_chars`` to compare against.
+
+    ``events`` is an :func:`arc_events` table or a corpus (its events on the ``time`` clock,
+    computed and filtered piece by piece for a corpus on disk)."""
     if factor <= 0:
         raise ValueError("factor must be positive")
+    if isinstance(events, Corpus):
+        _clock(time)
+        return map_runs(events, lambda piece: long_pauses(_arc_events(piece, time), factor),
+                        event_columns(time))
     med = events.groupby("run_id")["duration_s"].transform("median")
     ratio = events["duration_s"] / med.where(med > 0)
     out = events.assign(ratio=ratio)
@@ -288,8 +315,13 @@ def turn_time_output_correlation(
     ``spearman_rho``, ``spearman_p`` and ``note`` (why a coefficient is NaN: fewer than 3
     turns, or a constant column; empty otherwise).
     """
-    turns = data.turns if isinstance(data, Corpus) else data
     by_cols = [] if by is None else ([by] if isinstance(by, str) else list(by))
+    turns = data
+    if isinstance(data, Corpus):  # on disk, only these columns are read
+        try:
+            turns = data.table("turns", list(dict.fromkeys([*by_cols, time, output])))
+        except ValueError as exc:
+            raise KeyError(str(exc)) from None
     missing = [c for c in (*by_cols, time, output) if c not in turns.columns]
     if missing:
         raise KeyError(f"turns table lacks column(s) {missing}")

@@ -94,7 +94,7 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
 from adakit import figures, uncertainty
-from adakit.record import ACT, ACT_ORDER, COG, NAV, TOOL_ORDER
+from adakit.record import ACT, ACT_ORDER, COG, NAV, TOOL_ORDER, Corpus, map_runs
 from adakit.uncertainty import require_columns
 
 CLASSES: dict[str, frozenset[str]] = {"NAV": NAV, "COG": COG, "ACT": ACT}
@@ -184,6 +184,13 @@ TAG_COLORS: dict[str, str] = {
 _TOOLS = [*TOOL_ORDER, *ACT_ORDER]
 TAG_COLUMNS = ["run_id", "turn_from", "turn_to", "from_tool", "to_tool", "tag", "rule"]
 _NEEDED_TURN_COLUMNS = ("run_id", "turn", "tool")
+#: The turns columns tagging reads (:func:`tag_transitions`), asked of a corpus on disk.
+TAGGING_COLUMNS: dict[str, list[str]] = {
+    "runs": ["run_id"],
+    "turns": ["run_id", "turn", "tool", "error_type", "file", "start_line", "end_line",
+              "finalize"],
+    "reads": ["run_id"],
+}
 
 
 @dataclass(frozen=True)
@@ -482,7 +489,8 @@ def _key_codes(
     return codes, values
 
 
-def _tag_order(tags: Iterable[str]) -> list[str]:
+def tag_order(tags: Iterable[str]) -> list[str]:
+    """The distinct tags among ``tags``: Fig. 7's in its order, then any others sorted."""
     series = tags if isinstance(tags, pd.Series) else pd.Series(list(tags), dtype=object)
     present = [t for t in series.dropna().unique() if isinstance(t, str)]
     known = [t for t in TAG_PLOT_ORDER if t in present]
@@ -505,7 +513,7 @@ def _long_table(
 
 
 def tag_shares(
-    tags: pd.DataFrame,
+    tags: pd.DataFrame | Corpus,
     runs: pd.DataFrame | None = None,
     by: str | Sequence[str] | None = ("model", "condition"),
     weight: str = "transition",
@@ -515,9 +523,15 @@ def tag_shares(
     ``weight="transition"`` pools the group's transitions (Fig. 7); ``"run"`` averages the
     per-run shares, so every run counts once. Grouping columns missing from ``tags`` are taken
     from ``runs``. Columns: *by, tag, count, share, transitions, runs.
+
+    ``tags`` may also be a corpus (its runs give the groups): its transitions are tagged and
+    counted run by run (:func:`run_tag_counts`), piece by piece for a corpus on disk, and the
+    table is the one :func:`tag_transitions` of its turns would give.
     """
     if weight not in ("transition", "run"):
         raise ValueError(f"weight must be 'transition' or 'run', got {weight!r}")
+    if isinstance(tags, Corpus):
+        return shares_of_counts(run_tag_counts(tags), tags.table("runs"), by, weight)
     require_columns(tags, ["run_id", "tag"], "the tags table")
     keys = _as_tuple(by)
     cols = [*keys, "tag", "count", "share", "transitions", "runs"]
@@ -525,24 +539,32 @@ def tag_shares(
     if df.empty:
         return pd.DataFrame(columns=cols)
     g, groups = _group_codes(df, runs, keys, "the tags table")
-    order = _tag_order(df["tag"])
+    order = tag_order(df["tag"])
     raw_code, raw_tags = pd.factorize(df["tag"])  # codes of a categorical come for free
     position = {tag: i for i, tag in enumerate(order)}
     tag_code = np.array([position.get(str(t), -1) for t in raw_tags], dtype=np.int64)[raw_code]
-    T, G = len(order), len(groups)
-    counts = np.bincount(g * T + tag_code, minlength=G * T).reshape(G, T)
-    totals = counts.sum(axis=1)
+    T = len(order)
     # a unit is one run inside one group (a run split into regimes gives two units)
     run_code = pd.factorize(df["run_id"])[0].astype(np.int64)
     unit, _ = pd.factorize(g * (run_code.max() + 1) + run_code)
     U = unit.max() + 1
     unit_group = np.zeros(U, dtype=np.int64)
     unit_group[unit] = g
+    per_unit = np.bincount(unit * T + tag_code, minlength=U * T).reshape(U, T)
+    return _shares_table(per_unit, unit_group, groups, keys, order, weight)
+
+
+def _shares_table(per_unit: np.ndarray, unit_group: np.ndarray, groups: pd.DataFrame,
+                  keys: Sequence[str], order: Sequence[str], weight: str) -> pd.DataFrame:
+    """The shares table from each unit's (run in a group) transitions per tag."""
+    G, T = len(groups), len(order)
+    counts = np.zeros((G, T), dtype=np.int64)
+    np.add.at(counts, unit_group, per_unit)
+    totals = counts.sum(axis=1)
     n_runs = np.bincount(unit_group, minlength=G)
     if weight == "transition":
         share = counts / totals[:, None] * 100.0
     else:
-        per_unit = np.bincount(unit * T + tag_code, minlength=U * T).reshape(U, T)
         unit_share = per_unit / per_unit.sum(axis=1, keepdims=True) * 100.0
         share = np.zeros((G, T))
         np.add.at(share, unit_group, unit_share)
@@ -551,7 +573,44 @@ def tag_shares(
                        {"transitions": totals, "runs": n_runs})
     long["_t"] = np.tile(np.arange(T), G)
     long = _sort_groups(long, keys, then=["_t"]).drop(columns="_t").reset_index(drop=True)
-    return long[cols]
+    return long[[*keys, "tag", "count", "share", "transitions", "runs"]]
+
+
+def run_tag_counts(corpus: Corpus, drop_errors: bool = False) -> pd.DataFrame:
+    """:func:`tag_counts` of a corpus's tagged transitions (one row per run with a tagged
+    transition, ordered by run id), computed piece by piece for a corpus on disk."""
+    counts = map_runs(corpus, lambda c: tag_counts(tag_transitions(c.turns, drop_errors=drop_errors)),
+                      TAGGING_COLUMNS)
+    return align_tag_counts(counts)
+
+
+def align_tag_counts(counts: pd.DataFrame | Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per-run tag counts (:func:`tag_counts` without ``by``) of pieces of a corpus as one
+    table: a tag a piece lacks counts 0, tags in Fig. 7 order, runs ordered by run id."""
+    frames = [counts] if isinstance(counts, pd.DataFrame) else list(counts)
+    table = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    tags = tag_order([c for c in table.columns if c not in ("run_id", "transitions")])
+    for tag in tags:
+        if table[tag].isna().any() or table[tag].dtype != np.int64:
+            table[tag] = table[tag].fillna(0).astype(np.int64)
+    table = table.sort_values("run_id", kind="stable", ignore_index=True)
+    return table[["run_id", *tags, "transitions"]]
+
+
+def shares_of_counts(counts: pd.DataFrame, runs: pd.DataFrame,
+                     by: str | Sequence[str] | None = ("model", "condition"),
+                     weight: str = "transition") -> pd.DataFrame:
+    """:func:`tag_shares` from per-run tag counts (:func:`align_tag_counts`), the groups
+    taken from ``runs``: the aggregate step once the runs have been counted, wherever."""
+    if weight not in ("transition", "run"):
+        raise ValueError(f"weight must be 'transition' or 'run', got {weight!r}")
+    keys = _as_tuple(by)
+    order = [c for c in counts.columns if c not in ("run_id", "transitions")]
+    if counts.empty or not order:
+        return pd.DataFrame(columns=[*keys, "tag", "count", "share", "transitions", "runs"])
+    unit_group, groups = _group_codes(counts[["run_id"]], runs, keys, "the tag counts")
+    return _shares_table(counts[order].to_numpy(dtype=np.int64), unit_group, groups, keys,
+                         order, weight)
 
 
 def reading_transitions(tags: pd.DataFrame) -> pd.DataFrame:
@@ -597,7 +656,7 @@ def tag_deviation(shares: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("tag_deviation needs shares by at least one grouping column")
     wide = shares.pivot_table(index=keys, columns="tag", values="share", aggfunc="sum",
                               fill_value=0.0, observed=True)
-    wide = wide.reindex(columns=_tag_order(shares["tag"]), fill_value=0.0)
+    wide = wide.reindex(columns=tag_order(shares["tag"]), fill_value=0.0)
     rows = _sort_groups(wide.index.to_frame(index=False), keys)
     wide = wide.reindex(pd.MultiIndex.from_frame(rows) if len(keys) > 1 else rows[keys[0]])
     dev = wide - wide.mean(axis=0)
@@ -832,7 +891,7 @@ def plot_tag_shares(
     keys = _share_keys(shares)
     if shares.empty:
         raise ValueError("no tag shares to plot")
-    tags = _tag_order(shares["tag"])
+    tags = tag_order(shares["tag"])
     if keys:
         ordered = _sort_groups(shares, keys)
         if order is not None:

@@ -33,7 +33,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from adakit import figures, uncertainty
-from adakit.record import ACT_ORDER, TOOL_ORDER, Corpus
+from adakit.record import ACT_ORDER, TOOL_ORDER, Corpus, map_runs
 from adakit.uncertainty import require_columns
 
 #: Per-run signals and their axis labels, in the paper's wording.
@@ -113,9 +113,27 @@ def distinct_lines(reads: pd.DataFrame, by: Sequence[str] = ("run_id",)) -> pd.S
     return pd.Series(total, index=index, name="loc_viewed")
 
 
+def surface_columns(time: str = "active") -> dict[str, list[str]]:
+    """The columns :func:`run_surface` reads, per table (what a corpus on disk is asked)."""
+    return {"runs": [*RUN_AXES, "finished", "reason", "n_turns", time_column(time)],
+            "turns": ["run_id", "tool", "file", "error_type", "thinking_chars", "output_chars"],
+            "reads": ["run_id", "file", "start_line", "end_line", "n_lines"]}
+
+
 def run_surface(corpus: Corpus, time: str = "active") -> pd.DataFrame:
     """One row per run with the census signals (see the module docstring); ``time`` picks the
-    clock of ``elapsed_s``: ``"active"`` (default) or ``"wall"``."""
+    clock of ``elapsed_s``: ``"active"`` (default) or ``"wall"``. A corpus on disk is read in
+    pieces of whole runs, only the columns needed (:func:`adakit.record.map_runs`)."""
+    time_column(time)
+    out = map_runs(corpus, lambda piece: _run_surface(piece, time), surface_columns(time))
+    tools = [*TOOL_ORDER, *(t for t in ACT_ORDER if t in out.columns)]
+    for tool in tools:  # a piece without a tool lacks its column
+        if out[tool].isna().any() or out[tool].dtype != np.int64:
+            out[tool] = out[tool].fillna(0).astype(np.int64)
+    return out[[c for c in out.columns if c not in tools] + tools]
+
+
+def _run_surface(corpus: Corpus, time: str) -> pd.DataFrame:
     runs, turns, reads = corpus.runs, corpus.turns, corpus.reads
     clock = time_column(time)
     require_columns(runs, ["run_id", "model", "world", "task", "condition", "n_turns", clock],
@@ -234,8 +252,8 @@ def tool_concentration(
     within each group. Columns: the ``by`` columns, ``tool``, ``calls``, ``share``,
     ``cum_share`` (fractions in [0, 1]) and ``rank`` (1 = most used).
     """
-    turns = data.turns if isinstance(data, Corpus) else data
     by_cols = _as_list(by)
+    turns = data.table("turns", [*by_cols, "tool"]) if isinstance(data, Corpus) else data
     require_columns(turns, [*by_cols, "tool"], "turns table")
     calls = turns.loc[turns["tool"].notna(), [*by_cols, "tool"]]  # only the needed columns
     counts = calls.groupby([*by_cols, "tool"], sort=False).size().rename("calls").reset_index()

@@ -29,7 +29,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from adakit import figures, uncertainty
-from adakit.record import Corpus
+from adakit.record import Corpus, map_runs
 
 CELL: tuple[str, ...] = ("model", "world", "task", "condition")
 #: Lens 0 signals read by default, then one share column per tag ("<tag> share", percent).
@@ -52,6 +52,31 @@ def run_metrics(
     scores (:data:`SCORE_METRICS`, NaN for a run without a verdict)."""
     from adakit.lenses import policy, surface
 
+    need = surface.surface_columns()
+    if tag_shares:
+        need = {t: list(dict.fromkeys([*need[t], *policy.TAGGING_COLUMNS[t]])) for t in need}
+    out = map_runs(corpus, lambda piece: _run_metrics(piece, surface_metrics, tag_shares,
+                                                      drop_errors), need)
+    shares = [c for c in out.columns if c.endswith(SHARE_SUFFIX)]
+    if shares:  # a piece lacks the tags none of its runs made: 0 for a run with transitions
+        order = policy.tag_order([c[: -len(SHARE_SUFFIX)] for c in shares])
+        ordered = [f"{t}{SHARE_SUFFIX}" for t in order]
+        moved = out[shares].notna().any(axis=1)
+        out.loc[moved, shares] = out.loc[moved, shares].fillna(0.0)
+        out = out[[c for c in out.columns if c not in shares] + ordered]
+    if judgments is not None and len(judgments):
+        from adakit.lenses import adjudication
+
+        scores = adjudication.lens3_scores(judgments, corpus.table("runs"))
+        out = out.merge(scores[["run_id", *SCORE_METRICS]], on="run_id", how="left")
+    return out
+
+
+def _run_metrics(corpus: Corpus, surface_metrics: Sequence[str], tag_shares: bool,
+                 drop_errors: bool) -> pd.DataFrame:
+    """:func:`run_metrics` without the lens 3 scores, of an in-memory corpus."""
+    from adakit.lenses import policy, surface
+
     surf = surface.run_surface(corpus)
     keep = [c for c in ("run_id", *CELL, "repeat") if c in surf.columns]
     out = surf[[*keep, *surface_metrics]].copy()
@@ -66,11 +91,6 @@ def run_metrics(
         has_transitions = out["run_id"].isin(counts["run_id"])
         share_cols = list(shares.columns[1:])
         out.loc[has_transitions, share_cols] = out.loc[has_transitions, share_cols].fillna(0.0)
-    if judgments is not None and len(judgments):
-        from adakit.lenses import adjudication
-
-        scores = adjudication.lens3_scores(judgments, corpus.runs)
-        out = out.merge(scores[["run_id", *SCORE_METRICS]], on="run_id", how="left")
     return out
 
 

@@ -28,7 +28,9 @@ from typing import Any
 
 import pandas as pd
 
-from adakit.record import Corpus, CorpusFiles, RunFile, corpus_from_runs, open_corpus
+from adakit import store
+from adakit.record import Corpus, CorpusFiles, RunFile, corpus_from_runs
+from adakit.store import StoredCorpus
 from adakit.text import clip
 from adakit.workbench.call_pattern import KEYS, PatternError, parse_pattern, run_matches
 
@@ -112,7 +114,7 @@ def as_corpus(source: Source) -> tuple[Corpus, dict[str, RunFile]]:
     if isinstance(source, (list, tuple)) and source and all(isinstance(r, RunFile) for r in source):
         return corpus_from_runs(source), {r.header.run_id: r for r in source}
     if isinstance(source, (str, Path)) or isinstance(source, (list, tuple)):
-        return open_corpus(source, verbose=False), {}
+        return store.open_corpus(source, verbose=False), {}
     raise SearchError(f"cannot search a {type(source).__name__}: give a Corpus, run files "
                       "or corpus folders")
 
@@ -366,6 +368,9 @@ def search(source: Source, pattern: str | None = None, *, regex: bool = False,
     chosen = _check_fields(fields)
     rx = compile_text(pattern, regex, case) if pattern is not None else None
     corpus, run_files = as_corpus(source)
+    if isinstance(corpus, StoredCorpus):
+        return _store_search(corpus, filt, rx, _needle(pattern or "", regex, chosen), chosen,
+                             context)
     runs = filtered_runs(corpus, filt)
     turns = filtered_turns(corpus, filt, runs) if filt.per_turn or rx is None else None
     if rx is None:
@@ -407,11 +412,16 @@ def sequence_search(source: Source, pattern: str, *, filters: Filters | None = N
     except PatternError as exc:
         raise SearchError(str(exc)) from None
     corpus, _ = as_corpus(source)
-    runs = filtered_runs(corpus, filt)
-    turns = filtered_turns(corpus, filt, runs)
-    calls = turns[turns["tool"].notna()].sort_values(["run_id", "turn"], kind="stable")
     keys = {KEYS[c.key] for step in steps for c in step.conditions}
     columns = ["run_id", "turn", "tool", *sorted(keys)]
+    if isinstance(corpus, StoredCorpus):
+        with _StoreQuery(corpus, filt) as q:
+            runs = q.runs(["run_id"])
+            turns = q.turns(list(dict.fromkeys(columns)))
+    else:
+        runs = filtered_runs(corpus, filt)
+        turns = filtered_turns(corpus, filt, runs)
+    calls = turns[turns["tool"].notna()].sort_values(["run_id", "turn"], kind="stable")
     by_run: dict[str, list[dict[str, Any]]] = {}
     for values in zip(*(calls[col].tolist() for col in columns), strict=True):
         by_run.setdefault(values[0], []).append(dict(zip(columns, values, strict=True)))
@@ -424,6 +434,200 @@ def sequence_search(source: Source, pattern: str, *, filters: Filters | None = N
                          "calls": span,
                          "bindings": ", ".join(f"{k}={v}" for k, v in sorted(env.items()))})
     return pd.DataFrame(rows, columns=SEQUENCE_COLUMNS)
+
+
+# --------------------------------------------------------------------------- on a store
+
+_CALL_COLUMNS = ["run_id", "turn", "tool", "parse_error", "tool_name", "action", "file",
+                 "symbol", "start_line", "end_line"]
+
+
+class _StoreQuery:
+    """The filters of a query as SQL over a corpus store (DuckDB), each value checked
+    against the corpus as :func:`filtered_runs` and :func:`filtered_turns` check it."""
+
+    def __init__(self, corpus: StoredCorpus, filters: Filters) -> None:
+        self.store, self.filters = corpus.store, filters
+        self.con = self.store.connect()
+        base, self.base_params = _run_filter(list(corpus.filters))
+        self.base = f"t._fid IN ({base})" if base else "TRUE"
+        for axis in RUN_AXES:
+            for value in getattr(filters, axis):
+                if not self._exists(f"SELECT 1 FROM runs t WHERE {self.base} AND t.{axis} = ?",
+                                    [value]):
+                    raise _unknown(axis, value, self._distinct("runs", axis))
+        axes = [(axis, list(getattr(filters, axis))) for axis in RUN_AXES
+                if getattr(filters, axis)]
+        self.kept, self.runs_params = _run_filter(list(corpus.filters) + axes)
+        self.runs_sql = self.runs_on("t")
+        self.turn_sql, self.turn_params = self._turn_conditions()
+
+    def runs_on(self, alias: str) -> str:
+        """SQL keeping the rows (of the table aliased ``alias``) of the kept runs."""
+        return f"{alias}._fid IN ({self.kept})" if self.kept else "TRUE"
+
+    def __enter__(self) -> _StoreQuery:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.con.close()
+
+    def _exists(self, sql: str, params: list[Any]) -> bool:
+        return self.con.sql(f"SELECT EXISTS ({sql})", params=[*self.base_params, *params]
+                            ).fetchall()[0][0]
+
+    def _distinct(self, table: str, column: str, also: str | None = None) -> list[Any]:
+        cols = [column] if also is None else [column, also]
+        found: set[Any] = set()
+        for col in cols:
+            rows = self.con.sql(f"SELECT DISTINCT t.{col} FROM {table} t WHERE {self.base}",
+                                params=self.base_params).fetchall()
+            found |= {r[0] for r in rows}
+        return sorted(v for v in found if v is not None)
+
+    def _turn_conditions(self) -> tuple[str, list[Any]]:
+        """SQL over turns ``t`` for the tool, file and turn filters, and its parameters."""
+        conds, params = [], []
+        f = self.filters
+        if f.tool:
+            for value in f.tool:
+                if not self._exists("SELECT 1 FROM turns t WHERE " + self.base
+                                    + " AND (t.tool = ? OR t.tool_name = ?)", [value, value]):
+                    raise _unknown("tool", value, self._distinct("turns", "tool", "tool_name"))
+            marks = ", ".join("?" for _ in f.tool)
+            conds.append(f"(t.tool IN ({marks}) OR t.tool_name IN ({marks}))")
+            params += [*f.tool, *f.tool]
+        if f.file:
+            one = "(t.file = ? OR ends_with(t.file, '/' || ?))"
+            for value in f.file:
+                if not self._exists(f"SELECT 1 FROM turns t WHERE {self.base} AND {one}",
+                                    [value, value]):
+                    raise _unknown("file", value, self._distinct("turns", "file"))
+            conds.append("(" + " OR ".join(one for _ in f.file) + ")")
+            params += [v for value in f.file for v in (value, value)]
+        if f.turns is not None:
+            lo, hi = f.turns
+            if lo is not None:
+                conds.append("t.turn >= ?")
+                params.append(lo)
+            if hi is not None:
+                conds.append("t.turn <= ?")
+                params.append(hi)
+        return " AND ".join(conds) or "TRUE", params
+
+    def sql(self, query: str, params: list[Any]) -> pd.DataFrame:
+        return self.con.sql(query, params=params).df()
+
+    def runs(self, columns: list[str]) -> pd.DataFrame:
+        """The kept runs' ``columns``, in corpus order."""
+        cols = ", ".join(f"t.{c}" for c in columns)
+        return self.sql(f"SELECT {cols} FROM runs t JOIN files f ON t._fid = f.fid "
+                        f"WHERE {self.runs_sql} ORDER BY f.rank", self.runs_params)
+
+    def turns(self, columns: list[str]) -> pd.DataFrame:
+        """The kept turns' ``columns``, in corpus and file order."""
+        cols = ", ".join(f"t.{c}" for c in columns)
+        return self.sql(f"SELECT {cols} FROM turns t JOIN files f ON t._fid = f.fid "
+                        f"WHERE {self.runs_sql} AND {self.turn_sql} ORDER BY f.rank, t._row",
+                        [*self.runs_params, *self.turn_params])
+
+
+def _run_filter(where: list[tuple[str, Any]]) -> tuple[str, list[Any]]:
+    """A subquery of the file ids of the runs passing ``where`` ("" when it keeps all)."""
+    sql, params = store._where_sql(where)
+    return (sql.removeprefix("WHERE t._fid IN (").removesuffix(")"), params) if sql else ("", [])
+
+
+def _maybe(column: str, needle: str | None) -> str:
+    """SQL true for a text that may hold ``needle`` (always, without one): it holds it
+    without regard to case (RE2's case folding, a literal pattern), or it has characters
+    outside ASCII (Python's folding of those differs from RE2's: Python judges them)."""
+    if needle is None:
+        return f"{column} IS NOT NULL"
+    quoted = re.escape(needle).replace("'", "''")
+    return (f"({column} IS NOT NULL AND (regexp_matches({column}, '{quoted}', 'i') "
+            f"OR strlen({column}) != length({column})))")
+
+
+def _store_search(corpus: StoredCorpus, filt: Filters, rx: re.Pattern[str] | None,
+                  needle: str | None, fields: Sequence[str], context: int) -> pd.DataFrame:
+    """:func:`search` served from the store: DuckDB keeps the turns the filters keep and
+    whose texts may hold the pattern, and Python's ``re`` finds the hits in those alone."""
+    with _StoreQuery(corpus, filt) as q:
+        if rx is None:
+            turns = q.turns(_CALL_COLUMNS)
+            rows = [{"run_id": r["run_id"], "turn": int(r["turn"]), "field": "call",
+                     "snippet": _table_call(r), "hits": 1}
+                    for r in turns.to_dict("records")]
+            return pd.DataFrame(rows, columns=HIT_COLUMNS)
+        hits = _store_turn_hits(q, rx, needle, fields, context)
+        if "conclusion" in fields:
+            hits += _store_end_hits(q, rx, needle, context)
+    if not hits:
+        return pd.DataFrame(columns=HIT_COLUMNS)
+    table = pd.DataFrame(hits).sort_values(["_rank", "_row", "_field"], kind="stable")
+    return table[HIT_COLUMNS].reset_index(drop=True)
+
+
+def _store_turn_hits(q: _StoreQuery, rx: re.Pattern[str], needle: str | None,
+                     fields: Sequence[str], context: int) -> list[dict[str, Any]]:
+    wanted = {"thinking": "x.thinking", "observation": "x.observation", "call": "x.call",
+              "conclusion": "x.call"}
+    maybe = " OR ".join(dict.fromkeys(_maybe(wanted[f], needle) for f in fields))
+    join_turns = q.turn_sql != "TRUE" or "conclusion" in fields  # only when needed
+    source = "texts x"
+    if join_turns:
+        source += " JOIN turns t ON t._fid = x._fid AND t._row = x._row"
+    error = "t.error_type" if join_turns else "NULL AS error_type"
+    query = (f"SELECT x.run_id, x.turn, x._row, x.thinking, x.observation, x.call, {error}, "
+             f"f.rank AS _rank FROM {source} JOIN files f ON x._fid = f.fid "
+             f"WHERE {q.runs_on('x')} AND {q.turn_sql} AND ({maybe})")
+    rows = []
+    found = q.con.sql(query, params=[*q.runs_params, *q.turn_params]).to_arrow_table()
+    for r in found.to_pylist():  # missing texts as None, not NaN
+        call = json.loads(r["call"]) if r["call"] is not None else None
+        record = {"thinking": r["thinking"], "observation": r["observation"], "call": call,
+                  "metrics": {"error_type": r["error_type"]}}
+        for k, name in enumerate(fields):
+            for hit in _field_hits(r["run_id"], int(r["turn"]), name,
+                                   field_text(record, name), rx, context):
+                rows.append({**hit, "_rank": r["_rank"], "_row": r["_row"], "_field": k})
+    return rows
+
+
+def _store_end_hits(q: _StoreQuery, rx: re.Pattern[str], needle: str | None,
+                    context: int) -> list[dict[str, Any]]:
+    """Hits in the end records' conclusions, on each run's last turn, unless a stash said
+    the same or the last turn is not kept."""
+    runs = q.sql(f"SELECT t._fid, t.run_id, t.conclusion, f.rank AS _rank FROM runs t "
+                 f"JOIN files f ON t._fid = f.fid WHERE {q.runs_sql} "
+                 f"AND {_maybe('t.conclusion', needle)} AND t.conclusion != ''", q.runs_params)
+    runs = runs[[bool(rx.search(c)) for c in runs["conclusion"]]]
+    if runs.empty:
+        return []
+    q.con.register("_ends", runs[["_fid"]])
+    last = q.sql("SELECT t._fid, max(t.turn) AS last FROM turns t JOIN _ends e "
+                 "ON t._fid = e._fid GROUP BY t._fid", [])
+    kept = q.sql(f"SELECT t._fid, t.turn FROM turns t JOIN _ends e ON t._fid = e._fid "
+                 f"WHERE {q.turn_sql}", q.turn_params)
+    stashes = q.sql("SELECT x._fid, x.call FROM texts x JOIN _ends e ON x._fid = e._fid "
+                    "WHERE contains(x.call, '\"stash_conclusion\"')", [])
+    stashed: dict[int, set[str]] = {}
+    for fid, call in zip(stashes["_fid"], stashes["call"], strict=True):
+        c = json.loads(call)
+        if c.get("tool") == "stash_conclusion":
+            stashed.setdefault(int(fid), set()).add(str((c.get("params") or {}).get("content", "")))
+    last_of = dict(zip(last["_fid"].astype(int), last["last"].astype(int), strict=True))
+    kept_pairs = set(zip(kept["_fid"].astype(int), kept["turn"].astype(int), strict=True))
+    rows = []
+    for r in runs.to_dict("records"):
+        fid, text = int(r["_fid"]), r["conclusion"]
+        turn = last_of.get(fid)
+        if turn is None or text in stashed.get(fid, set()) or (fid, turn) not in kept_pairs:
+            continue
+        for hit in _field_hits(r["run_id"], turn, "conclusion", text, rx, context):
+            rows.append({**hit, "_rank": r["_rank"], "_row": sys.maxsize, "_field": 0})
+    return rows
 
 
 # --------------------------------------------------------------------------- command line
