@@ -125,7 +125,7 @@ study-clean: ## forget a profile's runs, verdicts and executed notebooks (the re
 test: $(STAMP) $(LOCAL_STAMP) chromium ## ruff, unit tests, the CI profile end to end, notebooks under nbval, the index page in headless Chromium
 	$(PY) -m ruff check adakit tests benchmarks notebooks
 	$(MAKE) --no-print-directory study PROFILE=ci
-	ADAKIT_STRICT=1 $(PY) -m pytest -q
+	ADAKIT_STRICT=1 $(PY) -m pytest -q --durations=30
 	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax data/study/ci/notebooks
 
 chromium: ## install Debian's headless Chromium (for the index-page and JupyterLab explorer tests) if it is missing
