@@ -145,3 +145,33 @@ def test_patched_lines_places_hunks_in_order():
     sections = patch_sections("*** Begin Patch\n*** Update File: x.py\n*** Move to: y.py\n@@\n-a\n"
                               "+b\n*** End of File\n*** Delete File: z.py\n*** End Patch\nEOF")
     assert sections == [("Update", "x.py", ["@@", "-a", "+b"]), ("Delete", "z.py", [])]
+
+
+NEWER = Path(__file__).parent / "fixtures" / "agent_cli" / "codex_exec" / \
+    "rollout-2026-07-14T08-30-00-019e77c2.jsonl"
+
+
+def test_a_rollout_of_a_newer_cli_with_line_shells_and_new_line_types(tmp_path):
+    """Found on public rollouts of CLI 0.146: line types this reader did not know
+    (``world_state``, ``inter_agent_communication_metadata``) made the whole file "unknown
+    shape"; ``shell_command``/``exec_command`` (one command line) were "other", a ``shell``
+    custom tool given JSON arguments ran an empty command, and ``exec_command``'s
+    ``Process exited with code N`` header was kept as output."""
+    rep = import_paths("auto", [NEWER], tmp_path, progress=False)
+    assert rep.detection_lines() == [
+        "auto: 1 as codex ('timestamp'/'type'/'payload' lines of session_meta/response_item)"]
+    res, rf = one(NEWER, tmp_path / "named")
+    assert [row(t) for t in rf.turns] == [
+        ("shell_command", "EXP", "shell:grep_def", "go_to_definition", None),
+        ("exec_command", "PKR", "shell:sed_n", None, "src/flask/app.py", (1212, 1213)),
+        ("shell", "OVW", "shell:ls", None, "src/flask"),
+        ("exec_command", "EXE", "shell:execute", "python", None),
+    ]
+    t = {x.turn: x for x in rf.turns}
+    assert [t[k].metrics.exit_code for k in (1, 2, 3, 4)] == [0, 0, 0, 1]
+    assert (t[1].metrics.symbol, t[1].metrics.result_count) == ("make_response", 2)
+    assert t[2].observation.startswith("    def make_response")  # the header is not output
+    assert (t[1].tokens_in, t[1].tokens_out) == (4100, 60)
+    assert (rf.header.source.agent_version, rf.header.model.name) == ("0.146.0", "gpt-5.5-codex")
+    assert {"type:world_state": 1, "type:inter_agent_communication_metadata": 1}.items() \
+        <= res.unused.items()

@@ -23,8 +23,10 @@ response items bare (no wrapper, no timestamps; ``record_type`` state lines betw
 Each call is one step. ``shell`` runs an argv list: ``["bash", "-lc", CMD]`` is the command
 line ``CMD``, any other list its words joined; it goes through the shell mapping in the
 call's ``workdir``. ``apply_patch`` (a custom tool, or ``shell`` with ``apply_patch`` as
-its program) is an edit of the files the patch names; ``update_plan`` is a plan; any other
-tool is kept as ``other`` with its name. A ``compacted`` line is a marked event (an
+its program) is an edit of the files the patch names; newer versions' ``shell_command``
+(``command``) and ``exec_command`` (``cmd``) run one command line and are read like ``shell``;
+``update_plan`` is a plan; any other tool is kept as ``other`` with its name. A line type
+this reader does not know (``world_state`` ...) is counted in the drift account. A ``compacted`` line is a marked event (an
 injection of source ``compaction``) on the step it followed (one before any step: the first).
 """
 
@@ -56,7 +58,9 @@ ITEMS = frozenset({"message", "reasoning", "function_call", "function_call_outpu
 _SHELLS = frozenset({"bash", "sh", "zsh"})
 _CONTEXT_TEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md")
 _CWD = re.compile(r"<cwd>\s*([^<\n]+?)\s*</cwd>")
-_EXIT = re.compile(r"^Exit code: (-?\d+)\s*$", re.M)
+_EXIT = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)\s*$", re.M)
+#: Shell tools that take one command line (not an argv list), by the argument naming it.
+_LINE_SHELLS = {"shell_command": "command", "exec_command": "cmd"}
 _USED_PAYLOAD = {
     "session_meta": {"id", "cwd", "cli_version", "timestamp"},
     "turn_context": {"cwd", "model"},
@@ -75,8 +79,10 @@ def markers(records: Any) -> str | None:
     """The fields that make the lines of a JSONL file a Codex CLI rollout (None: not one)."""
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
         return None
-    if all(_kind(r) in WRAPPED and isinstance(r.get("payload"), dict) for r in records) and \
+    if all(_kind(r) and isinstance(r.get("payload"), dict) for r in records) and \
             any(_kind(r) in ("session_meta", "response_item") for r in records):
+        # a line type newer than this reader (``world_state``, ``inter_agent_communication``
+        # ...) is still such a line: it is counted in the drift account, not refused
         return "'timestamp'/'type'/'payload' lines of session_meta/response_item"
     head, rest = records[0], records[1:]
     if "id" in head and "instructions" in head and "type" not in head and rest and all(
@@ -95,9 +101,21 @@ def command_line(argv: Any) -> str:
     return shlex.join(words)
 
 
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object a text holds (None: it holds none)."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _output(raw: Any) -> tuple[str, int | None]:
     """(text, exit code) of a call's output: a JSON ``{output, metadata: {exit_code}}``, or
-    the newer plain text with an ``Exit code: N`` header and an ``Output:`` line."""
+    the newer plain text with an ``Exit code: N`` (``exec_command``: ``Process exited with
+    code N``) header and an ``Output:`` line."""
     text = raw if isinstance(raw, str) else text_of(raw)
     try:
         data = json.loads(text) if text.lstrip().startswith("{") else None
@@ -207,6 +225,8 @@ class _Rollout:
         args: dict[str, Any]
         if item.get("type") == "custom_tool_call":
             args = {"input": raw if isinstance(raw, str) else text_of(raw)}
+            parsed = _json_object(args["input"]) if name != "apply_patch" else None
+            args = parsed if parsed is not None else args  # a custom tool given JSON arguments
         else:
             try:
                 parsed = json.loads(raw) if isinstance(raw, str) else raw
@@ -234,6 +254,11 @@ class _Rollout:
                 return "apply_patch", {"input": str(words[1]) if len(words) > 1 else ""}
             line = command_line(argv)
             if line.lstrip().startswith("apply_patch"):  # apply_patch <<'EOF' ... (the patch inline)
+                return "apply_patch", {"input": line}
+            return "bash", {"command": line}
+        if name in _LINE_SHELLS:  # newer versions: one command line, ``workdir`` beside it
+            line = str(args.get(_LINE_SHELLS[name]) or "")
+            if line.lstrip().startswith("apply_patch"):
                 return "apply_patch", {"input": line}
             return "bash", {"command": line}
         if name in ("apply_patch", "update_plan"):
