@@ -260,3 +260,27 @@ def test_a_message_between_calls_is_the_next_calls_thinking(tmp_path):
     assert rf.turns[1].raw_text == "Read the helper." and len(rf.turns) == 5
     assert rf.end.conclusion.startswith("url_for in helpers.py")
     assert res.unused["type:source:system (not the first)"] == 1
+
+
+TEXT_CALLS = Path(__file__).parent / "fixtures" / "agent_cli" / "atif_text" / \
+    "terminus-v1.6-text-calls.json"
+
+
+def test_agent_steps_whose_action_is_in_the_message(tmp_path):
+    """Found on Harbor's own Terminus-2 and OpenHands trajectories (v1.5, v1.7): a step
+    without ``tool_calls`` whose message is Terminus' JSON batch of keystrokes, or an
+    agent's ``<function=...>`` text, was taken for prose and the run was "empty"."""
+    res, rf = one(TEXT_CALLS, tmp_path)
+    rows = [(t.call.tool, t.metrics.tool, t.metrics.mapped_by, t.metrics.file, *t.metrics.ranges)
+            for t in rf.turns]
+    assert rows == [
+        ("bash_command", "EXP", "shell:grep", None),
+        ("bash_command", "PKR", "shell:sed_n", "src/flask/json/provider.py", (140, 141)),
+        ("execute_bash", "EXE", "shell:execute", None),
+        ("mark_task_complete", "SUB", "tool:submit", None),
+    ]
+    assert rf.turns[1].call.params == {"keystrokes": "sed -n '140,160p' src/flask/json/provider.py"}
+    assert rf.turns[0].metrics.result_count == 2 and rf.turns[0].tokens_in == 900
+    assert rf.end.conclusion.startswith("Keys are sorted by default")
+    assert atif.text_calls("plain prose, no action") == []
+    assert atif.text_calls('{"commands": [], "task_complete": false}') == []

@@ -23,12 +23,16 @@ environment variable ``ADAKIT_ATIF_TOOLS`` (see :func:`tool_names`). A call whos
 holds ``adakit`` (adakit's own export, :mod:`adakit.importers.atif_export`) carries its
 canonical action, which is taken as recorded. An embedded subagent's steps follow the step
 that delegated to it, marked as a sidechain span (:class:`~adakit.record.Sidechain`).
+An agent step without ``tool_calls`` whose message carries its action (Terminus' JSON
+``commands``, or ``<function=NAME>`` text of an agent run without function calling) is read
+as that call (:func:`text_calls`), answered by the step's observation.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -117,6 +121,32 @@ def tool_names(env: dict[str, str] | None = None) -> dict[str, tuple[str, dict[s
     return table
 
 
+_TEXT_CALL = re.compile(r"<function=([\w.-]+)>(.*?)(?:</function>|\Z)", re.S)
+_TEXT_PARAM = re.compile(r"<parameter=([\w.-]+)>(.*?)</parameter>", re.S)
+
+
+def text_calls(message: str) -> list[dict[str, Any]]:
+    """The tool calls an agent step without ``tool_calls`` wrote in its message: Terminus'
+    JSON reply (``commands`` of ``keystrokes``, read as one ``bash_command``; an empty batch
+    with ``task_complete`` as ``mark_task_complete``), or the ``<function=NAME>`` blocks with
+    ``<parameter=KEY>`` values of agents prompted without function calling. None: []."""
+    text = message.strip()
+    if text.startswith("{"):
+        try:
+            reply = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            reply = None
+        if isinstance(reply, dict) and isinstance(reply.get("commands"), list):
+            keys = "".join(str(_dict(c).get("keystrokes") or "") for c in reply["commands"])
+            if keys.strip():
+                return [{"function_name": "bash_command", "arguments": {"keystrokes": keys.strip()}}]
+            return [{"function_name": "mark_task_complete", "arguments": {}}] \
+                if reply.get("task_complete") is True else []
+    return [{"function_name": name, "arguments": {k: v.strip("\n") for k, v in
+                                                  _TEXT_PARAM.findall(body)}}
+            for name, body in _TEXT_CALL.findall(text)]
+
+
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -179,6 +209,7 @@ class _Reader:
         metrics = _dict(step.get("metrics"))
         self.unused.update(f"field:metrics.{k}" for k in metrics if k not in _METRICS)
         chain = side.id if side else ""
+        calls = calls or text_calls(message)
         if not calls and not mark.get("parse_error"):
             if message:  # a message between calls: part of the next call's thinking
                 self.said.setdefault(chain, []).append(message)
