@@ -88,13 +88,15 @@ def shown(path: str | os.PathLike[str]) -> str:
 
 def known_corpora() -> list[str]:
     """The corpus folders on disk, as :func:`shown` paths: every folder of run files under
-    ``data/runs`` (two levels deep) and each shipped dataset's ``runs`` folder."""
+    ``data/runs`` (two levels deep) and each shipped dataset's ``runs`` folder (datasets may sit
+    one folder down, as the scaffold ablation's variants do)."""
     found: list[Path] = []
     if RUNS.is_dir():
         for folder in sorted([RUNS, *RUNS.glob("*"), *RUNS.glob("*/*")]):
             if folder.is_dir() and next(folder.glob("*.jsonl"), None) is not None:
                 found.append(folder)
-    found += sorted(p for p in (DATA / "reference").glob("*/runs") if p.is_dir())
+    reference = DATA / "reference"
+    found += sorted(p for p in [*reference.glob("*/runs"), *reference.glob("*/*/runs")] if p.is_dir())
     return [shown(p) for p in found]
 
 
