@@ -182,3 +182,72 @@ def test_name_hints_are_recorded_and_a_legacy_header_had_line(world: World, tmp_
     assert changed_settings(legacy.header, spec()) == ()
     assert changed_settings(legacy.header, spec(name_hints="line")) == ()
     assert changed_settings(legacy.header, spec(name_hints="code")) == ("name_hints",)
+
+
+# --------------------------------------------------------------------------- suggest
+
+
+def _peek(path: str, start: int, end: int) -> str:
+    return (f"<thinking>Reading {path} from line {start} to see what it holds.</thinking>\n"
+            f"<peek_code_region>\n<file_path>{path}</file_path>\n<start_line>{start}</start_line>\n"
+            f"<end_line>{end}</end_line>\n</peek_code_region>")
+
+
+def _big_world(tmp_path: Path) -> World:
+    root = tmp_path / "big"
+    (root / "pkg").mkdir(parents=True)
+    (root / "lib").mkdir()
+    (root / "pkg" / "app.py").write_text("".join(f"x{i} = {i}\n" for i in range(1, 61)))
+    for name in ("a.py", "b.py", "c.py"):
+        (root / "pkg" / name).write_text("def f():\n    return 1\n")
+    (root / "lib" / "z.py").write_text("def g():\n    return 2\n")
+    return World(root, name="big")
+
+
+def test_a_repeat_under_suggest_is_refused_with_calls_not_made_yet(tmp_path: Path) -> None:
+    world = _big_world(tmp_path)
+    script = [_peek("pkg/app.py", 1, 10), _peek("pkg/app.py", 1, 10), FINAL]
+    with FakeOpenAI(list(script)) as fake:
+        rf = launch(world, fake, tmp_path / "suggest.jsonl", repeat_guard="suggest")
+    assert rf.header.scaffold["repeat_guard"] == "suggest"
+    t2 = rf.turns[1]
+    assert t2.metrics.error_type == "repeated" and t2.metrics.ranges == []
+    lines = t2.observation.splitlines()
+    assert lines[0].startswith("Not run again: this call is exactly the one you made on turn 1")
+    assert lines[1] == "Calls that would show you something new (not made yet in this session):"
+    assert lines[2] == ("1. <peek_code_region><file_path>pkg/app.py</file_path><start_line>11</start_line>"
+                        "<end_line>50</end_line></peek_code_region>")
+    # outlines of files not opened yet, the repeated file's folder first, in the tree's order
+    assert lines[3] == "2. <get_structural_overview><file_path>pkg/a.py</file_path></get_structural_overview>"
+    assert lines[4] == "3. <get_structural_overview><file_path>pkg/b.py</file_path></get_structural_overview>"
+    assert lines[5] == "This is mistake 1 of 3 in a row; at 3 the session ends."
+    assert len(lines) == 6
+    assert lines[2] in fake.requests[2]["messages"][-1]["content"]  # the model saw them
+    with FakeOpenAI(list(script)) as fake:
+        refuse = launch(world, fake, tmp_path / "refuse.jsonl", repeat_guard="refuse")
+    assert "Calls that would show you something new" not in refuse.turns[1].observation
+    assert refuse.turns[1].observation.splitlines() == [lines[0], lines[5]]
+
+
+def test_suggested_calls_skip_what_the_run_made_or_opened(tmp_path: Path) -> None:
+    from adakit.apparatus.suggest import next_calls
+    from adakit.record import ToolCall
+
+    world = _big_world(tmp_path)
+    script = [_peek("pkg/app.py", 1, 60), _peek("pkg/a.py", 1, 2), _peek("lib/z.py", 1, 2), FINAL]
+    with FakeOpenAI(list(script)) as fake:
+        rf = launch(world, fake, tmp_path / "r.jsonl")
+    repeated = rf.turns[0].call
+    assert repeated is not None
+    # app.py was read to its end: no read offered; a.py and z.py were opened: not offered
+    assert next_calls(world, rf.turns, repeated) == [
+        "<get_structural_overview><file_path>pkg/b.py</file_path></get_structural_overview>",
+        "<get_structural_overview><file_path>pkg/c.py</file_path></get_structural_overview>",
+    ]
+    assert len(next_calls(world, rf.turns, repeated, k=1)) == 1
+    # a call on a path the world refuses offers outlines only, never a read outside the world
+    outside = ToolCall(tool="peek_code_region", params={"file_path": "../../etc/passwd",
+                                                        "start_line": 1, "end_line": 5})
+    offered = next_calls(world, rf.turns, outside)
+    assert offered and all("get_structural_overview" in c for c in offered)
+    assert all("passwd" not in c for c in offered)

@@ -38,7 +38,7 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
 #: (the study file's text, what its one-line error must say) for each finding of item 5
 BAD = {
     "yaml boolean": ("repeat_guard: off\n" + MATRIX,
-                     ["repeat_guard: must be one of 'off', 'note' or 'refuse', got false",
+                     ["repeat_guard: must be one of 'off', 'note', 'refuse' or 'suggest', got false",
                       'quote the word, e.g. repeat_guard: "off"']),
     "unknown key": ("turn_bond: 5\n" + MATRIX, ["unknown key 'turn_bond' (did you mean 'turn_bound'?)"]),
     "unknown block key": ("matrix:\n" + BLOCK.replace("}", ", ledgr: true}"),

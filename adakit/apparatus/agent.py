@@ -33,6 +33,7 @@ from adakit.apparatus.protocol import (
     render_call,
     tool_grammar,
 )
+from adakit.apparatus.suggest import suggestion_text
 from adakit.apparatus.tasks import Task
 from adakit.apparatus.tools import NAME_HINTS, TOOL_SPECS, Toolbox
 from adakit.apparatus.world import World
@@ -62,7 +63,7 @@ from adakit.record import (
 
 CHARS_PER_TOKEN = 3.2  # conservative for code-heavy prompts; only used to plan the window
 STATE_TOOLS = {"create_memory", "bookmark", "stash_conclusion"}
-REPEAT_GUARDS = ("off", "note", "refuse")
+REPEAT_GUARDS = ("off", "note", "refuse", "suggest")
 
 
 class Backend(Protocol):
@@ -98,7 +99,9 @@ class RunConfig:
     #: weak-model aid (a deviation from the paper, "off" by default) for a call that exactly
     #: repeats an earlier call of the run: "note" runs it and adds a system note; "refuse" does
     #: not run it and answers with that note instead (recorded as error type "repeated"; like a
-    #: malformed reply it counts toward ``malformed_limit`` mistakes in a row)
+    #: malformed reply it counts toward ``malformed_limit`` mistakes in a row); "suggest" refuses
+    #: it the same way and adds up to three calls the run has not made
+    #: (:mod:`adakit.apparatus.suggest`)
     repeat_guard: str = "off"
     #: weak-model aid (a deviation from the paper, off by default): a run that would end at
     #: the turn bound, or after ``malformed_limit`` mistakes in a row, without a finalized
@@ -796,12 +799,17 @@ class Run:
             return _Outcome(f"Not run: {call.tool} is no longer offered in this session; "
                             "use another tool.",
                             ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="unknown_tool"))
-        if repeat_of is not None and self.cfg.repeat_guard == "refuse":
-            return _Outcome(_fill(
+        if repeat_of is not None and self.cfg.repeat_guard in ("refuse", "suggest"):
+            refusal = _fill(
                 "repeat_refused.txt", turn=str(repeat_of), count=str(self.mistakes + 1),
                 limit=str(self.cfg.malformed_limit),
-            ).strip(), ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="repeated"),
-                repeat_of=repeat_of)
+            ).strip()
+            if self.cfg.repeat_guard == "suggest":
+                first, _, count = refusal.partition("\n")
+                offered = suggestion_text(self.toolbox.world, self.turns, call)
+                refusal = "\n".join(part for part in (first, offered, count) if part)
+            return _Outcome(refusal, ToolMetrics(tool=TOOL_SPECS[call.tool].abbr, error_type="repeated"),
+                            repeat_of=repeat_of)
         outcome = self._run_tool(call)
         outcome.repeat_of = repeat_of
         return outcome
