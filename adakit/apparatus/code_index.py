@@ -10,8 +10,10 @@
   speed), and the symbols of parsed files (filled per file when a query needs it, or for all
   files at once with ``build(parse=True)``);
 - references by name: a byte prefilter picks candidate files, which are parsed so that only
-  identifiers count (never text in comments or strings). Matching is by name, not by type
-  resolution, and the tools say so.
+  identifiers count (never text in comments or strings). A file whose top-level layout is
+  known (:func:`ref_layout`, kept with its symbols) is parsed only over the top-level
+  statements that hold a hit. Matching is by name, not by type resolution, and the tools say
+  so.
 
 Python, TypeScript (TS and TSX), JavaScript and Rust are understood, with our own queries
 (compiled once per language and process); Cython (``.pyx``, ``.pxd``, ``.pxi``) by patterns
@@ -31,9 +33,10 @@ import re
 import stat
 import threading
 import time
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +46,7 @@ from adakit import config
 from adakit.apparatus.world import MAX_FILE_BYTES, SandboxError, World
 
 #: Bumped whenever the symbol extraction changes, so stale on-disk indexes are ignored.
-INDEX_FORMAT = 6
+INDEX_FORMAT = 7
 
 #: File extension -> grammar key.
 GRAMMAR_OF_EXT: dict[str, str] = {
@@ -270,7 +273,13 @@ class _Grammar:
     family: str
     language: ts.Language
     parser: ts.Parser
-    defs: ts.Query
+    defs_source: str
+
+    @cached_property
+    def defs(self) -> ts.Query:
+        """The definitions query, compiled when first used (a reference search, which only
+        parses, never needs it; compiling takes milliseconds)."""
+        return ts.Query(self.language, self.defs_source)
 
 
 _GRAMMARS: dict[str, _Grammar] = {}
@@ -315,7 +324,7 @@ def _load_grammar(key: str) -> _Grammar:
         lang, query = ts.Language(mod.language()), _PY_DEFS
     else:
         raise KeyError(f"no grammar {key!r}; known: {sorted(set(GRAMMAR_OF_EXT.values()))}")
-    return _Grammar(key, _family(key), lang, ts.Parser(lang), ts.Query(lang, query))
+    return _Grammar(key, _family(key), lang, ts.Parser(lang), query)
 
 
 def grammar_of(rel: str) -> str | None:
@@ -598,6 +607,113 @@ def error_lines(root: ts.Node, cap: int = 10) -> list[int]:
     return sorted(out)
 
 
+#: Top-level definitions whose bodies :func:`ref_layout` splits (after unwrapping a decorator
+#: or ``export``), per grammar family, and the field that holds the body.
+_CONTAINERS = {
+    "python": frozenset({"class_definition", "function_definition"}),
+    "js": frozenset({"class_declaration", "abstract_class_declaration"}),
+    "rust": frozenset({"impl_item", "mod_item", "trait_item"}),
+}
+_UNWRAP = {"decorated_definition": "definition", "export_statement": "declaration"}
+#: A top-level group smaller than this is parsed whole.
+SPLIT_MIN_BYTES = 4096
+
+#: Kinds of the units of a layout.
+UNIT_TOP, UNIT_INNER, UNIT_TAIL = 0, 1, 2
+
+
+def _line_groups(nodes: list[ts.Node], after_row: int = -1) -> list[tuple[int, int]]:
+    """(row, byte) where each group of nodes that share lines starts, at its line's start."""
+    out: list[tuple[int, int]] = []
+    last_row = after_row
+    for node in nodes:
+        start = node.start_point
+        if start.row > last_row:
+            out.append((start.row, node.start_byte - start.column))
+        last_row = max(last_row, node.end_point.row)
+    return out
+
+
+def _split_container(
+    node: ts.Node, family: str, data: bytes
+) -> tuple[list[tuple[int, int]], tuple[int, int] | None] | None:
+    """The line groups of a top-level definition's body and where its tail (the lines after
+    the body's last statement) starts, or None when the body cannot be split on lines."""
+    while node.type in _UNWRAP:
+        inner = node.child_by_field_name(_UNWRAP[node.type])
+        if inner is None:
+            return None
+        node = inner
+    if node.type not in _CONTAINERS.get(family, ()):
+        return None
+    body = node.child_by_field_name("body")
+    if body is None:
+        return None
+    kids = body.named_children
+    if len(kids) < 2 or kids[0].start_point.row <= node.start_point.row:
+        return None
+    first_row, last_row = kids[0].start_point.row, max(k.end_point.row for k in kids)
+    # braces and other tokens of the body must sit on the header's or the tail's lines
+    for tok in body.children:
+        if not tok.is_named and first_row <= tok.start_point.row <= last_row:
+            return None
+    for tok in node.children:
+        if tok.end_byte > body.end_byte and tok.start_point.row <= last_row:
+            return None
+    inner = _line_groups(kids)
+    if len(inner) < 2:
+        return None
+    tail = None
+    if node.end_point.row > last_row:
+        nl = data.find(b"\n", max(k.end_byte for k in kids))
+        if nl >= 0:
+            tail = (last_row + 1, nl + 1)
+    return inner, tail
+
+
+def ref_layout(root: ts.Node, family: str, data: bytes) -> list[int] | None:
+    """Where the units of an error-free tree start, for reference searches: a flat list
+    ``[row, byte, kind, row, byte, kind, ...]``, each unit running from the first byte of its
+    line to the next unit (the last one to the end of the file).
+
+    Units of kind ``UNIT_TOP`` are groups of top-level children that share lines. A large
+    top-level class (a Rust impl, mod or trait; a Python function) is split further: its
+    header stays a ``UNIT_TOP``, the statements of its body become ``UNIT_INNER`` units (one
+    per group sharing lines), and the lines after them a ``UNIT_TAIL``. Parsing some units
+    alone (tree-sitter's included ranges; an inner unit with its header and tail) gives
+    exactly the subtrees the whole file's parse has there, which
+    :meth:`CodeIndex.search_references` relies on to parse only what holds a hit. None for a
+    tree with syntax errors (error recovery is not local) or without children.
+    """
+    if root.has_error:
+        return None
+    fam = "python" if family == "cython" else family
+    kids = root.children
+    tops = _line_groups(kids)
+    if not tops:
+        return None
+    out: list[int] = []
+    k = 0
+    for g, (row, byte) in enumerate(tops):
+        end = tops[g + 1][1] if g + 1 < len(tops) else len(data)
+        members = []
+        while k < len(kids) and (g + 1 >= len(tops) or kids[k].start_byte < tops[g + 1][1]):
+            members.append(kids[k])
+            k += 1
+        out += (row, byte, UNIT_TOP)
+        if len(members) != 1 or end - byte < SPLIT_MIN_BYTES:
+            continue
+        split = _split_container(members[0], fam, data)
+        if split is None:
+            continue
+        inner, tail = split
+        for irow, ibyte in inner:
+            out += (irow, ibyte, UNIT_INNER)
+        if tail is not None and tail[1] < end:
+            out += (tail[0], tail[1], UNIT_TAIL)
+    return out
+
+
 # --------------------------------------------------------------------------- lexical tier
 #
 # A cold start does not parse every file. It scans each file's bytes for the names the file
@@ -830,6 +946,35 @@ def cython_symbols(data: bytes) -> list[tuple]:
     return [tuple(s) for s in out]
 
 
+def _valid_layout(rec: Any) -> list[int] | None:
+    """A layout read back from the on-disk index if it has :func:`ref_layout`'s shape, else
+    None (the file is then parsed whole)."""
+    if not isinstance(rec, list) or not rec or len(rec) % 3:
+        return None
+    if not all(type(x) is int and x >= 0 for x in rec) or rec[2] != UNIT_TOP:
+        return None
+    starts = rec[1::3]
+    if any(b <= a for a, b in zip(starts, starts[1:], strict=False)):
+        return None
+    if any(k not in (UNIT_TOP, UNIT_INNER, UNIT_TAIL) for k in rec[2::3]):
+        return None
+    return rec
+
+
+def _read_all(path: str, size: int) -> bytes:
+    """The whole file, read with plain system calls (``size``, from a stat, is a hint)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        parts = []
+        want = size + 1
+        while chunk := os.read(fd, want):
+            parts.append(chunk)
+            want = 1 << 20
+    finally:
+        os.close(fd)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def _read_source(path: Path) -> tuple[int, int, bytes] | None:
     """(mtime_ns, size, bytes) of a regular text file within the size limit, else None."""
     try:
@@ -858,13 +1003,14 @@ def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> tuple[list[tuple], f
             continue
         mtime, size, data = got
         if key == "cython":
-            out.append((rel, (mtime, size, key, False, [], cython_symbols(data))))
+            out.append((rel, (mtime, size, key, False, [], cython_symbols(data), None)))
             continue
         g = grammar(key)
         tree = g.parser.parse(data)
         syms = extract_symbols(g, tree, data)
         out.append((rel, (mtime, size, key, tree.root_node.has_error,
-                          error_lines(tree.root_node), syms)))
+                          error_lines(tree.root_node), syms,
+                          ref_layout(tree.root_node, g.family, data))))
     return out, time.process_time() - cpu
 
 
@@ -879,6 +1025,18 @@ class _Entry:
     symbols: list[Symbol]
     has_errors: bool
     error_lines: list[int]
+    #: :func:`ref_layout` of the file's tree (None: parse the whole file for references)
+    groups: list[int] | None = None
+
+
+@dataclass
+class _CachedTree:
+    mtime_ns: int
+    size: int
+    tree: ts.Tree
+    #: indices into the entry's top-level groups that were parsed; None: the whole file
+    groups: frozenset[int] | None
+    nbytes: int  # what it counts against the cache's budget
 
 
 @dataclass
@@ -1050,7 +1208,7 @@ class CodeIndex:
         self._complete = False  # every file parsed by the last build
         self._unsaved = False  # parsed entries the on-disk index does not hold yet
         self._sources: dict[str, _Source] = {}
-        self._trees: OrderedDict[str, tuple[int, int, ts.Tree]] = OrderedDict()
+        self._trees: OrderedDict[str, _CachedTree] = OrderedDict()
         self._tree_bytes = 0
         self._source_files: list[str] | None = None
         self.last_build: BuildStats | None = None
@@ -1091,8 +1249,7 @@ class CodeIndex:
                 f"'{rel}' is {st.st_size:,} bytes, over the {MAX_FILE_BYTES:,}-byte limit.",
                 "too_large",
             )
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = _read_all(path, st.st_size)
         if b"\x00" in data[:8192]:
             raise SandboxError(f"'{rel}' is a binary file; only text can be read.", "binary")
         src = _Source(st.st_mtime_ns, st.st_size, data)
@@ -1113,18 +1270,99 @@ class CodeIndex:
             return None
         src = self.source(rel)
         hit = self._trees.get(rel)
-        if hit is not None and hit[0] == src.mtime_ns and hit[1] == src.size:
+        if (hit is not None and hit.groups is None and hit.mtime_ns == src.mtime_ns
+                and hit.size == src.size):
             self._trees.move_to_end(rel)
-            return hit[2]
+            return hit.tree
         tree = grammar(key).parser.parse(src.data)
         self.parse_count += 1
-        if hit is not None:
-            self._tree_bytes -= hit[1]
-        self._trees[rel] = (src.mtime_ns, src.size, tree)
-        self._tree_bytes += src.size
+        self._keep(rel, _CachedTree(src.mtime_ns, src.size, tree, None, src.size))
+        return tree
+
+    def _keep(self, rel: str, item: _CachedTree) -> None:
+        """Cache a tree as the most recently used, within the byte budget."""
+        old = self._trees.pop(rel, None)
+        if old is not None:
+            self._tree_bytes -= old.nbytes
+        self._trees[rel] = item
+        self._tree_bytes += item.nbytes
         while self._tree_bytes > self.tree_cache_bytes and len(self._trees) > 1:
-            _, (_, size, _) = self._trees.popitem(last=False)
-            self._tree_bytes -= size
+            _, dropped = self._trees.popitem(last=False)
+            self._tree_bytes -= dropped.nbytes
+
+    def _ref_tree(self, rel: str, src: _Source, hits: list[int]) -> ts.Tree | None:
+        """A tree that holds every hit of a reference search in ``rel``: the cached whole
+        tree, else (when the file's layout is known, :func:`ref_layout`) a parse of only the
+        units with a hit, together with those an earlier search parsed; the whole file when
+        that would cover half of it or more."""
+        key = grammar_of(rel)
+        if key is None:
+            return None
+        hit = self._trees.get(rel)
+        fresh = hit is not None and hit.mtime_ns == src.mtime_ns and hit.size == src.size
+        if fresh and hit.groups is None:
+            self._trees.move_to_end(rel)
+            return hit.tree
+        ent = self._entries.get(rel)
+        if (ent is None or ent.groups is None or ent.mtime_ns != src.mtime_ns
+                or ent.size != src.size):
+            return self.tree(rel)
+        units = ent.groups
+        starts = units[1::3]
+        kinds = units[2::3]
+        n_units = len(starts)
+        need: set[int] = set()
+        for pos in hits:
+            i = bisect_right(starts, pos) - 1
+            if i < 0:  # before the first statement (cannot be code): let the whole tree say
+                return self.tree(rel)
+            need.add(i)
+        if fresh:
+            if need <= hit.groups:
+                self._trees.move_to_end(rel)
+                return hit.tree
+            need |= hit.groups
+        # an inner unit is parsed with its definition's header and tail; a header or a tail
+        # with the first inner unit, so that the definition stays whole
+        for i in list(need):
+            if kinds[i] == UNIT_TOP and (i + 1 >= n_units or kinds[i + 1] != UNIT_INNER):
+                continue
+            head = i
+            while kinds[head] != UNIT_TOP:
+                head -= 1
+            need.add(head)
+            if i == head or kinds[i] == UNIT_TAIL:
+                need.add(head + 1)
+            j = head + 1
+            while j < n_units and kinds[j] != UNIT_TOP:
+                if kinds[j] == UNIT_TAIL:
+                    need.add(j)
+                j += 1
+        ranges: list[ts.Range] = []
+        nbytes = 0
+        order = sorted(need)
+        k = 0
+        while k < len(order):
+            first = last = order[k]
+            while k + 1 < len(order) and order[k + 1] == last + 1:
+                k += 1
+                last = order[k]
+            k += 1
+            lo = starts[first]
+            if last + 1 < n_units:
+                end_point = ts.Point(units[3 * last + 3], 0)
+                hi = starts[last + 1]
+            else:  # the last unit runs to the end of the file
+                end_point = ts.Point(src.data.count(b"\n"),
+                                     len(src.data) - src.data.rfind(b"\n") - 1)
+                hi = len(src.data)
+            ranges.append(ts.Range(ts.Point(units[3 * first], 0), end_point, lo, hi))
+            nbytes += hi - lo
+        if 2 * nbytes >= src.size:
+            return self.tree(rel)
+        tree = ts.Parser(grammar(key).language, included_ranges=ranges).parse(src.data)
+        self.parse_count += 1
+        self._keep(rel, _CachedTree(src.mtime_ns, src.size, tree, frozenset(need), nbytes))
         return tree
 
     # ------------------------------------------------------------------ outlines
@@ -1146,7 +1384,7 @@ class CodeIndex:
             g = grammar(key)
             syms = [self._symbol(rel, t) for t in extract_symbols(g, tree, src.data)]
             ent = _Entry(src.mtime_ns, src.size, key, syms, tree.root_node.has_error,
-                         error_lines(tree.root_node))
+                         error_lines(tree.root_node), ref_layout(tree.root_node, g.family, src.data))
         self._entries[rel] = ent
         self._unsaved = True
         if self._built:
@@ -1221,7 +1459,8 @@ class CodeIndex:
             ent = self._entries.get(rel)
             parsed = None
             if ent is not None and (ent.mtime_ns, ent.size) == (mtime, size):
-                parsed = [ent.has_errors, ent.error_lines, [s.as_tuple() for s in ent.symbols]]
+                parsed = [ent.has_errors, ent.error_lines, [s.as_tuple() for s in ent.symbols],
+                          ent.groups]
             files[rel] = [mtime, size, grammar_of(rel), sorted(names), parsed]
         blob = {"format": INDEX_FORMAT, "world": self.world.name, "version": self.world.version,
                 "root": str(self.world.root), "files": files}
@@ -1248,9 +1487,9 @@ class CodeIndex:
             names = frozenset(str(n) for n in rec[3])
             entry = None
             if rec[4] is not None:
-                has_err, err_lines, syms = rec[4]
+                has_err, err_lines, syms, groups = rec[4]
                 entry = _Entry(now[0], now[1], str(rec[2]), [self._symbol(rel, t) for t in syms],
-                               bool(has_err), [int(x) for x in err_lines])
+                               bool(has_err), [int(x) for x in err_lines], _valid_layout(groups))
         except (TypeError, ValueError, IndexError):
             return None
         return names, entry
@@ -1311,9 +1550,9 @@ class CodeIndex:
                 if got is None:
                     stats.skipped += 1
                     continue
-                mtime, size, key, has_err, err_lines, syms = got
+                mtime, size, key, has_err, err_lines, syms, groups = got
                 ent = _Entry(mtime, size, key, [self._symbol(rel, t) for t in syms],
-                             has_err, err_lines)
+                             has_err, err_lines, groups)
                 entries[rel] = ent
                 names[rel] = (mtime, size, frozenset(s.name for s in ent.symbols))
                 stats.parsed += 1
@@ -1379,7 +1618,7 @@ class CodeIndex:
             loads[i] += sizes[job[0]] + 2000
         chunks = [c for c in chunks if c]
         for key in {k for _, k in todo}:
-            grammar(key)
+            _ = grammar(key).defs  # compiled once here rather than in every worker
         ctx = multiprocessing.get_context("fork")
         stats.workers = workers
         out: list[tuple[str, Any]] = []
@@ -1497,7 +1736,7 @@ class CodeIndex:
             if not hits:
                 continue
             candidates += 1
-            tree = self.tree(rel)
+            tree = self._ref_tree(rel, src, hits)
             if tree is None:
                 continue
             family = _family(grammar_of(rel) or "")
@@ -1534,9 +1773,8 @@ class CodeIndex:
         return src.line_starts
 
     def _ref(self, rel: str, src: _Source, node: ts.Node, kind: str) -> Ref:
-        starts = self._line_starts(src)
         row = node.start_point.row
-        lo = starts[row] if row < len(starts) else 0
+        lo = src.data.rfind(b"\n", 0, node.start_byte) + 1  # the start of the node's line
         hi = src.data.find(b"\n", lo)
         text = src.data[lo : hi if hi >= 0 else len(src.data)].decode("utf-8", "replace").strip()
         if len(text) > REF_TEXT_CHARS:
