@@ -4,11 +4,13 @@ numbered fixture files by hand)."""
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
 import pytest
 
+from adakit.apparatus import code_index as ci
 from adakit.apparatus.code_index import (
     CodeIndex,
     _family,
@@ -17,8 +19,10 @@ from adakit.apparatus.code_index import (
     extract_symbols,
     grammar,
     grammar_of,
+    reference_at,
     split_lines,
 )
+from adakit.apparatus.tools import Toolbox
 from adakit.apparatus.world import World
 
 
@@ -237,6 +241,150 @@ def test_references_limit_total_and_first_file(index: CodeIndex) -> None:
     assert res.files_searched == 10  # 8 sources + 2 Cython files
     # 'Shap' occurs as bytes in several files but never as a whole identifier
     assert index.references("Shap") == ([], 0)
+
+
+# --------------------------------------------------------------------------- partial parses
+#
+# A reference search parses only the units of a file's layout that hold a hit (ref_layout).
+# Whatever it parses, every answer must be the whole file's: these tests hold the partial
+# trees to the whole trees word by word, and the tool's text to that of whole-file parses.
+
+_WORD = re.compile(rb"[A-Za-z0-9_$]+")
+
+
+def unit_answers_differ(index: CodeIndex, rel: str) -> tuple[int, list]:
+    """Parse each unit of ``rel``'s layout alone (with what it needs), then every fourth one
+    together; the number of partial trees made and the words whose answer differs from the
+    whole file's tree."""
+    ent = index._entries[rel]
+    src = index.source(rel)
+    family = _family(ent.grammar)
+    whole = grammar(ent.grammar).parser.parse(src.data).root_node
+    starts = ent.groups[1::3]
+    partial, differ = 0, []
+    for hits in [[s] for s in starts] + [starts[j::4] for j in range(4)]:
+        index._trees.pop(rel, None)
+        part = index._ref_tree(rel, src, hits)
+        cached = index._trees[rel]
+        if cached.groups is None:
+            continue  # half the file or more: parsed whole
+        partial += 1
+        assert cached.nbytes * 2 < src.size
+        for i in cached.groups:
+            end = starts[i + 1] if i + 1 < len(starts) else len(src.data)
+            for m in _WORD.finditer(src.data, starts[i], end):
+                if m.group()[:1].isdigit():
+                    continue
+                pos, n = m.start(), m.end() - m.start()
+                got = reference_at(part.root_node, pos, n, family)
+                want = reference_at(whole, pos, n, family)
+                if (got and (got[1], got[0].start_point)) != (want and (want[1], want[0].start_point)):
+                    differ.append((rel, m.group(), got and got[1], want and want[1]))
+    return partial, differ
+
+
+def layout_kinds(index: CodeIndex) -> set[int]:
+    return {k for e in index._entries.values() if e.groups for k in e.groups[2::3]}
+
+
+def test_partial_parses_answer_like_whole_files(world: World, monkeypatch) -> None:
+    monkeypatch.setattr(ci, "SPLIT_MIN_BYTES", 0)  # split even the small fixtures
+    idx = CodeIndex(world, use_disk_cache=False, workers=1)
+    idx.build(parse=True)
+    assert layout_kinds(idx) == {ci.UNIT_TOP, ci.UNIT_INNER, ci.UNIT_TAIL}
+    partial = 0
+    for rel in idx.source_files():
+        if idx._entries[rel].groups is None:
+            continue
+        made, differ = unit_answers_differ(idx, rel)
+        assert differ == []
+        partial += made
+    assert partial >= 20
+
+
+def test_layouts_leave_out_files_with_errors(index: CodeIndex) -> None:
+    index.build(parse=True)
+    assert index._entries["pkg/broken.py"].groups is None  # error recovery is not local
+    assert index._entries["cy/_splitting.pyx"].groups is None  # patterns, no tree
+    assert index._entries["pkg/shapes.py"].groups[:3] == [0, 0, ci.UNIT_TOP]
+
+
+def tool_texts(world: World, index: CodeIndex, names: list[str], rounds: int = 1) -> list[str]:
+    box = Toolbox(world, index=index)
+    files = index.source_files()
+    out = []
+    for _ in range(rounds):
+        for i, name in enumerate(names):
+            res = box.execute("explore_code", {
+                "action_type": "find_all_references", "current_file_path": files[i % len(files)],
+                "current_line_number": 1, "symbol_name": name})
+            out.append(res.text)
+    return out
+
+
+def test_reference_texts_equal_whole_file_parses(world: World, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(ci, "SPLIT_MIN_BYTES", 0)
+    CodeIndex(world, cache_dir=tmp_path / "c", workers=1).build(parse=True)
+    fresh = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)  # layouts from disk
+    fresh.build()
+    whole = CodeIndex(world, use_disk_cache=False, workers=1)  # lexical tier: whole files
+    whole.build()
+    kept: list = []
+    keep = CodeIndex._keep
+    monkeypatch.setattr(CodeIndex, "_keep", lambda self, rel, item: (kept.append(item.groups),
+                                                                     keep(self, rel, item)))
+    names = fresh.defined_names() + ["self", "Shap", "new", "x", "zzz_nothing"]
+    got = tool_texts(world, fresh, names, rounds=2)  # asked twice: partial trees reused
+    partial = sum(g is not None for g in kept)
+    assert partial >= 5
+    assert got == tool_texts(world, whole, names) * 2
+    assert sum(g is not None for g in kept) == partial  # the lexical tier parses files whole
+
+
+def test_a_damaged_layout_on_disk_means_whole_parses(world: World, tmp_path: Path) -> None:
+    import json
+
+    path = Path(CodeIndex(world, cache_dir=tmp_path / "c", workers=1).build(parse=True).cache_path)
+    blob = json.loads(path.read_text())
+    bad = {"pkg/shapes.py": [0, 0, 0, 20, 3, 0, 30, 500, 0], "pkg/service.py": [0, 0, 9],
+           "web/app.ts": [4, 40, 0, 2, 20, 1], "core/src/lib.rs": "0 0 0"}
+    for rel, layout in bad.items():
+        blob["files"][rel][4][3] = layout
+    path.write_text(json.dumps(blob))
+    idx = CodeIndex(world, cache_dir=tmp_path / "c", workers=1)
+    assert idx.build().reused == 10
+    # malformed shapes are dropped on reading; one that is well formed but does not fit
+    # the file's lines (shapes.py's) when it is first used
+    assert [rel for rel in bad if idx._entries[rel].groups is not None] == ["pkg/shapes.py"]
+    whole = CodeIndex(world, use_disk_cache=False, workers=1)
+    for name in ("area_of", "Shape", "Circle", "radius"):
+        assert idx.references(name) == whole.references(name)
+    assert {rel: idx._entries[rel].groups for rel in bad} == dict.fromkeys(bad)
+
+
+@pytest.mark.slow
+def test_partial_parses_on_flask(flask_world: World) -> None:
+    idx = CodeIndex(flask_world, use_disk_cache=False, workers=1)
+    idx.build(parse=True)
+    assert ci.UNIT_INNER in layout_kinds(idx)  # flask's large classes are split
+    partial = 0
+    for rel in idx.source_files():
+        if idx._entries[rel].groups is not None:
+            made, differ = unit_answers_differ(idx, rel)
+            assert differ == []
+            partial += made
+    assert partial >= 200
+    # a name used in one method of a large file: a small part of that file is parsed
+    fresh = CodeIndex(flask_world, use_disk_cache=False, workers=1)
+    fresh.build(parse=True)
+    res = fresh.search_references("_check_setup_finished")
+    assert res.total >= 2
+    sizes = [(t.nbytes, t.size) for t in fresh._trees.values()]
+    assert sizes and all(t.groups is not None for t in fresh._trees.values())
+    assert sum(n for n, _ in sizes) * 5 < sum(s for _, s in sizes)
+    whole = CodeIndex(flask_world, use_disk_cache=False, workers=1)
+    names = idx.defined_names()[::9] + ["self", "app", "request", "g", "current_app"]
+    assert tool_texts(flask_world, fresh, names) == tool_texts(flask_world, whole, names)
 
 
 # --------------------------------------------------------------------------- caches

@@ -961,6 +961,19 @@ def _valid_layout(rec: Any) -> list[int] | None:
     return rec
 
 
+def _rows_fit(data: bytes, points: list[tuple[int, int]]) -> bool:
+    """Whether each (row, byte), in ascending order, is the start of that row of ``data``."""
+    row = at = 0
+    for want, byte in points:
+        if byte < at or byte > len(data) or (byte and data[byte - 1] != 10):
+            return False
+        row += data.count(b"\n", at, byte)
+        at = byte
+        if row != want:
+            return False
+    return True
+
+
 def _read_all(path: str, size: int) -> bytes:
     """The whole file, read with plain system calls (``size``, from a stat, is a hint)."""
     fd = os.open(path, os.O_RDONLY)
@@ -1171,6 +1184,17 @@ def classify(node: ts.Node, family: str) -> str | None:
     return "reference"
 
 
+def reference_at(root: ts.Node, pos: int, n: int, family: str) -> tuple[ts.Node, str] | None:
+    """The identifier spanning exactly bytes ``pos`` to ``pos + n`` of a tree and its role
+    (:func:`classify`), or None when those bytes are not one identifier (a longer name, text
+    in a comment or a string)."""
+    node = root.named_descendant_for_byte_range(pos, pos + n)
+    if node is None or node.start_byte != pos or node.end_byte != pos + n:
+        return None
+    kind = classify(node, family)
+    return None if kind is None else (node, kind)
+
+
 class CodeIndex:
     """Outlines, definitions and references over one world (see the module docstring).
 
@@ -1338,16 +1362,21 @@ class CodeIndex:
                 if kinds[j] == UNIT_TAIL:
                     need.add(j)
                 j += 1
+        # runs of consecutive units, each parsed as one range from its first line's start
+        spans: list[tuple[int, int]] = []
+        for i in sorted(need):
+            if spans and spans[-1][1] == i - 1:
+                spans[-1] = (spans[-1][0], i)
+            else:
+                spans.append((i, i))
+        bounds = [i for first, last in spans for i in (first, last + 1) if i < n_units]
+        if not _rows_fit(src.data, [(units[3 * i], starts[i]) for i in bounds]):
+            ent.groups = None  # a layout that does not fit the file: parse it whole from now on
+            self._unsaved = True
+            return self.tree(rel)
         ranges: list[ts.Range] = []
         nbytes = 0
-        order = sorted(need)
-        k = 0
-        while k < len(order):
-            first = last = order[k]
-            while k + 1 < len(order) and order[k + 1] == last + 1:
-                k += 1
-                last = order[k]
-            k += 1
+        for first, last in spans:
             lo = starts[first]
             if last + 1 < n_units:
                 end_point = ts.Point(units[3 * last + 3], 0)
@@ -1744,12 +1773,10 @@ class CodeIndex:
             count = 0
             n = len(needle)
             for pos in hits:
-                node = root.named_descendant_for_byte_range(pos, pos + n)
-                if node is None or node.start_byte != pos or node.end_byte != pos + n:
+                found = reference_at(root, pos, n, family)
+                if found is None:
                     continue
-                kind = classify(node, family)
-                if kind is None:
-                    continue
+                node, kind = found
                 count += 1
                 if len(refs) < limit:
                     refs.append(self._ref(rel, src, node, kind))
