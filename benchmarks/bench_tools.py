@@ -9,11 +9,12 @@ For each world (default: scikit-learn and tensorzero, fetched by ``make bench``)
 - go_to_definition's first query per name after a cold start (parses the candidate files)
   and whether its answers equal the full tier's;
 - find_all_references for a seeded sample of defined names beside ``rg -w`` over the same
-  files: first query per name (parse trees not yet cached) and warm (asked again);
+  files: first query per name (parse trees not yet cached; the very first one also reads
+  every file) and warm (asked again), wall and CPU;
 - peek_code_region and get_structural_overview through the whole tool path.
 
-Targets (from the issue): warm references p95 <= 1.0x rg, cold index <= 3x ctags, peek p95
-<= 5 ms. The script prints what it measured, the ratios and whether each target was met;
+Targets (from the issues): warm references p95 <= 1.0x rg, cold index <= 3x ctags, peek p95
+<= 5 ms (issue 2); first references query p95 <= 1.5x rg (issue 28). The script prints what it measured, the ratios and whether each target was met;
 it never fails on a missed target (it is a measurement, not a test).
 
     python benchmarks/bench_tools.py [WORLD ...] [--symbols 40] [--repeats 3] [--quick]
@@ -41,6 +42,7 @@ from adakit.apparatus.tools import Toolbox
 from adakit.apparatus.world import World, open_world
 
 TARGET_REFS = 1.0
+TARGET_REFS_FIRST = 1.5
 TARGET_COLD = 3.0
 TARGET_PEEK_MS = 5.0
 
@@ -186,13 +188,15 @@ def definition_rows(name: str, world: World, index: CodeIndex, names: list[str],
 def reference_rows(name: str, world: World, index: CodeIndex, names: list[str],
                    files: list[str], have: set[str]) -> list[Ratio]:
     """find_all_references, first and warm, beside ``rg -w`` over the same files."""
-    rg, rg_cpu, first, warm, warm_cpu = [], [], [], [], []
+    rg, rg_cpu, first, first_cpu, warm, warm_cpu = [], [], [], [], [], []
     for sym in names:
         if "rg" in have:
             wall, cpu = rg_time(world, files, sym)
             rg.append(wall)
             rg_cpu.append(cpu)
-        first.append(refs_time(index, sym)[0])
+        wall, cpu = refs_time(index, sym)
+        first.append(wall)
+        first_cpu.append(cpu)
     for sym in names:
         wall, cpu = refs_time(index, sym)
         warm.append(wall)
@@ -204,6 +208,7 @@ def reference_rows(name: str, world: World, index: CodeIndex, names: list[str],
           f"{pct(first, 50) * 1e3:.1f}/{pct(first, 95) * 1e3:.1f} ms; warm "
           f"{pct(warm, 50) * 1e3:.1f}/{pct(warm, 95) * 1e3:.1f} ms")
     base, target = _vs(r95, TARGET_REFS)
+    _, first_target = _vs(r95, TARGET_REFS_FIRST)
     return [
         Ratio(f"{name}: refs warm p50 vs rg -w (ms)", pct(warm, 50) * 1e3, baseline=r50,
               fmt="{:.1f}"),
@@ -211,8 +216,12 @@ def reference_rows(name: str, world: World, index: CodeIndex, names: list[str],
               fmt="{:.1f}"),
         Ratio(f"{name}: refs warm p95 CPU vs rg -w (ms)", pct(warm_cpu, 95) * 1e3,
               baseline=rg_cpu95, fmt="{:.1f}"),
-        Ratio(f"{name}: refs first query p95 vs rg -w (ms)", pct(first, 95) * 1e3, baseline=r95,
+        Ratio(f"{name}: refs first query p50 vs rg -w (ms)", pct(first, 50) * 1e3, baseline=r50,
               fmt="{:.1f}"),
+        Ratio(f"{name}: refs first query p95 vs rg -w (ms)", pct(first, 95) * 1e3, first_target,
+              baseline=base, fmt="{:.1f}"),
+        Ratio(f"{name}: refs first query p95 CPU vs rg -w (ms)", pct(first_cpu, 95) * 1e3,
+              baseline=rg_cpu95, fmt="{:.1f}"),
     ]
 
 

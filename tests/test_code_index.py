@@ -341,6 +341,35 @@ def test_reference_texts_equal_whole_file_parses(world: World, tmp_path: Path, m
     assert sum(g is not None for g in kept) == partial  # the lexical tier parses files whole
 
 
+_ASI_JS = """const x = bar
+class Box {
+  one() { return 1 }
+  two() { return 2 }
+  three() { return 3 }
+  four() { return 4 }
+  five() { return 5 }
+}
+(bar)()
+"""
+
+
+def test_javascript_units_never_continue_another_statement(tmp_path: Path, monkeypatch) -> None:
+    """``(bar)()`` starts a statement after a class, but put right after ``const x = bar`` it
+    would call ``bar``: a unit that starts with such a token stays with the one before it."""
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "asi.js").write_text(_ASI_JS)
+    world = World(tmp_path / "w", name="asi")
+
+    def refs(index: CodeIndex) -> list[tuple[int, str]]:
+        index.build(parse=True)
+        return [(r.line, r.kind) for r in index.references("bar")[0]]
+
+    want = [(1, "reference"), (9, "reference")]
+    assert refs(CodeIndex(world, use_disk_cache=False, workers=1)) == want
+    monkeypatch.setattr(ci, "_can_start_unit", lambda node, data, family: True)
+    assert refs(CodeIndex(world, use_disk_cache=False, workers=1))[0] == (1, "call")
+
+
 def test_a_damaged_layout_on_disk_means_whole_parses(world: World, tmp_path: Path) -> None:
     import json
 

@@ -622,13 +622,30 @@ SPLIT_MIN_BYTES = 4096
 UNIT_TOP, UNIT_INNER, UNIT_TAIL = 0, 1, 2
 
 
-def _line_groups(nodes: list[ts.Node], after_row: int = -1) -> list[tuple[int, int]]:
-    """(row, byte) where each group of nodes that share lines starts, at its line's start."""
+#: First bytes with which a JavaScript/TypeScript statement can follow any other without being
+#: read as its continuation: a statement without a semicolon ends (automatic semicolon
+#: insertion) only where the next token cannot continue it, so ``(``, ``[``, a template, an
+#: operator or a comment could join it to whatever statement a partial parse puts before it.
+_JS_SAFE_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_$@#{'\"")
+_JS_INFIX_WORD = re.compile(rb"(?:in|instanceof)(?![A-Za-z0-9_$])")
+
+
+def _can_start_unit(node: ts.Node, data: bytes, family: str) -> bool:
+    """Whether ``node`` may begin a unit that a partial parse puts after another one."""
+    if family != "js":
+        return True  # Python statements end at a line's end, Rust items are self-delimiting
+    head = data[node.start_byte : node.start_byte + 11]
+    return bool(head) and head[0] in _JS_SAFE_START and not _JS_INFIX_WORD.match(head)
+
+
+def _line_groups(nodes: list[ts.Node], data: bytes, family: str) -> list[tuple[int, int]]:
+    """(row, byte) where each group of nodes that share lines starts, at its line's start;
+    a node that cannot begin a unit (:func:`_can_start_unit`) stays in the group before it."""
     out: list[tuple[int, int]] = []
-    last_row = after_row
+    last_row = -1
     for node in nodes:
         start = node.start_point
-        if start.row > last_row:
+        if start.row > last_row and (not out or _can_start_unit(node, data, family)):
             out.append((start.row, node.start_byte - start.column))
         last_row = max(last_row, node.end_point.row)
     return out
@@ -660,7 +677,7 @@ def _split_container(
     for tok in node.children:
         if tok.end_byte > body.end_byte and tok.start_point.row <= last_row:
             return None
-    inner = _line_groups(kids)
+    inner = _line_groups(kids, data, family)
     if len(inner) < 2:
         return None
     tail = None
@@ -689,7 +706,7 @@ def ref_layout(root: ts.Node, family: str, data: bytes) -> list[int] | None:
         return None
     fam = "python" if family == "cython" else family
     kids = root.children
-    tops = _line_groups(kids)
+    tops = _line_groups(kids, data, fam)
     if not tops:
         return None
     out: list[int] = []
