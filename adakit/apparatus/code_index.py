@@ -607,8 +607,8 @@ def error_lines(root: ts.Node, cap: int = 10) -> list[int]:
     return sorted(out)
 
 
-#: Top-level definitions whose bodies :func:`ref_layout` splits (after unwrapping a decorator
-#: or ``export``), per grammar family, and the field that holds the body.
+#: Top-level definitions whose bodies (their ``body`` field) :func:`ref_layout` splits, per
+#: grammar family, after unwrapping a decorator or an ``export``.
 _CONTAINERS = {
     "python": frozenset({"class_definition", "function_definition"}),
     "js": frozenset({"class_declaration", "abstract_class_declaration"}),
@@ -670,12 +670,12 @@ def _split_container(
     if len(kids) < 2 or kids[0].start_point.row <= node.start_point.row:
         return None
     first_row, last_row = kids[0].start_point.row, max(k.end_point.row for k in kids)
-    # braces and other tokens of the body must sit on the header's or the tail's lines
-    for tok in body.children:
-        if not tok.is_named and first_row <= tok.start_point.row <= last_row:
-            return None
-    for tok in node.children:
-        if tok.end_byte > body.end_byte and tok.start_point.row <= last_row:
+    # everything else (braces, a comment the parser hung on the definition) must sit on the
+    # header's or the tail's lines
+    others = [t for t in body.children if not t.is_named]
+    others += [t for t in node.children if t.start_byte != body.start_byte or t.end_byte != body.end_byte]
+    for tok in others:
+        if tok.end_point.row >= first_row and tok.start_point.row <= last_row:
             return None
     inner = _line_groups(kids, data, family)
     if len(inner) < 2:
@@ -693,9 +693,10 @@ def ref_layout(root: ts.Node, family: str, data: bytes) -> list[int] | None:
     ``[row, byte, kind, row, byte, kind, ...]``, each unit running from the first byte of its
     line to the next unit (the last one to the end of the file).
 
-    Units of kind ``UNIT_TOP`` are groups of top-level children that share lines. A large
-    top-level class (a Rust impl, mod or trait; a Python function) is split further: its
-    header stays a ``UNIT_TOP``, the statements of its body become ``UNIT_INNER`` units (one
+    Units of kind ``UNIT_TOP`` are groups of top-level children that share lines. A top-level
+    definition of :data:`SPLIT_MIN_BYTES` or more (a Python class or function, a
+    JavaScript/TypeScript class, a Rust impl, mod or trait) is split further: its header
+    stays a ``UNIT_TOP``, the statements of its body become ``UNIT_INNER`` units (one
     per group sharing lines), and the lines after them a ``UNIT_TAIL``. Parsing some units
     alone (tree-sitter's included ranges; an inner unit with its header and tail) gives
     exactly the subtrees the whole file's parse has there, which
