@@ -120,7 +120,7 @@ study: ## the main job: worlds -> launch -> judge -> every notebook -> index pag
 	@$(ADAKIT) stage summary $(PROFILE)
 
 study-clean: ## forget a profile's runs, verdicts and executed notebooks (the response cache is kept, so the next `make study` replays)
-	rm -rf $(STUDY_OUT) data/runs/$(PROFILE) data/judgments/$(PROFILE)
+	rm -rf $(STUDY_OUT) data/runs/$(PROFILE) data/runs/$(PROFILE)-forks-demo data/runs/$(PROFILE)-forks-demo.forks data/judgments/$(PROFILE)
 
 test: $(STAMP) $(LOCAL_STAMP) chromium ## ruff, unit tests, the CI profile end to end, notebooks under nbval, the index page in headless Chromium
 	$(PY) -m ruff check adakit tests benchmarks notebooks

@@ -207,11 +207,11 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
             recorded["redraw_step"] = sc.get("redraw_step")
         recorded["demonstration"] = sc.get("demonstration", "off")
         recorded["ledger"] = bool(sc.get("ledger"))
+        if sc.get("ledger"):
+            recorded["ledger_chars"] = sc.get("ledger_chars")
     if "name_hints" in sc or spec.setting("name_hints") is not None:
         # a header without it had "line"; compared then only when the study names a value
         recorded["name_hints"] = sc.get("name_hints", LEGACY_SETTINGS["name_hints"])
-        if sc.get("ledger"):
-            recorded["ledger_chars"] = sc.get("ledger_chars")
     if isinstance(sc.get("grammar"), dict) and "thinking_min_chars" in sc["grammar"]:
         recorded["thinking_min_chars"] = sc["grammar"]["thinking_min_chars"]
     if isinstance(sc.get("grammar"), dict):  # a grammar recorded without a rule had "prose"
