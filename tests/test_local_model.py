@@ -226,3 +226,15 @@ def test_server_stops_when_the_process_that_started_it_is_killed() -> None:
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_server_threads_bound_prompt_processing_too(monkeypatch) -> None:
+    """``ADAKIT_LLAMA_THREADS`` bounds generation and prompt processing alike (llama-cpp-python's
+    batch threads default to every core, which stalls a server that shares the machine)."""
+    monkeypatch.setenv("ADAKIT_LLAMA_THREADS", "1")
+    argv = m.LocalServer(gguf="model.gguf", port=1).command()
+    assert argv[argv.index("--n_threads") + 1] == "1"
+    assert argv[argv.index("--n_threads_batch") + 1] == "1"
+    monkeypatch.setenv("ADAKIT_LLAMA_THREADS", "two")
+    with pytest.raises(m.ModelError, match="positive whole number"):
+        m.LocalServer(gguf="model.gguf", port=1)

@@ -1143,6 +1143,8 @@ class LocalServer:
             "--port", str(self.port),
             "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads),
+            # prompt processing too: llama-cpp-python's batch default is every core
+            "--n_threads_batch", str(self.n_threads),
             "--flash_attn", "true" if self.flash_attn else "false",
             *self.extra_args,
         ]  # fmt: skip
