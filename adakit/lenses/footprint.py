@@ -107,21 +107,9 @@ def _group_run_counts(
 
 def _union_length(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
     """Distinct lines covered by the ranges of each group (overlapping intervals merged)."""
-    f = frame.sort_values([*keys, "start_line"], kind="stable")
-    gid = f.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
-    start = f["start_line"].to_numpy()
-    end = f["end_line"].to_numpy()
-    reach = pd.Series(end).groupby(gid).cummax().to_numpy()
-    first = np.r_[True, gid[1:] != gid[:-1]]
-    prev = np.r_[0, reach[:-1]]
-    block = np.cumsum(first | (start > prev))
-    blocks = pd.DataFrame({"block": block, "s": start, "e": end}).groupby("block").agg(
-        s=("s", "min"), e=("e", "max"))
-    length = (blocks["e"] - blocks["s"] + 1).to_numpy()
-    first_row = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
-    lab = f.iloc[first_row][keys].reset_index(drop=True)
-    return pd.Series(length, index=pd.MultiIndex.from_frame(lab)).groupby(
-        level=list(range(len(keys))), dropna=False).sum()
+    blocks = _union_blocks(frame, keys)
+    length = blocks["end_line"] - blocks["start_line"] + 1
+    return length.groupby([blocks[k] for k in keys], dropna=False, sort=True).sum()
 
 
 # --------------------------------------------------------------------------- density
