@@ -223,3 +223,16 @@ def test_fixtures_read_alike_by_both_parsers(monkeypatch):
             except BadInput as exc:
                 slow = exc.reason
             assert fast == slow
+
+
+def test_the_fast_line_writes_every_field_of_the_turn_record_in_order():
+    """The fast path writes the turn record by hand: a field added to ``Turn`` must be added
+    there too (this names it, before the byte comparisons above fail on every fixture)."""
+    import orjson
+
+    from adakit.record import Turn
+
+    lines = record_lines(_traj(tool="bash", args={"command": "ls"}), SOURCE, Target())[1]
+    assert all(isinstance(line, bytes) for line in lines)  # both turns took the fast path
+    written = list(orjson.loads(lines[-1]))
+    assert written == [name for name in Turn.model_fields if name != "sidechain"]
