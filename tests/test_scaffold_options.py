@@ -160,7 +160,7 @@ def test_the_demonstration_ends_the_system_prompt_and_is_recorded(world: World, 
 
 
 def test_name_hints_are_recorded_and_a_legacy_header_had_line(world: World, tmp_path: Path) -> None:
-    from adakit.study.retry import LEGACY_SETTINGS
+    from adakit.study.retry import LEGACY_SETTINGS, legacy_settings
 
     with FakeOpenAI([FINAL]) as fake:
         rf = launch(world, fake, tmp_path / "code.jsonl")
@@ -169,6 +169,9 @@ def test_name_hints_are_recorded_and_a_legacy_header_had_line(world: World, tmp_
         legacy = launch(world, fake, tmp_path / "line.jsonl", name_hints="line")
     assert "name_hints" not in legacy.header.scaffold  # as headers were before the setting
     assert LEGACY_SETTINGS["name_hints"] == "line"
+    # a replay restores it run by run, from each run's own header
+    assert legacy_settings(legacy.header) == {"name_hints": "line"}
+    assert legacy_settings(rf.header) == {}
     with pytest.raises(ValueError, match="name_hints must be one of code, line"):
         RunConfig(run_id="x", name_hints="words")
 

@@ -497,7 +497,7 @@ def replay(
     a request the recording never made raises) and compare each run's content digest with the
     manifest; returns run_id -> "same" | "differs" | the error."""
     from adakit.study.launch import run_one
-    from adakit.study.retry import LEGACY_SETTINGS
+    from adakit.study.retry import legacy_settings
     from adakit.study.spec import load_study
 
     ds = open_dataset(path)
@@ -511,14 +511,27 @@ def replay(
         old = os.environ.get("ADAKIT_CACHE")
         os.environ["ADAKIT_CACHE"] = str(cache_root)
         try:
-            overrides: dict[str, Any] = {"output": str(output), "cache_mode": "replay"}
-            recorded = (ds.manifest.get("scaffold") or {}).get("settings") or {}
-            overrides.update({k: v for k, v in LEGACY_SETTINGS.items() if k not in recorded})
-            study = load_study(ds.path / "study.yaml", overrides)
-            for spec in study.specs:
+            base: dict[str, Any] = {"output": str(output), "cache_mode": "replay"}
+            studies: dict[tuple[tuple[str, Any], ...], Any] = {}
+
+            def study_for(run_id: str) -> Any:
+                """The study as this run had it: a setting its header predates takes the
+                value it had then (:func:`adakit.study.retry.legacy_settings`)."""
+                try:
+                    legacy = legacy_settings(read_run(ds.runs_dir / f"{run_id}.jsonl").header)
+                except (OSError, ValueError):
+                    legacy = {}
+                key = tuple(sorted(legacy.items()))
+                if key not in studies:
+                    studies[key] = load_study(ds.path / "study.yaml", {**base, **legacy})
+                return studies[key]
+
+            for spec in load_study(ds.path / "study.yaml", base).specs:
                 if spec.run_id not in wanted:
                     continue
                 try:
+                    study = study_for(spec.run_id)
+                    spec = next(s for s in study.specs if s.run_id == spec.run_id)
                     run_one(study, spec)
                     got = content_digest(read_run(output / f"{spec.run_id}.jsonl"))
                     results[spec.run_id] = "same" if got == digests.get(spec.run_id) else "differs"

@@ -182,6 +182,11 @@ class RunState:
 LEGACY_SETTINGS: dict[str, Any] = {"name_hints": "line"}
 
 
+def legacy_settings(header: Header) -> dict[str, Any]:
+    """The settings this run had without recording them (its header predates them)."""
+    return {k: v for k, v in LEGACY_SETTINGS.items() if k not in header.scaffold}
+
+
 def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
     """The run settings whose recorded value differs from what ``spec`` launches now.
 
