@@ -230,7 +230,7 @@ def _outputs(path: Path) -> str:
 def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
     """Notebook 40 on the bundled examples of every format, one source of one's own and two
     launched baseline runs: executed with papermill (its outputs in the folder ``nbtest``), run
-    twice (the second import finds everything already there), then checked under nbval."""
+    twice (the second import finds everything already there)."""
     pm = pytest.importorskip("papermill")
     home = tmp_path / "home"
     monkeypatch.setenv("ADAKIT_HOME", str(home))
@@ -270,10 +270,8 @@ def test_notebook_40_under_papermill_and_nbval(mixed, tmp_path, monkeypatch):
     assert saved == {"tool_composition_by_agent.png", "tag_shares_by_agent.png",
                      "all_tags_by_agent.png", "journey_arcs_by_agent.png",
                      "footprint_by_agent_flask.png", "explorer_arc.png"}
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "--nbval-lax", str(out)], cwd=tmp_path, capture_output=True, text=True,
-                         env=os.environ.copy())
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    # the replay under nbval: the next test (examples alone) and make test's last step (the CI
+    # profile's notebook 40, with its Ada corpus)
 
 
 @pytest.mark.timeout(300)

@@ -75,9 +75,9 @@ def test_notebook_runs_on_a_synthetic_corpus_with_repeats(tmp_path, monkeypatch)
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_notebook_under_nbval_on_the_ci_profile():
+def test_the_ci_profile_notebook_shows_its_repeat_cells():
     """The CI profile's executed notebook 15 (`make study PROFILE=ci`, or its notebook stage
-    here) shows the profile's repeat cells and replays under nbval."""
+    here) shows the profile's repeat cells."""
     from adakit.record import load_corpus
 
     runs_dir = config.RUNS / "ci"
@@ -93,6 +93,4 @@ def test_notebook_under_nbval_on_the_ci_profile():
                         NOTEBOOK.name], cwd=ROOT, check=True)
     text = _outputs(executed)
     assert "with at least 2 runs" in text and '"output_type": "error"' not in text
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "--nbval-lax", str(executed)], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    # its replay under nbval is make test's last step (every executed notebook of the profile)
