@@ -24,7 +24,7 @@ LLAMA_VERSION := 0.3.36
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup git-filter local-model worlds study study-clean test chromium lint bench bench-quick bench-models bench-scaffold-record lab clean
+.PHONY: help setup git-filter local-model worlds study study-clean ci-replies test chromium lint bench bench-quick bench-models bench-scaffold-record lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -122,11 +122,22 @@ study: ## the main job: worlds -> launch -> judge -> every notebook -> index pag
 study-clean: ## forget a profile's runs, verdicts and executed notebooks (the response cache is kept, so the next `make study` replays)
 	rm -rf $(STUDY_OUT) data/runs/$(PROFILE) data/runs/$(PROFILE)-forks-demo data/runs/$(PROFILE)-forks-demo.forks data/judgments/$(PROFILE)
 
+# The CI profile ships the model replies of its last recording (studies/ci.yaml: replies), so
+# make test replays them instead of asking SmolLM2 live; after a prompt change, record again:
+# unchanged requests keep their replies, changed ones are asked of the model.
+ci-replies: $(STAMP) $(LOCAL_STAMP) ## record the CI profile's model replies again (after a prompt change) into data/replies/ci
+	$(MAKE) --no-print-directory study-clean PROFILE=ci
+	$(MAKE) --no-print-directory study PROFILE=ci
+	$(PY) -m adakit dataset build data/runs/ci --out data/replies/ci --name ci-replies
+
+# the test suite runs in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time
+TEST_WORKERS ?= 2
+
 test: $(STAMP) $(LOCAL_STAMP) chromium ## ruff, unit tests, the CI profile end to end, notebooks under nbval, the index page in headless Chromium
 	$(PY) -m ruff check adakit tests benchmarks notebooks
 	$(MAKE) --no-print-directory study PROFILE=ci
-	ADAKIT_STRICT=1 $(PY) -m pytest -q --durations=30
-	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax data/study/ci/notebooks
+	ADAKIT_STRICT=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --nbval-lax data/study/ci/notebooks
 
 chromium: ## install Debian's headless Chromium (for the index-page and JupyterLab explorer tests) if it is missing
 	@command -v chromium >/dev/null || { echo "installing chromium (Debian)"; \

@@ -11,6 +11,11 @@ from host_paths import host_paths_in
 
 from adakit.apparatus.world import World
 
+# Under pytest-xdist (``make test`` runs two workers) a local llama.cpp server shares the cores
+# with the other worker's tests; with two threads it stalls at every barrier, so it gets one.
+if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("ADAKIT_LLAMA_THREADS"):
+    os.environ["ADAKIT_LLAMA_THREADS"] = "1"
+
 # ------------------------------------------------------------------------- code fixtures
 
 CODE_FIXTURES = Path(__file__).parent / "fixtures" / "code"

@@ -267,3 +267,21 @@ def test_reference_runs_that_saw_a_raw_line_hint_replay_under_their_legacy_setti
               "qwen2.5-coder-1.5b__requests__asr_inference__natural__r0",
               "qwen2.5-coder-1.5b__requests__feature_tracing__natural__r1"]
     assert dataset.replay(REFERENCE, run_ids=wanted) == dict.fromkeys(wanted, "same")
+
+
+def test_a_study_restores_the_replies_it_names(launched: Path, tmp_path, monkeypatch) -> None:
+    """``replies: FOLDER`` in a study file: its recorded replies go into the response cache
+    (kept when already there); no key, nothing; a folder without replies, one clear error."""
+    from adakit.study.replies import restore_declared
+
+    out = tmp_path / "ds"
+    dataset.build(launched, out)
+    monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "fresh-cache"))
+    assert restore_declared({"name": "s"}) is None
+    n = len((out / "responses.jsonl").read_text().splitlines())
+    assert restore_declared({"replies": str(out)}) == (
+        f"recorded replies: {n} restored from {out} into the response cache")
+    assert len(list((tmp_path / "fresh-cache" / "responses").rglob("*.json"))) == n
+    assert restore_declared({"replies": str(out)}).startswith("recorded replies: 0 restored")
+    with pytest.raises(FileNotFoundError, match="no responses.jsonl in"):
+        restore_declared({"replies": str(tmp_path / "nowhere")})

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from cdp import find_chromium
 
@@ -92,3 +93,28 @@ def test_index_page_loads_every_figure_in_headless_chromium(ci_study):
     attrs = dict(re.findall(r'data-(\w+)="(\d+)"', check.group(0)))
     assert int(attrs["images"]) == n_png
     assert int(attrs["broken"]) == 0, dom[dom.find("image-check"):][:500]
+
+
+def test_the_ci_profile_replays_the_replies_it_ships(ci_study):
+    """Every model reply of the CI profile (agent turns, coach calls, verdicts) came from the
+    response cache, which in a fresh clone holds only ``data/replies/ci`` (restored by the
+    launch). A prompt changed since that recording makes the profile ask the model live,
+    minutes slower: record its replies again with ``make ci-replies``."""
+    from adakit.record import read_run
+    from adakit.study.spec import load_study
+
+    assert load_study(ROOT / "studies" / "ci.yaml").raw["replies"] == "data/replies/ci"
+    live: list[str] = []
+    for path in sorted((config.RUNS / "ci").glob("*.jsonl")):
+        rf = read_run(path)
+        if rf.header.model.kind == "baseline":
+            continue
+        for t in rf.turns:
+            if not t.cached:
+                live.append(f"{path.stem} turn {t.turn}")
+            live += [f"{path.stem} turn {t.turn} {c.get('purpose')}"
+                     for c in (t.coach or {}).get("calls", []) if not c.get("cached")]
+    verdicts = pd.read_parquet(config.DATA / "judgments" / "ci" / "judgments.parquet")
+    live += [f"verdict {v.item_id} by {v.judge}" for v in verdicts.itertuples() if not v.cached]
+    assert not live, (f"{len(live)} replies were asked live (the prompts changed since "
+                      f"data/replies/ci was recorded: run `make ci-replies`), e.g. {live[:3]}")

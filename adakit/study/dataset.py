@@ -20,13 +20,12 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ import yaml
 
 from adakit import __version__, config
 from adakit.record import RunFile, content_digest, iter_run_files, read_run
+from adakit.study.replies import RESPONSES, recorded_replies, restore_replies
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -443,51 +443,12 @@ def check(path: str | Path) -> list[str]:
     return problems
 
 
-_KEY = re.compile(rb'"key"\s*:\s*"([0-9a-f]{64})"')
-
-
-def recorded_replies(
-    path: Path,
-) -> Iterator[tuple[int, bytes, str | None, dict[str, Any] | None, str | None]]:
-    """The lines of a ``responses.jsonl``: (line number, raw line, key, entry, why it is
-    damaged or None); a damaged line's key is read from its text when it is not JSON."""
-    from adakit.llm.models import entry_problem
-
-    with open(path, "rb") as fh:
-        for i, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                entry = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as exc:
-                found = _KEY.search(raw)
-                yield i, raw, found.group(1).decode() if found else None, None, f"not JSON: {exc}"
-                continue
-            key = entry.get("key") if isinstance(entry, dict) else None
-            yield i, raw, key if isinstance(key, str) else None, entry, entry_problem(entry)
-
-
 def restore_cache(path: str | Path, folder: str | Path | None = None) -> int:
     """Write the dataset's recorded replies into a response cache folder (default: the
-    project's); returns how many entries were written (existing ones are kept). A damaged
-    line is not restored: it is set aside in the cache as its key's damaged entry, so a
-    replay that needs it names it (:class:`adakit.llm.models.CacheDamaged`)."""
-    from adakit.llm.models import Completion, ResponseCache
-
+    project's); returns how many entries were written (:func:`adakit.study.replies.
+    restore_replies`: existing entries are kept, damaged lines set aside)."""
     ds = open_dataset(path)
-    cache = ResponseCache(Path(folder) / "responses" if folder else None, "use")
-    written = 0
-    for _, raw, key, entry, why in recorded_replies(ds.path / "responses.jsonl"):
-        if key is None or cache.path(key).exists():
-            continue
-        if why is not None or entry is None:
-            if not cache.damaged(key):
-                cache.set_aside(key, raw)
-            continue
-        cache.put(key, Completion.from_dict(entry["completion"]),
-                  {"restored_from": ds.manifest.get("name")})
-        written += 1
-    return written
+    return restore_replies(ds.path / RESPONSES, folder, ds.manifest.get("name"))
 
 
 def replay(

@@ -250,7 +250,8 @@ def launch(
     """Run every spec of a study (skipping finished runs, retrying failed ones; see
     :func:`run_one`); returns the summary table. The launch holds the output folder's lock
     (:func:`adakit.study.lock.folder_lock`) for its whole life: a second launch into the same
-    folder raises :class:`adakit.study.lock.FolderLocked` before it writes anything.
+    folder raises :class:`adakit.study.lock.FolderLocked` before it writes anything. Replies
+    the study file names (``replies: FOLDER``) are restored into the response cache first.
 
     ``states``: where the study's runs stand, when the caller read them already (else they are
     read here, once per run). First, unless ``preflight_first`` is off, :func:`preflight_gate`
@@ -261,7 +262,11 @@ def launch(
     :class:`adakit.study.retry.Failure`), ``left_out`` (the preflight report of what was left
     out, or None) and ``outcomes``.
     """
+    from adakit.study.replies import restore_declared
+
     with folder_lock(study.output):
+        if study.cache_mode != "off" and (note := restore_declared(study.raw)) and progress:
+            print(note)
         return _launch_locked(study, max_runs=max_runs, progress=progress, retry=retry,
                               retry_any=retry_any, retry_from=retry_from, check=check,
                               skip_unavailable=skip_unavailable,

@@ -220,6 +220,7 @@ def judge_plan(
 
 def run_judge_stage(profile: str, progress: bool = True) -> dict[str, Any]:
     """Adjudicate a profile's corpus as its study file's ``judge`` block says."""
+    from adakit.study.replies import restore_declared
     from adakit.study.spec import load_study
 
     path = study_file(profile)
@@ -229,6 +230,8 @@ def run_judge_stage(profile: str, progress: bool = True) -> dict[str, Any]:
         print(f"judge: no runs selected in {plan.corpus}")
         return {"runs": 0}
     cache_mode = (study.raw.get("judge") or {}).get("cache_mode") or study.cache_mode
+    if cache_mode != "off" and (note := restore_declared(study.raw)):
+        print(note)
     report = plan.run(cache_mode=cache_mode, progress=progress)
     print(f"judge: {len(plan.run_files)} runs -> {plan.out_dir}")
     return {"runs": len(plan.run_files), "report": report}

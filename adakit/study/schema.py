@@ -146,6 +146,9 @@ class StudyFile(Block):
     description: Text | None = None
     output: Name | None = Field(None, description="the output folder (relative: to the project root)")
     dataset: Name | None = Field(None, description="the dataset folder `adakit dataset build` packs into")
+    replies: Name | None = Field(
+        None, description="a dataset folder whose recorded replies are restored into the response "
+                          "cache before the runs are launched or judged (a replay where prompts match)")
     seed: Count | None = Field(None, description="the seed of repeat r0 (repeat r gets seed + r)")
     concurrency: Positive | None = Field(None, description="runs launched in parallel")
     cache_mode: CacheMode | None = Field(None, description="response cache mode")
