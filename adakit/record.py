@@ -1177,18 +1177,23 @@ def prefix_digest(header: Header, turns: Iterable[Turn]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def content_digest(run: RunFile) -> str:
-    """A digest of a run's content with wall-clock times and cache flags left out.
-
-    Two runs with the same digest made the same calls, saw the same observations and ended
-    the same way; a replay from the response cache must reproduce the digest exactly.
-    """
+def content_records(run: RunFile) -> list[Any]:
+    """A run's records as JSON values with wall-clock times and cache flags left out."""
     records = [run.header.model_dump(mode="json")] + [t.model_dump(mode="json") for t in run.turns]
     if run.end is not None:
         end = run.end.model_dump(mode="json")
         end["totals"] = {k: v for k, v in end["totals"].items() if k not in _CLOCK_TOTALS}
         records.append(end)
-    blob = json.dumps(_strip_clock(records), sort_keys=True, ensure_ascii=False)
+    return _strip_clock(records)
+
+
+def content_digest(run: RunFile) -> str:
+    """A digest of a run's content (:func:`content_records`).
+
+    Two runs with the same digest made the same calls, saw the same observations and ended
+    the same way; a replay from the response cache must reproduce the digest exactly.
+    """
+    blob = json.dumps(content_records(run), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -26,14 +26,13 @@ from typing import Any
 
 import pandas as pd
 
-from adakit import record
-from adakit.record import read_run
+from adakit.record import content_records, read_run
 
 TIME = re.compile(r"(?:latency|seconds|elapsed|started|ended|wall|time|created|duration|t_rel"
                   r"|^t_s$|^t_end_s$|_s$|_s_(?:lo|hi|n|sem)$)", re.I)
 #: tables whose rows are chosen by wall-clock time (pauses over a threshold, time vs output)
 TIME_TABLES = ("long_pauses", "time_output_correlation")
-RUN_CLOCK = {"latency_s", "adakit_commit", "started_at", "ended_at"}
+RUN_CLOCK = {"latency_s", "adakit_commit"}
 
 
 def _table(path: Path) -> pd.DataFrame | None:
@@ -92,30 +91,24 @@ def _clean(x: Any) -> Any:
 
 
 def run_content(path: Path) -> str:
-    """A run file's content without wall-clock fields and the commit that recorded it."""
-    rf = read_run(path)
-    recs = [rf.header.model_dump(mode="json")] + [t.model_dump(mode="json") for t in rf.turns]
-    if rf.end is not None:
-        end = rf.end.model_dump(mode="json")
-        end["totals"] = {k: v for k, v in end["totals"].items() if k not in record._CLOCK_TOTALS}
-        recs.append(end)
-    return json.dumps(_clean(record._strip_clock(recs)), sort_keys=True)
+    """A run file's content (:func:`adakit.record.content_records`) without the turns'
+    latencies and the commit that recorded it."""
+    return json.dumps(_clean(content_records(read_run(path))), sort_keys=True)
 
 
-def compare_verdicts(before: Path, after: Path) -> str | None:
-    """None when the verdict values agree (latency and cache flags aside), else what differs."""
+def compare_verdicts(before: Path, after: Path) -> tuple[bool, str | None]:
+    """Whether the verdict values agree (latency and cache flags aside), and what differs:
+    the values, or only the column types (None when nothing does)."""
     if not before.exists() and not after.exists():
-        return None
+        return True, None
     x, y = (pd.read_parquet(p).drop(columns=["latency_s", "cached"], errors="ignore")
             .sort_values(["item_id", "judge"]).reset_index(drop=True) for p in (before, after))
     try:
         pd.testing.assert_frame_equal(x, y, check_dtype=False)
     except AssertionError as exc:
-        return " ".join(str(exc).split())[:240]
-    if list(x.dtypes) != list(y.dtypes):
-        kinds = {c: (str(x[c].dtype), str(y[c].dtype)) for c in x if x[c].dtype != y[c].dtype}
-        return f"same values, other column types {kinds}"
-    return None
+        return False, " ".join(str(exc).split())[:240]
+    kinds = {c: (str(x[c].dtype), str(y[c].dtype)) for c in x if x[c].dtype != y[c].dtype}
+    return True, f"same values, other column types {kinds}" if kinds else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,16 +121,17 @@ def main(argv: list[str] | None = None) -> int:
                                    args.after / "data" / "processed")
     print("\n".join(lines))
     print(f"tables: {counts}")
-    verdicts = compare_verdicts(*(d / "data" / "judgments" / args.profile / "judgments.parquet"
-                                  for d in (args.before, args.after)))
-    print(f"verdicts: {verdicts or 'equal (latency and cache flags aside)'}")
+    same_verdicts, note = compare_verdicts(
+        *(d / "data" / "judgments" / args.profile / "judgments.parquet"
+          for d in (args.before, args.after)))
+    print(f"verdicts: {note or 'equal (latency and cache flags aside)'}")
     runs = sorted((args.before / "data" / "runs" / args.profile).glob("*.jsonl"))
     other = args.after / "data" / "runs" / args.profile
     differ = [p.name for p in runs
               if not (other / p.name).exists() or run_content(p) != run_content(other / p.name)]
     print(f"runs: {len(runs) - len(differ)} of {len(runs)} equal without wall-clock fields"
           + (f"; differ: {', '.join(differ[:5])}" if differ else ""))
-    return 1 if counts["different"] or differ or (verdicts and "types" not in verdicts) else 0
+    return 1 if counts["different"] or differ or not same_verdicts else 0
 
 
 if __name__ == "__main__":

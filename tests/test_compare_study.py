@@ -44,9 +44,10 @@ def test_verdicts_differ_in_values_or_only_in_types(tmp_path: Path) -> None:
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     pd.DataFrame(rows).to_parquet(a)
     pd.DataFrame({**rows, "latency_s": [9.0, 9.0]}).to_parquet(b)
-    assert compare_study.compare_verdicts(a, b) is None
+    assert compare_study.compare_verdicts(a, b) == (True, None)
     pd.DataFrame({**rows, "turn": [float("nan"), 2.0]}).to_parquet(b)
     assert compare_study.compare_verdicts(a, b) == (
-        "same values, other column types {'turn': ('Int64', 'float64')}")
+        True, "same values, other column types {'turn': ('Int64', 'float64')}")
     pd.DataFrame({**rows, "label": ["a", "c"]}).to_parquet(b)
-    assert "label" in compare_study.compare_verdicts(a, b)
+    same, note = compare_study.compare_verdicts(a, b)
+    assert not same and "label" in note
