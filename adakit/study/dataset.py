@@ -473,26 +473,20 @@ def replay(
         os.environ["ADAKIT_CACHE"] = str(cache_root)
         try:
             base: dict[str, Any] = {"output": str(output), "cache_mode": "replay"}
-            studies: dict[tuple[tuple[str, Any], ...], Any] = {}
-
-            def study_for(run_id: str) -> Any:
-                """The study as this run had it: a setting its header predates takes the
-                value it had then (:func:`adakit.study.retry.legacy_settings`)."""
+            # a setting a run's header predates takes the value it had then: one study per set
+            groups: dict[tuple[tuple[str, Any], ...], set[str]] = {}
+            for run_id in wanted:
                 try:
                     legacy = legacy_settings(read_run(ds.runs_dir / f"{run_id}.jsonl").header)
-                except (OSError, ValueError):
+                except (OSError, ValueError):  # not in the dataset: said below
                     legacy = {}
-                key = tuple(sorted(legacy.items()))
-                if key not in studies:
-                    studies[key] = load_study(ds.path / "study.yaml", {**base, **legacy})
-                return studies[key]
-
-            for spec in load_study(ds.path / "study.yaml", base).specs:
-                if spec.run_id not in wanted:
-                    continue
+                groups.setdefault(tuple(sorted(legacy.items())), set()).add(run_id)
+            todo = []
+            for legacy, ids in groups.items():
+                study = load_study(ds.path / "study.yaml", {**base, **dict(legacy)})
+                todo += [(spec, study) for spec in study.specs if spec.run_id in ids]
+            for spec, study in todo:
                 try:
-                    study = study_for(spec.run_id)
-                    spec = next(s for s in study.specs if s.run_id == spec.run_id)
                     run_one(study, spec)
                     got = content_digest(read_run(output / f"{spec.run_id}.jsonl"))
                     results[spec.run_id] = "same" if got == digests.get(spec.run_id) else "differs"
