@@ -1159,11 +1159,11 @@ _WALL_CLOCK = {"started_at", "ended_at", "cached"}
 _CLOCK_TOTALS = {"cache_hits", "active_s", "coach_s", "wall_s"}
 
 
-def _strip_clock(obj: Any) -> Any:
+def _strip_clock(obj: Any, drop: frozenset[str] | set[str] = _WALL_CLOCK) -> Any:
     if isinstance(obj, dict):
-        return {k: _strip_clock(v) for k, v in obj.items() if k not in _WALL_CLOCK}
+        return {k: _strip_clock(v, drop) for k, v in obj.items() if k not in drop}
     if isinstance(obj, list):
-        return [_strip_clock(v) for v in obj]
+        return [_strip_clock(v, drop) for v in obj]
     return obj
 
 
@@ -1177,14 +1177,15 @@ def prefix_digest(header: Header, turns: Iterable[Turn]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def content_records(run: RunFile) -> list[Any]:
-    """A run's records as JSON values with wall-clock times and cache flags left out."""
+def content_records(run: RunFile, also: Iterable[str] = ()) -> list[Any]:
+    """A run's records as JSON values with wall-clock times and cache flags left out (and the
+    keys ``also`` names, at any depth)."""
     records = [run.header.model_dump(mode="json")] + [t.model_dump(mode="json") for t in run.turns]
     if run.end is not None:
         end = run.end.model_dump(mode="json")
         end["totals"] = {k: v for k, v in end["totals"].items() if k not in _CLOCK_TOTALS}
         records.append(end)
-    return _strip_clock(records)
+    return _strip_clock(records, _WALL_CLOCK | set(also))
 
 
 def content_digest(run: RunFile) -> str:

@@ -22,7 +22,6 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -82,18 +81,10 @@ def compare_tables(before: Path, after: Path) -> tuple[dict[str, int], list[str]
     return counts, lines
 
 
-def _clean(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items() if k not in RUN_CLOCK}
-    if isinstance(x, list):
-        return [_clean(v) for v in x]
-    return x
-
-
 def run_content(path: Path) -> str:
     """A run file's content (:func:`adakit.record.content_records`) without the turns'
     latencies and the commit that recorded it."""
-    return json.dumps(_clean(content_records(read_run(path))), sort_keys=True)
+    return json.dumps(content_records(read_run(path), also=RUN_CLOCK), sort_keys=True)
 
 
 def compare_verdicts(before: Path, after: Path) -> tuple[bool, str | None]:
