@@ -579,10 +579,29 @@ def test_redraws_that_keep_repeating_fall_back_to_the_repeat_guard(world, tmp_pa
     assert [float(r["temperature"]) for r in fake.requests] == [0.2, 0.2, 0.5, 0.8, 0.2]
 
 
+def test_a_noted_redraw_names_the_repeat_in_the_redraw_request_only(world, tmp_path):
+    """``redraw_note``: the redraw's request ends with a note naming the repeated turn (and,
+    under ``suggest``, calls not made yet); the first draw's request and the next turn's
+    conversation do not carry it."""
+    with FakeOpenAI([peek(), peek(), peek("pkg/util.py", 1, 2), FINAL]) as fake:
+        rf = launch(world, fake, tmp_path / "noted.jsonl", redraw_repeats=2, redraw_note=True,
+                    repeat_guard="suggest")
+    assert rf.header.scaffold["redraw_note"] is True
+    assert rf.turns[1].call.params["file_path"] == "pkg/util.py"
+    first, redraw, after = (r["messages"] for r in fake.requests[1:4])
+    assert redraw[:-1] == first[:-1]
+    assert redraw[-1]["content"].startswith(first[-1]["content"] + "\n\n(Not sent yet")
+    note = redraw[-1]["content"][len(first[-1]["content"]):]
+    assert "made on turn 1" in note and "not made yet in this session" in note
+    assert all("Not sent yet" not in m["content"] for m in after)
+    with pytest.raises(ValueError, match="redraw_note needs redraw_repeats"):
+        RunConfig(run_id="x", redraw_note=True)
+
+
 def test_redraws_off_leave_the_record_as_it_was(world, tmp_path):
     with FakeOpenAI([peek(), peek(), FINAL]) as fake:
         rf = launch(world, fake, tmp_path / "off.jsonl", repeat_guard="refuse")
-    assert "redraw_repeats" not in rf.header.scaffold and "ledger" not in rf.header.scaffold
+    assert not {"redraw_repeats", "redraw_note", "ledger"} & set(rf.header.scaffold)
     assert rf.turns[1].metrics.error_type == "repeated" and rf.turns[1].model_calls == []
     assert len(fake.requests) == 3
     line = (tmp_path / "off.jsonl").read_text().splitlines()[1]

@@ -156,6 +156,22 @@ def test_the_demonstration_ends_the_system_prompt_and_is_recorded(world: World, 
     assert changed_settings(demo.header, spec()) == ("demonstration",)
 
 
+def test_a_redraw_note_is_a_setting_a_relaunch_compares(world: World, tmp_path: Path) -> None:
+    with FakeOpenAI([FINAL]) as fake:
+        plain = launch(world, fake, tmp_path / "plain.jsonl", redraw_repeats=2)
+    with FakeOpenAI([FINAL]) as fake:
+        noted = launch(world, fake, tmp_path / "noted.jsonl", redraw_repeats=2, redraw_note=True)
+
+    def spec(**settings: object) -> RunSpec:
+        return RunSpec("s", "fake", "toy", "feature_tracing", "natural", 0, 0,
+                       tuple(sorted({"turn_bound": 3, "redraw_repeats": 2, **settings}.items())))
+
+    assert changed_settings(plain.header, spec()) == ()
+    assert changed_settings(plain.header, spec(redraw_note=True)) == ("redraw_note",)
+    assert changed_settings(noted.header, spec(redraw_note=True)) == ()
+    assert changed_settings(noted.header, spec()) == ("redraw_note",)
+
+
 # --------------------------------------------------------------------------- name hints
 
 

@@ -122,6 +122,10 @@ class RunConfig:
     #: ``repeat_guard`` answers it as without redraws. Not on closing turns.
     redraw_repeats: int = 0
     redraw_step: float = 0.2
+    #: with ``redraw_repeats``: each redraw's request also carries a note after the last
+    #: observation naming the repeated turn (and, under ``repeat_guard: suggest``, calls not made
+    #: yet). The note is sent with the redraws only; the conversation never keeps it.
+    redraw_note: bool = False
     #: weak-model aid (a deviation from the paper, off by default): the working state shows a
     #: LEDGER channel of what the run has done so far (:mod:`adakit.apparatus.ledger`), within
     #: ``ledger_chars`` characters
@@ -153,6 +157,8 @@ class RunConfig:
             raise ValueError(f"redraw_repeats must be 0 (off) or more, got {self.redraw_repeats}")
         if self.redraw_step < 0:
             raise ValueError(f"redraw_step must not be negative, got {self.redraw_step}")
+        if self.redraw_note and not self.redraw_repeats:
+            raise ValueError("redraw_note needs redraw_repeats of 1 or more")
         if self.ledger_chars < LEDGER_MIN_CHARS:
             raise ValueError(f"ledger_chars must be at least {LEDGER_MIN_CHARS}, got {self.ledger_chars}")
         if self.demonstration not in DEMONSTRATIONS:
@@ -394,6 +400,8 @@ def make_header(
     if cfg.redraw_repeats:  # the same: recorded only when on
         scaffold["redraw_repeats"] = cfg.redraw_repeats
         scaffold["redraw_step"] = cfg.redraw_step
+        if cfg.redraw_note:
+            scaffold["redraw_note"] = True
     if cfg.demonstration != "off":
         scaffold["demonstration"] = cfg.demonstration
     if cfg.ledger:
@@ -746,7 +754,8 @@ class Run:
         for k in range(1, self.cfg.redraw_repeats + 1):
             temperature = round(min(2.0, base + k * self.cfg.redraw_step), 6)
             seed = redraw_seed(self.cfg.seed, n, k)
-            reply = self._query(window, False, temperature=temperature, seed=seed)
+            asked = self._noted(window, drawn[-1][0], drawn[-1][1]) if self.cfg.redraw_note else window
+            reply = self._query(asked, False, temperature=temperature, seed=seed)
             if isinstance(reply, End):
                 return reply
             repeat_of = self._repeat_of(reply)
@@ -765,6 +774,15 @@ class Run:
             for k, (r, rep, temp, seed) in enumerate(drawn)
         ]
         return kept
+
+    def _noted(self, window: list[dict[str, Any]], repeated: _Reply, turn: int) -> list[dict[str, Any]]:
+        """``window`` with the redraw note after its last observation (``redraw_note``)."""
+        note = _fill("redraw_note.txt", turn=str(turn)).strip()
+        if self.cfg.repeat_guard == "suggest" and repeated.call is not None:
+            offered = suggestion_text(self.toolbox.world, self.turns, repeated.call)
+            note = "\n".join(part for part in (note, offered) if part)
+        last = window[-1]
+        return [*window[:-1], {**last, "content": f"{last['content']}\n\n{note}"}]
 
     def _repeat_of(self, reply: _Reply) -> int | None:
         """The earlier turn whose call the reply's call exactly repeats (None: none does)."""

@@ -197,7 +197,8 @@ def fork_config(parent: RunFile, run_id: str, seed: int) -> RunConfig:
     kept.update({k: grammar[k] for k in ("thinking_min_chars", "thinking_rule") if k in grammar})
     return RunConfig(run_id=run_id, study=h.study, turn_bound=h.turn_bound, seed=seed,
                      repeat=h.repeat, close_turn=bool(sc.get("close_turn")),
-                     ledger=bool(sc.get("ledger")), demonstration=sc.get("demonstration", "off"),
+                     ledger=bool(sc.get("ledger")), redraw_note=bool(sc.get("redraw_note")),
+                     demonstration=sc.get("demonstration", "off"),
                      name_hints=sc.get("name_hints", "line"), **kept)
 
 

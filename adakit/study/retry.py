@@ -210,6 +210,7 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
         recorded["redraw_repeats"] = sc.get("redraw_repeats", 0)  # the aids, recorded when on
         if sc.get("redraw_repeats"):
             recorded["redraw_step"] = sc.get("redraw_step")
+            recorded["redraw_note"] = bool(sc.get("redraw_note"))
         recorded["demonstration"] = sc.get("demonstration", "off")
         recorded["ledger"] = bool(sc.get("ledger"))
         if sc.get("ledger"):

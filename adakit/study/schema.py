@@ -102,6 +102,8 @@ class RunSettings(_Strict):
     redraw_repeats: Count | None = Field(None, description="redraws of a sampled exact repeat (0 = off)")
     redraw_step: Annotated[float, Field(strict=True, ge=0)] | None = Field(
         None, description="temperature added per redraw")
+    redraw_note: Flag | None = Field(
+        None, description="redraws carry a note naming the repeated turn (needs redraw_repeats)")
     ledger: Flag | None = Field(None, description="show the LEDGER channel of what the run did")
     ledger_chars: Annotated[int, Field(strict=True, ge=LEDGER_MIN_CHARS)] | None = Field(
         None, description="cap of the LEDGER channel in characters")
