@@ -15,6 +15,7 @@ from adakit.apparatus.agent import (
     LaunchContext,
     Run,
     RunConfig,
+    estimate_tokens,
     first_message,
     fit_window,
     system_prompt,
@@ -181,6 +182,50 @@ def test_context_overflow_drops_oldest_turns(world, tmp_path):
     first = fake.requests[-1]["messages"]
     assert first[0]["role"] == "system" and "Find and describe" in first[1]["content"]
     assert "left out to fit the context window" in first[1]["content"]
+
+
+def test_a_stable_window_keeps_its_prefix_across_turns(world, tmp_path):
+    """``window_drop: stable`` leaves out several pairs at once and then the same ones while
+    the prompt fits, so consecutive requests share their start; "pair" leaves out one more
+    pair on every turn past the window, so each request starts differently."""
+    script = [peek(start=1, end=12)] * 12 + [FINAL]
+    requests, dropped = {}, {}
+    for policy in ("pair", "stable"):
+        with FakeOpenAI(script) as fake:
+            spec = spec_for(fake, context_window=2600, max_tokens=100)
+            rf = launch(world, fake, tmp_path / f"{policy}.jsonl", spec=spec, tree_max_files=5,
+                        turn_bound=12, window_drop=policy, repeat_guard="note")
+        requests[policy] = [r["messages"] for r in fake.requests]
+        dropped[policy] = [t.dropped_messages for t in rf.turns]
+        assert all(estimate_tokens(m) <= 2600 - 100 for m in requests[policy])
+    pair, stable = dropped["pair"], dropped["stable"]
+    assert max(pair) > 0 and max(stable) > 0
+
+    def new_starts(msgs):  # requests whose first three messages differ from the request before
+        return sum(a[:3] != b[:3] for a, b in zip(msgs, msgs[1:], strict=False))
+
+    assert new_starts(requests["stable"]) < new_starts(requests["pair"])
+    # stable: each drop leaves room for later turns, so a count repeats on the next turn
+    grown = [b for a, b in zip(stable, stable[1:], strict=False) if b > a]
+    assert all(stable.count(d) >= 2 for d in grown[:-1])
+    assert len(set(pair)) > len(set(stable))
+    with pytest.raises(ValueError, match="window_drop must be one of pair, stable"):
+        RunConfig(run_id="x", window_drop="half")
+
+
+def test_fit_window_stable_within_its_fill():
+    msgs = [{"role": "system", "content": "s" * 100}, {"role": "user", "content": "task"}]
+    for i in range(10):
+        msgs += [{"role": "assistant", "content": f"a{i}" * 50}, {"role": "user", "content": f"o{i}" * 50}]
+    just, d1 = fit_window(msgs, context_window=600, reply_tokens=50)
+    roomy, d2 = fit_window(msgs, context_window=600, reply_tokens=50, fill=0.6)
+    assert (d1, d2) == (8, 14)
+    assert estimate_tokens(roomy) <= 550 * 0.6 < estimate_tokens(just) <= 550
+    # while it fits, the count an earlier turn left out is kept, even where fewer would do
+    assert fit_window(msgs, context_window=600, reply_tokens=50, start=d2, fill=0.6) == (roomy, d2)
+    kept, d3 = fit_window(msgs[:8], context_window=600, reply_tokens=50, start=4)
+    assert d3 == 4 and kept[2:] == msgs[6:8]
+    assert fit_window(msgs[:8], context_window=600, reply_tokens=50) == (msgs[:8], 0)
 
 
 def test_context_overflow_reason_when_core_cannot_fit(world, tmp_path):

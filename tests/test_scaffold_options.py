@@ -170,6 +170,14 @@ def test_a_redraw_note_is_a_setting_a_relaunch_compares(world: World, tmp_path: 
     assert changed_settings(plain.header, spec(redraw_note=True)) == ("redraw_note",)
     assert changed_settings(noted.header, spec(redraw_note=True)) == ()
     assert changed_settings(noted.header, spec()) == ("redraw_note",)
+    # the window policy: a header without it had "pair"
+    assert "window_drop" not in plain.header.scaffold
+    assert changed_settings(plain.header, spec(window_drop="stable")) == ("window_drop",)
+    with FakeOpenAI([FINAL]) as fake:
+        stable = launch(world, fake, tmp_path / "stable.jsonl", redraw_repeats=2, window_drop="stable")
+    assert stable.header.scaffold["window_drop"] == "stable"
+    assert changed_settings(stable.header, spec(window_drop="stable")) == ()
+    assert changed_settings(stable.header, spec()) == ("window_drop",)
 
 
 # --------------------------------------------------------------------------- name hints

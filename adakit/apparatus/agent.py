@@ -64,6 +64,8 @@ from adakit.record import (
 CHARS_PER_TOKEN = 3.2  # conservative for code-heavy prompts; only used to plan the window
 STATE_TOOLS = {"create_memory", "bookmark", "stash_conclusion"}
 REPEAT_GUARDS = ("off", "note", "refuse", "suggest")
+#: the ways old turns leave a prompt that outgrows the context window (``window_drop``)
+WINDOW_DROPS = ("pair", "stable")
 
 
 class Backend(Protocol):
@@ -126,6 +128,12 @@ class RunConfig:
     #: observation naming the repeated turn (and, under ``repeat_guard: suggest``, calls not made
     #: yet). The note is sent with the redraws only; the conversation never keeps it.
     redraw_note: bool = False
+    #: how old turns leave a prompt that outgrows the model's context window: "pair" (the
+    #: oldest pair, each turn, just enough to fit: every such turn changes the prompt's start,
+    #: so a local server evaluates it all again) or "stable" (enough pairs at once to bring it
+    #: within ``STABLE_FILL`` of the room, then the same ones while it fits: the prefix stays
+    #: cached). Recorded as ``scaffold.window_drop`` when "stable".
+    window_drop: str = "pair"
     #: weak-model aid (a deviation from the paper, off by default): the working state shows a
     #: LEDGER channel of what the run has done so far (:mod:`adakit.apparatus.ledger`), within
     #: ``ledger_chars`` characters
@@ -157,6 +165,9 @@ class RunConfig:
             raise ValueError(f"redraw_repeats must be 0 (off) or more, got {self.redraw_repeats}")
         if self.redraw_step < 0:
             raise ValueError(f"redraw_step must not be negative, got {self.redraw_step}")
+        if self.window_drop not in WINDOW_DROPS:
+            raise ValueError(f"window_drop must be one of {', '.join(WINDOW_DROPS)}, "
+                             f"got {self.window_drop!r}")
         if self.redraw_note and not self.redraw_repeats:
             raise ValueError("redraw_note needs redraw_repeats of 1 or more")
         if self.ledger_chars < LEDGER_MIN_CHARS:
@@ -275,31 +286,48 @@ def estimate_tokens(messages: list[dict[str, Any]]) -> int:
     return int(sum(len(m.get("content") or "") + 16 for m in messages) / CHARS_PER_TOKEN) + 8
 
 
+#: ``window_drop: stable`` leaves out old turn pairs until the prompt is within this share of
+#: the room, so that the following turns fit again without leaving out more
+STABLE_FILL = 0.6
+
+
 def fit_window(
-    messages: list[dict[str, Any]], context_window: int | None, reply_tokens: int
+    messages: list[dict[str, Any]], context_window: int | None, reply_tokens: int,
+    start: int = 0, fill: float = 1.0,
 ) -> tuple[list[dict[str, Any]], int] | None:
     """Leave out the oldest turn pairs until the prompt fits; None if even the core does not.
 
     ``messages[0]`` (system) and ``messages[1]`` (task) are always kept, and so is the newest
-    turn pair (the last reply and the current observation with the state channels).
+    turn pair (the last reply and the current observation with the state channels). ``start``:
+    the messages an earlier turn already left out, kept out while the prompt fits; once it no
+    longer does, pairs are left out until it is within ``fill`` of the room (1.0: just fits).
     """
     if not context_window:
         return messages, 0
     limit = context_window - reply_tokens
-    if estimate_tokens(messages) <= limit:
-        return messages, 0
     system, task, body = messages[0], messages[1], messages[2:]
-    while len(body) > 2:
-        body = body[2:]  # one (assistant, user) pair
+
+    def window_of(body: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
         dropped = len(messages) - 2 - len(body)
+        if not dropped:
+            return messages, 0
         note = (
             f"\n\n[{dropped} earlier messages were left out to fit the context window; your "
             "MEMORY, BOOKMARK and CONCLUSION channels still hold what you kept.]"
         )
-        window = [system, {"role": "user", "content": task["content"] + note}, *body]
-        if estimate_tokens(window) <= limit:
+        return [system, {"role": "user", "content": task["content"] + note}, *body], dropped
+
+    start = min(start - start % 2, max(0, len(body) - 2))
+    window, dropped = window_of(body[start:])
+    if estimate_tokens(window) <= limit:
+        return window, dropped
+    body = body[start:]
+    while len(body) > 2:
+        body = body[2:]  # one (assistant, user) pair
+        window, dropped = window_of(body)
+        if estimate_tokens(window) <= limit * fill:
             return window, dropped
-    return None
+    return (window, dropped) if estimate_tokens(window) <= limit else None
 
 
 @dataclass
@@ -402,6 +430,8 @@ def make_header(
         scaffold["redraw_step"] = cfg.redraw_step
         if cfg.redraw_note:
             scaffold["redraw_note"] = True
+    if cfg.window_drop != "pair":
+        scaffold["window_drop"] = cfg.window_drop
     if cfg.demonstration != "off":
         scaffold["demonstration"] = cfg.demonstration
     if cfg.ledger:
@@ -678,7 +708,10 @@ class Run:
         """Turn ``n``: ask the model, read its reply as a call, act on it and record it; or
         the End a failed request leads to."""
         started = time.time()
-        fitted = fit_window(self.messages, getattr(self.spec, "context_window", None), self.reply_tokens)
+        stable = self.cfg.window_drop == "stable"
+        last = self.turns[-1].dropped_messages if self.turns and stable else 0
+        fitted = fit_window(self.messages, getattr(self.spec, "context_window", None),
+                            self.reply_tokens, start=last, fill=STABLE_FILL if stable else 1.0)
         if fitted is None:
             return None, self._end("context_overflow", "the prompt does not fit the context window")
         window, dropped = fitted

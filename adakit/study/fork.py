@@ -198,6 +198,7 @@ def fork_config(parent: RunFile, run_id: str, seed: int) -> RunConfig:
     return RunConfig(run_id=run_id, study=h.study, turn_bound=h.turn_bound, seed=seed,
                      repeat=h.repeat, close_turn=bool(sc.get("close_turn")),
                      ledger=bool(sc.get("ledger")), redraw_note=bool(sc.get("redraw_note")),
+                     window_drop=sc.get("window_drop", "pair"),
                      demonstration=sc.get("demonstration", "off"),
                      name_hints=sc.get("name_hints", "line"), **kept)
 

@@ -30,7 +30,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from adakit import config
-from adakit.apparatus.agent import REPEAT_GUARDS
+from adakit.apparatus.agent import REPEAT_GUARDS, WINDOW_DROPS
 from adakit.apparatus.demonstration import DEMONSTRATIONS
 from adakit.apparatus.ledger import LEDGER_MIN_CHARS
 from adakit.apparatus.protocol import THINKING_RULES
@@ -104,6 +104,8 @@ class RunSettings(_Strict):
         None, description="temperature added per redraw")
     redraw_note: Flag | None = Field(
         None, description="redraws carry a note naming the repeated turn (needs redraw_repeats)")
+    window_drop: Literal[WINDOW_DROPS] | None = Field(  # type: ignore[valid-type]
+        None, description="how old turns leave a prompt past the context window: pair or stable")
     ledger: Flag | None = Field(None, description="show the LEDGER channel of what the run did")
     ledger_chars: Annotated[int, Field(strict=True, ge=LEDGER_MIN_CHARS)] | None = Field(
         None, description="cap of the LEDGER channel in characters")

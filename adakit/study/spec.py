@@ -27,7 +27,7 @@ from adakit.study.schema import StudyError, check_study, read_study_file
 RUN_SETTINGS = (
     "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
     "budget", "repeat_guard", "thinking_min_chars", "close_turn", "close_chars",
-    "redraw_repeats", "redraw_step", "redraw_note", "ledger", "ledger_chars", "thinking_rule",
+    "redraw_repeats", "redraw_step", "redraw_note", "window_drop", "ledger", "ledger_chars", "thinking_rule",
     "demonstration", "name_hints",
 )
 
