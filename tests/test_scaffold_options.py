@@ -278,3 +278,24 @@ def test_suggested_calls_skip_what_the_run_made_or_opened(tmp_path: Path) -> Non
     offered = next_calls(world, rf.turns, outside)
     assert offered and all("get_structural_overview" in c for c in offered)
     assert all("passwd" not in c for c in offered)
+
+
+def test_an_option_prompt_counts_in_the_digest_only_when_the_option_is_on() -> None:
+    """Adding a template only one option shows leaves the digest of every run without the
+    option as it was: the shipped reference runs keep theirs, so they still replay."""
+    import json
+
+    from adakit import config
+    from adakit.apparatus.agent import scaffold_digest
+
+    plain = scaffold_digest(RunConfig(run_id="r"))
+    assert plain == scaffold_digest() == scaffold_digest(RunConfig(run_id="r", redraw_repeats=2))
+    assert scaffold_digest(RunConfig(run_id="r", redraw_repeats=2, redraw_note=True)) != plain
+    shipped = sorted(config.REFERENCE_RUNS.parent.parent.rglob("runs/*.jsonl"))
+    if not shipped:
+        pytest.skip("no reference runs shipped here")
+    noted = scaffold_digest(RunConfig(run_id="r", redraw_repeats=2, redraw_note=True))
+    for path in shipped:
+        scaffold = json.loads(path.read_text().split("\n", 1)[0])["scaffold"]
+        want = noted if scaffold.get("redraw_note") else plain
+        assert scaffold["prompts_sha256"] == want, path.name

@@ -398,10 +398,20 @@ def _model_info(spec: Any) -> ModelInfo:
     )
 
 
-def scaffold_digest() -> str:
-    """sha256 of everything the scaffold shows a model: prompt templates and tool specs."""
+#: Prompt templates shown only under one option (file -> RunConfig field): a run without
+#: the option never sees them, so its digest leaves them out and stays what it was before
+#: they existed.
+OPTION_PROMPTS: dict[str, str] = {"redraw_note.txt": "redraw_note"}
+
+
+def scaffold_digest(cfg: RunConfig | None = None) -> str:
+    """sha256 of everything the scaffold can show a model run under ``cfg``: prompt templates
+    and tool specs (an option's own template counts only when ``cfg`` turns it on)."""
     digest = hashlib.sha256()
     for path in sorted(config.PROMPTS.rglob("*.txt")):
+        option = OPTION_PROMPTS.get(path.relative_to(config.PROMPTS).as_posix())
+        if option and not getattr(cfg, option, False):
+            continue
         digest.update(path.relative_to(config.PROMPTS).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     digest.update(describe_tools().encode())
@@ -414,7 +424,7 @@ def make_header(
     """The header record of a run; ``scaffold`` says which scaffold options shaped it."""
     w = ctx.world
     scaffold = {
-        "prompts_sha256": scaffold_digest(),
+        "prompts_sha256": scaffold_digest(cfg),
         "tree_max_files": cfg.tree_max_files,
         "max_observation_chars": cfg.max_observation_chars,
         "reply_max_tokens": cfg.reply_max_tokens,

@@ -16,6 +16,7 @@ from adakit.study.fork import (
     Change,
     ForkError,
     check_model,
+    fork_config,
     launch_context,
     plan_forks,
     run_fork,
@@ -52,9 +53,10 @@ def _cmd_fork(args: argparse.Namespace) -> int:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else exc!r}", file=sys.stderr)
         return 2
     recorded = parent.header.scaffold.get("prompts_sha256")
-    if recorded and recorded != scaffold_digest():
+    now = scaffold_digest(fork_config(parent, parent.header.run_id, parent.header.seed))
+    if recorded and recorded != now:
         print("warning: the parent was recorded under other prompt templates (prompts_sha256 "
-              f"{recorded[:12]}, now {scaffold_digest()[:12]}): the fork rebuilds its history "
+              f"{recorded[:12]}, now {now[:12]}): the fork rebuilds its history "
               "with today's, so its model may read the prefix slightly differently", file=sys.stderr)
     context = launch_context(_Worlds(), _backend, args.cache_mode)
     failed = 0
