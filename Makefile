@@ -112,11 +112,12 @@ $(STUDY_OUT)/index.html: $(EXECUTED)
 # core here); the stages before them run one at a time
 NOTEBOOK_JOBS ?= 2
 
-study: ## the main job: worlds -> launch -> judge -> every notebook -> index page (PROFILE=quick|ci|local|paper)
+study: ## the main job: worlds -> launch -> judge -> every notebook -> index page -> dataset -> the profile's fork study, if any (PROFILE=quick|ci|local|paper)
 	@$(MAKE) --no-print-directory $(STUDY_OUT)/judge.done
 	@$(MAKE) --no-print-directory -j$(NOTEBOOK_JOBS) $(EXECUTED)
 	@$(MAKE) --no-print-directory $(STUDY_OUT)/index.html
 	@$(ADAKIT) stage dataset $(PROFILE)
+	@if [ -f studies/$(PROFILE)-forks.yaml ]; then $(PY) -m adakit launch studies/$(PROFILE)-forks.yaml; fi
 	@$(ADAKIT) stage summary $(PROFILE)
 
 study-clean: ## forget a profile's runs, verdicts and executed notebooks (the response cache is kept, so the next `make study` replays)

@@ -69,6 +69,19 @@ def test_build_check_and_replay(launched: Path) -> None:
     assert results == {r["run_id"]: "same" for r in manifest["runs"]}
 
 
+def test_a_rebuilt_dataset_keeps_the_forks_made_from_it(launched: Path) -> None:
+    """``runs.forks`` beside a dataset's runs is not packed by it, but a new build in its
+    place carries it over instead of deleting it."""
+    out = launched / "ds"
+    dataset.build(launched / "runs", out, cache=launched / "cache", name="tiny-v1")
+    fork = out / "runs.forks" / "p__at2" / "f.jsonl"
+    fork.parent.mkdir(parents=True)
+    fork.write_text("kept\n")
+    dataset.build(launched / "runs", out, cache=launched / "cache", name="tiny-v2")
+    assert fork.read_text() == "kept\n" and dataset.check(out) == []
+    assert dataset.open_dataset(out).manifest["name"] == "tiny-v2"
+
+
 def test_only_current_verdicts_on_packed_runs_are_shipped(launched: Path) -> None:
     """Verdicts on a run the dataset does not hold, and verdicts given before their run was
     recorded again, stay out of the dataset (the manifest counts them)."""

@@ -420,6 +420,11 @@ def test_a_fork_study_is_planned_launched_and_resumed(flask_world, tmp_path, cap
     assert all([content(t) for t in rf.turns] == [content(t) for t in parent.turns] for rf in placebo)
     assert cli.main(["launch", str(study), "--plan"]) == 0
     assert "forks: 4 in 1 fork set(s) (finished 4)" in capsys.readouterr().out
+    from adakit.study.fork import study_forks
+    from adakit.study.spec import load_study
+
+    order = [(sf.plan.draw, sf.change.kind) for sf in study_forks(load_study(study))]
+    assert order == [(1, "placebo"), (1, "inject"), (2, "placebo"), (2, "inject")]  # seed by seed
     assert cli.main(["launch", str(study), "--yes"]) == 0
     assert "4 forks: skipped 4" in capsys.readouterr().out
 

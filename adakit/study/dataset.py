@@ -300,8 +300,13 @@ def _file_digests(tmp: Path) -> dict[str, str | None]:
 
 
 def _install(tmp: Path, out: Path) -> None:
-    """Put the packed folder in place of ``out`` (an earlier version there is replaced)."""
+    """Put the packed folder in place of ``out`` (an earlier version there is replaced); the
+    forks made from the earlier version's runs (``runs.forks``, not part of a dataset) move
+    into the new one, where a fork whose parent changed is set aside and made again."""
     if out.exists():
+        forks = out / "runs.forks"
+        if forks.is_dir():
+            os.replace(forks, tmp / forks.name)
         shutil.rmtree(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tmp, out)

@@ -436,8 +436,10 @@ def _fork_status(path: Path) -> tuple[str, int]:
 
 
 def study_forks(study: Any) -> list[StudyFork]:
-    """Every fork a study file's ``forks`` blocks declare, with its state; parents that are
-    too short to fork at a block's turn are left out."""
+    """Every fork a study file's ``forks`` blocks declare, with its state, seed by seed (every
+    fork set's first draw, then every second draw, ...), so forks made in this order and
+    stopped part way already pair each change with its placebo; parents that are too short
+    to fork at a block's turn are left out."""
     out = []
     for block in fork_blocks(study.raw.get("forks")):
         for parent in _parents(block, study.output):
@@ -447,7 +449,7 @@ def study_forks(study: Any) -> list[StudyFork]:
             for change in block.changes:
                 for plan in plan_forks(parent, at, change, block.seeds):
                     out.append(StudyFork(parent, at, change, plan, *_fork_status(plan.path)))
-    return out
+    return sorted(out, key=lambda sf: sf.plan.draw)  # stable: blocks, parents, changes kept
 
 
 @dataclass
