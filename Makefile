@@ -117,7 +117,8 @@ study: ## the main job: worlds -> launch -> judge -> every notebook -> index pag
 	@$(MAKE) --no-print-directory -j$(NOTEBOOK_JOBS) $(EXECUTED)
 	@$(MAKE) --no-print-directory $(STUDY_OUT)/index.html
 	@$(ADAKIT) stage dataset $(PROFILE)
-	@if [ -f studies/$(PROFILE)-forks.yaml ]; then $(PY) -m adakit launch studies/$(PROFILE)-forks.yaml; fi
+	@if [ -f studies/$(PROFILE)-forks.yaml ]; then $(PY) -m adakit launch studies/$(PROFILE)-forks.yaml && \
+	  $(PY) -m adakit dataset build-forks studies/$(PROFILE)-forks.yaml; fi
 	@$(ADAKIT) stage summary $(PROFILE)
 
 study-clean: ## forget a profile's runs, verdicts and executed notebooks (the response cache is kept, so the next `make study` replays)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -427,6 +428,28 @@ def test_a_fork_study_is_planned_launched_and_resumed(flask_world, tmp_path, cap
     assert order == [(1, "placebo"), (1, "inject"), (2, "placebo"), (2, "inject")]  # seed by seed
     assert cli.main(["launch", str(study), "--yes"]) == 0
     assert "4 forks: skipped 4" in capsys.readouterr().out
+
+
+def test_a_fork_study_is_packed_with_a_manifest_that_catches_an_edit(flask_world, tmp_path, capsys):
+    """``adakit dataset build-forks``: one row per finished fork, the study file and replies
+    beside; ``adakit dataset check`` passes on it and names a fork file edited afterwards."""
+    study = tmp_path / "forktest.yaml"
+    study.write_text(FORK_STUDY.format(out=tmp_path / "runs"))
+    pack = tmp_path / "pack"
+    assert cli.main(["dataset", "build-forks", str(study), "--out", str(pack)]) == 1
+    assert "no fork of" in capsys.readouterr().err  # nothing launched yet
+    assert cli.main(["launch", str(study), "--yes"]) == 0
+    assert cli.main(["dataset", "build-forks", str(study), "--out", str(pack)]) == 0
+    assert "4 of 4 finished, in 1 fork set(s)" in capsys.readouterr().out
+    manifest = json.loads((pack / "manifest.json").read_text())
+    assert {r["change"]["kind"] for r in manifest["forks"]} == {"placebo", "inject"}
+    assert manifest["remaining"] == [] and (pack / "study.yaml").read_text() == study.read_text()
+    assert cli.main(["dataset", "check", str(pack)]) == 0
+    assert "4 forks match the manifest" in capsys.readouterr().out
+    edited = Path(manifest["forks"][0]["file"])
+    edited.write_text(edited.read_text().replace('"finalize"', '"turn_bound"'))
+    assert cli.main(["dataset", "check", str(pack)]) == 1
+    assert "sha256 differs from the manifest" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("block, needle", [

@@ -529,9 +529,26 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_check(args: argparse.Namespace) -> int:
+def _cmd_build_forks(args: argparse.Namespace) -> int:
+    from adakit.study.fork_dataset import pack_forks
+
     try:
-        problems = check(args.dataset)
+        m = pack_forks(args.study, args.out, args.cache)
+    except (DatasetError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    c = m["counts"]
+    print(f"forks {m['name']}: {c['forks']} of {c['declared']} finished, in {c['fork_sets']} "
+          f"fork set(s), {c['responses']} recorded replies -> {args.out or 'the study dataset folder'}")
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from adakit.study.fork_dataset import FORK_FORMAT, check_forks
+
+    try:
+        forks = open_dataset(args.dataset).manifest.get("format") == FORK_FORMAT
+        problems = check_forks(args.dataset) if forks else check(args.dataset)
     except DatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -541,6 +558,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"{len(problems)} problem(s)", file=sys.stderr)
         return 1
     ds = open_dataset(args.dataset)
+    if forks:
+        print(f"{ds.path}: {len(ds.manifest['forks'])} forks match the manifest")
+        return 0
     print(f"{ds.path}: {len(ds.manifest['runs'])} runs match the manifest")
     if args.replay:
         results = replay(args.dataset)
@@ -559,7 +579,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def register_cli(sub: Any) -> None:
-    """``adakit dataset build|check|restore-cache``."""
+    """``adakit dataset build|build-forks|check|restore-cache``."""
     p = sub.add_parser("dataset", help="shipped datasets of recorded runs: build, check, replay")
     dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION")
     b = dsub.add_parser("build", help="pack a finished corpus, its verdicts and replies")
@@ -572,7 +592,12 @@ def register_cli(sub: Any) -> None:
     b.add_argument("--leave-unfinished", action="store_true",
                    help="pack only the finished runs; the manifest lists the unfinished ones")
     b.set_defaults(func=_cmd_build)
-    c = dsub.add_parser("check", help="verify a dataset against its manifest")
+    f = dsub.add_parser("build-forks", help="pack a fork study's finished forks' replies and manifest")
+    f.add_argument("study", help="the fork study file (e.g. studies/local-forks.yaml)")
+    f.add_argument("--out", help="the pack folder (default: the study's 'dataset')")
+    f.add_argument("--cache", help="the response cache root (default: the project's)")
+    f.set_defaults(func=_cmd_build_forks)
+    c = dsub.add_parser("check", help="verify a dataset (or a fork pack) against its manifest")
     c.add_argument("dataset")
     c.add_argument("--replay", action="store_true",
                    help="also relaunch every run from the recorded replies and compare")

@@ -1,0 +1,136 @@
+"""A fork study's forks, packed for shipping: their recorded replies and a manifest.
+
+The fork files stay where the forks were made (``<corpus>.forks/<parent>__atK/``, where the
+explorer and notebook 21 find them); the pack is a folder beside them, named by the study's
+``dataset`` key (e.g. ``data/reference/local-forks``), holding
+
+- ``responses.jsonl``: every model reply the forks used, so ``adakit dataset restore-cache``
+  puts them back in the response cache and the study replays without a model;
+- ``study.yaml``: the fork study file;
+- ``manifest.json``: provenance (adakit version and commit, the prompts' and tools' hashes),
+  one row per finished fork (file, sha256, content digest, parent, K, change, seed, end),
+  the forks the study declares that are not finished yet, and how to make them again.
+
+:func:`check_forks` compares the fork files with the manifest (``adakit dataset check``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from adakit import __version__, config
+from adakit.record import content_digest, read_run
+from adakit.study.dataset import (
+    MANIFEST,
+    DatasetError,
+    _cache_entries,
+    _git_commit,
+    _install,
+    sha256_file,
+    tools_digest,
+)
+from adakit.study.replies import RESPONSES
+
+#: The manifest's ``format`` of a fork pack (a run dataset's is an integer).
+FORK_FORMAT = "adakit-forks/1"
+
+
+def _shown(p: Path) -> str:
+    return str(p.relative_to(config.ROOT) if p.is_relative_to(config.ROOT) else p)
+
+
+def pack_forks(study_path: str | Path, out: str | Path | None = None,
+               cache: str | Path | None = None) -> dict[str, Any]:
+    """Pack the finished forks of a fork study into ``out`` (default: the study's ``dataset``
+    key), replacing an earlier pack there; returns the manifest."""
+    from adakit.llm.models import get_model
+    from adakit.study.fork import study_forks
+    from adakit.study.spec import load_study
+
+    study_path = config.resolve(study_path)
+    study = load_study(study_path)
+    if not study.raw.get("forks"):
+        raise DatasetError(f"{study_path} declares no forks")
+    target = out or study.raw.get("dataset")
+    if not target:
+        raise DatasetError(f"{study_path} names no 'dataset' folder: pass --out")
+    out = config.resolve(target)
+    forks = study_forks(study)
+    rows = []
+    for sf in forks:
+        if sf.status != "finished":
+            continue
+        rf = read_run(sf.plan.path)
+        rows.append({
+            "run_id": sf.plan.run_id, "file": _shown(sf.plan.path),
+            "sha256": sha256_file(sf.plan.path), "digest": content_digest(rf),
+            "parent": sf.parent.header.run_id, "at": sf.at,
+            "change": {"kind": sf.change.kind, "value": sf.change.value},
+            "seed": sf.plan.seed, "model": rf.header.model.name,
+            "reason": rf.end.reason if rf.end else None, "turns": len(rf.turns),
+            "turn_s": round(sum(t.ended_at - t.started_at for t in rf.turns[sf.at:]), 1),
+        })
+    if not rows:
+        raise DatasetError(f"no fork of {study_path} is finished yet: launch it first")
+    models = {r["model"] for r in rows if not r["model"].startswith("baseline-")}
+    model_ids = {get_model(m).model_id for m in models}
+    entries = _cache_entries((config.resolve(cache) if cache else config.cache_dir()) / "responses",
+                             {r["run_id"] for r in rows}, model_ids)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".forks-", dir=out.parent))
+    try:
+        with open(tmp / RESPONSES, "w", encoding="utf-8") as fh:
+            for entry in entries:
+                fh.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
+        shutil.copyfile(study_path, tmp / "study.yaml")
+        commit, dirty = _git_commit()
+        first = read_run(config.resolve(rows[0]["file"])).header
+        manifest = {
+            "format": FORK_FORMAT, "name": study.name,
+            "description": study.raw.get("description", ""),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "adakit_version": __version__, "adakit_commit": commit, "adakit_dirty": dirty,
+            "scaffold": {"prompts_sha256": first.scaffold.get("prompts_sha256"),
+                         "tools_sha256": tools_digest()},
+            "models": sorted(models),
+            "forks": rows,
+            "remaining": [sf.plan.run_id for sf in forks if sf.status != "finished"],
+            "counts": {"forks": len(rows), "declared": len(forks), "responses": len(entries),
+                       "fork_sets": len({(r["parent"], r["at"]) for r in rows})},
+            "files": {name: sha256_file(tmp / name) for name in (RESPONSES, "study.yaml")},
+            "wall_time_s": {"turns_after_k": round(sum(r["turn_s"] for r in rows), 1)},
+            "regenerate": (f".venv/bin/adakit launch {_shown(study_path)} && "
+                           f".venv/bin/adakit dataset build-forks {_shown(study_path)}"),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        _install(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+def check_forks(path: str | Path) -> list[str]:
+    """What of a fork pack does not match its manifest (empty when everything does)."""
+    folder = config.resolve(path)
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    problems = []
+    for row in manifest["forks"]:
+        p = config.resolve(row["file"])
+        if not p.exists():
+            problems.append(f"{row['file']}: listed in the manifest but absent")
+        elif sha256_file(p) != row["sha256"]:
+            problems.append(f"{row['file']}: sha256 differs from the manifest (edited after recording?)")
+        elif content_digest(read_run(p)) != row["digest"]:
+            problems.append(f"{row['file']}: content digest differs from the manifest")
+    for name, digest in manifest.get("files", {}).items():
+        if not (folder / name).exists():
+            problems.append(f"{name}: listed in the manifest but absent")
+        elif sha256_file(folder / name) != digest:
+            problems.append(f"{name}: sha256 differs from the manifest")
+    return problems
