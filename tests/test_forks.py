@@ -410,7 +410,9 @@ def test_a_fork_study_is_planned_launched_and_resumed(flask_world, tmp_path, cap
     assert cli.main(["launch", str(study), "--plan"]) == 0
     assert "forks: 0 in 0 fork set(s)" in capsys.readouterr().out  # no parent recorded yet
     assert cli.main(["launch", str(study), "--yes"]) == 0
-    assert "4 forks: finalize 4" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "4 forks: finalize 4" in printed.out
+    assert printed.err.count("fork ") >= 4 and "fork 4/4 " in printed.err  # a line per fork made
     (parent_path,) = (tmp_path / "runs").glob("*.jsonl")
     parent = read_run(parent_path)
     at = round(0.5 * len(parent.turns))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -515,19 +516,26 @@ def fork_plan_text(study: Any, forks: list[StudyFork], reference: str | Path | N
 
 
 def launch_study_forks(study: Any, context: ContextFactory,
-                       forks: list[StudyFork] | None = None) -> dict[str, str]:
+                       forks: list[StudyFork] | None = None,
+                       progress: Callable[[str], None] | None = None) -> dict[str, str]:
     """Make, resume or retry every fork a study declares (``forks``, when the caller read
     them already; finished and failed ones are left as they are), their contexts built by
-    ``context`` (:func:`launch_context`); returns run id -> outcome."""
+    ``context`` (:func:`launch_context`); ``progress`` gets a line per fork made; returns
+    run id -> outcome."""
     from adakit.study.retry import reopen
 
+    todo = study_forks(study) if forks is None else forks
     outcomes: dict[str, str] = {}
-    for sf in study_forks(study) if forks is None else forks:
+    for i, sf in enumerate(todo, 1):
         if sf.status in ("finished", "failed"):
             outcomes[sf.plan.run_id] = "skipped" if sf.status == "finished" else "left"
             continue
         if sf.status == "to_retry":
             reopen(sf.plan.path, resume=True)
+        start = time.monotonic()
         rf = run_fork(sf.parent, sf.at, sf.change, sf.plan, context)
         outcomes[sf.plan.run_id] = rf.end.reason if rf.end else "unfinished"
+        if progress is not None:
+            progress(f"fork {i}/{len(todo)} {sf.plan.run_id}: {outcomes[sf.plan.run_id]} after "
+                     f"{len(rf.turns) - sf.at} turn(s) of its own, {time.monotonic() - start:.0f} s")
     return outcomes

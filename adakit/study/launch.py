@@ -501,7 +501,8 @@ def _cmd_launch(args: argparse.Namespace) -> int:
             print("no fork was made", file=sys.stderr)
             return 3
         context = launch_context(_Worlds(), _backend, args.cache_mode or study.cache_mode)
-        outcomes = launch_study_forks(study, context, forks)
+        outcomes = launch_study_forks(study, context, forks,
+                                      progress=lambda line: print(line, file=sys.stderr, flush=True))
         print(f"{len(outcomes)} forks: " + ", ".join(
             f"{k} {v}" for k, v in Counter(outcomes.values()).items()))
         code = max(code, 1 if "model_error" in outcomes.values() else 0)
