@@ -13,11 +13,20 @@ from adakit.apparatus.tasks import make_task
 pytestmark = pytest.mark.slow
 
 
-def run(world, index, policy, tmp_path, condition="natural", seed=0, name="r"):
+def run(world, index, policy, tmp_path, condition="natural", seed=0, name="r", **cfg):
     backend = BaselinePolicy(baseline_spec(policy), world, index, seed=seed)
     ctx = LaunchContext(world=world, task=make_task("feature_tracing", "flask"),
                         condition=get_condition(condition), backend=backend, index=index)
-    return Run(ctx, RunConfig(run_id=name, turn_bound=40, seed=seed), tmp_path / f"{name}.jsonl").execute()
+    return Run(ctx, RunConfig(run_id=name, turn_bound=40, seed=seed, **cfg),
+               tmp_path / f"{name}.jsonl").execute()
+
+
+def test_a_baseline_writes_the_native_format_when_the_run_asks_for_it(flask_world, index, tmp_path):
+    xml = run(flask_world, index, "tracer", tmp_path, name="xml")
+    native = run(flask_world, index, "tracer", tmp_path, name="native", tool_format="native")
+    assert [t.call for t in native.turns] == [t.call for t in xml.turns]
+    assert all(t.raw_text.rstrip().endswith("</tool_call>") for t in native.turns)
+    assert native.end.reason == xml.end.reason == "finalize"
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,14 @@ from adakit import __version__, config
 from adakit.apparatus.conditions import Condition
 from adakit.apparatus.demonstration import DEMONSTRATIONS, demonstration_text
 from adakit.apparatus.ledger import LEDGER_CHARS, LEDGER_MIN_CHARS, Ledger
+from adakit.apparatus.native import (
+    FORMAT_SECTION,
+    TOOL_FORMATS,
+    native_grammar,
+    native_system,
+    parse_native_reply,
+    render_native_call,
+)
 from adakit.apparatus.protocol import (
     THINKING_MIN_CHARS,
     THINKING_RULES,
@@ -153,6 +161,11 @@ class RunConfig:
     #: "line" (every word of the raw line, comments included: how local-v3 was recorded).
     #: Recorded as ``scaffold.name_hints`` when "code"; a header without it had "line".
     name_hints: str = "code"
+    #: the form of a tool call (:data:`adakit.apparatus.native.TOOL_FORMATS`): "xml" (Ada's
+    #: tags) or "native" (a JSON call in ``<tool_call>`` tags, as a small model's chat template
+    #: teaches it, the tools listed by that template; :mod:`adakit.apparatus.native`).
+    #: Recorded as ``scaffold.tool_format`` when "native".
+    tool_format: str = "xml"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -178,6 +191,9 @@ class RunConfig:
         if self.name_hints not in NAME_HINTS:
             raise ValueError(f"name_hints must be one of {', '.join(NAME_HINTS)}, "
                              f"got {self.name_hints!r}")
+        if self.tool_format not in TOOL_FORMATS:
+            raise ValueError(f"tool_format must be one of {', '.join(TOOL_FORMATS)}, "
+                             f"got {self.tool_format!r}")
         if self.thinking_rule not in THINKING_RULES:
             raise ValueError(f"thinking_rule must be one of {', '.join(THINKING_RULES)}, "
                              f"got {self.thinking_rule!r}")
@@ -246,9 +262,10 @@ def describe_tools() -> str:
 
 
 def system_prompt(world: World, condition: Condition, tree_max_files: int = 200,
-                  demonstration: str = "off") -> str:
+                  demonstration: str = "off", tool_format: str = "xml") -> str:
     """The stable system prompt for a world under a condition, with the worked
-    demonstration ``demonstration`` (one of :data:`DEMONSTRATIONS`) at its end when not "off"."""
+    demonstration ``demonstration`` (one of :data:`DEMONSTRATIONS`) at its end when not "off",
+    its calls written in ``tool_format``."""
     stance = f"\n{condition.stance.strip()}\n" if condition.stance.strip() else ""
     text = _fill(
         "system.txt",
@@ -257,7 +274,10 @@ def system_prompt(world: World, condition: Condition, tree_max_files: int = 200,
         tree=world.tree(max_files=tree_max_files),
         stance=stance,
     ).strip()
-    demo = demonstration_text(demonstration)
+    native = tool_format == "native"
+    if native:
+        text = native_system(text, _fill(FORMAT_SECTION))
+    demo = demonstration_text(demonstration, render=render_native_call if native else render_call)
     return text + "\n\n" + demo if demo else text
 
 
@@ -398,10 +418,13 @@ def _model_info(spec: Any) -> ModelInfo:
     )
 
 
-#: Prompt templates shown only under one option (file -> RunConfig field): a run without
-#: the option never sees them, so its digest leaves them out and stays what it was before
-#: they existed.
-OPTION_PROMPTS: dict[str, str] = {"redraw_note.txt": "redraw_note"}
+#: Prompt templates shown only under one option (file -> whether a RunConfig shows it): a
+#: run without the option never sees them, so its digest leaves them out and stays what it
+#: was before they existed.
+OPTION_PROMPTS: dict[str, Callable[[RunConfig], bool]] = {
+    "redraw_note.txt": lambda cfg: cfg.redraw_note,
+    FORMAT_SECTION: lambda cfg: cfg.tool_format == "native",
+}
 
 
 def scaffold_digest(cfg: RunConfig | None = None) -> str:
@@ -409,8 +432,8 @@ def scaffold_digest(cfg: RunConfig | None = None) -> str:
     and tool specs (an option's own template counts only when ``cfg`` turns it on)."""
     digest = hashlib.sha256()
     for path in sorted(config.PROMPTS.rglob("*.txt")):
-        option = OPTION_PROMPTS.get(path.relative_to(config.PROMPTS).as_posix())
-        if option and not getattr(cfg, option, False):
+        shows = OPTION_PROMPTS.get(path.relative_to(config.PROMPTS).as_posix())
+        if shows is not None and (cfg is None or not shows(cfg)):
             continue
         digest.update(path.relative_to(config.PROMPTS).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
@@ -449,6 +472,8 @@ def make_header(
         scaffold["ledger_chars"] = cfg.ledger_chars
     if cfg.name_hints != "line":  # headers recorded before the setting existed had "line"
         scaffold["name_hints"] = cfg.name_hints
+    if cfg.tool_format != "xml":
+        scaffold["tool_format"] = cfg.tool_format
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -495,6 +520,10 @@ class Run:
                                name_hints=cfg.name_hints)
         self.spec = ctx.backend.spec
         self.mode = getattr(self.spec, "mode", "xml") or "xml"
+        if cfg.tool_format == "native" and self.mode == "function":
+            raise ValueError(f"tool_format native writes the call in the reply's text; model "
+                             f"{getattr(self.spec, 'name', '?')!r} is in function mode, where its "
+                             "API returns the calls itself: leave tool_format at xml")
         self.constrain = getattr(self.spec, "constrain", "none") not in (None, "none", False)
         self.grammar: str | None = None
         self.close_grammar: str | None = None
@@ -505,11 +534,12 @@ class Run:
             files = ctx.world.source_files() if cfg.constrain_paths else []
             paths = files if 0 < len(files) <= 400 else None
             thinking_chars = getattr(self.spec, "thinking_chars", None) or 300
-            self.grammar = tool_grammar(
+            grammar_of = native_grammar if cfg.tool_format == "native" else tool_grammar
+            self.grammar = grammar_of(
                 self.tools, paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars, thinking=cfg.thinking_rule,
             )
-            self.close_grammar = tool_grammar(
+            self.close_grammar = grammar_of(
                 CLOSE_TOOLS, paths,
                 thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars, text_caps={"content": cfg.close_chars},
@@ -632,7 +662,7 @@ class Run:
             header = make_header(self.ctx, self.cfg, prefix.header.system_prompt, self.grammar_info)
             return header.model_copy(update={"forked_from": prefix.forked_from})
         system = system_prompt(self.ctx.world, self.ctx.condition, self.cfg.tree_max_files,
-                               self.cfg.demonstration)
+                               self.cfg.demonstration, self.cfg.tool_format)
         return make_header(self.ctx, self.cfg, system, self.grammar_info)
 
     def execute(self) -> RunFile:
@@ -745,7 +775,8 @@ class Run:
         kwargs: dict[str, Any] = {"max_tokens": self.close_tokens if closing else self.reply_tokens}
         if self.grammar:
             kwargs["grammar"] = self.close_grammar if closing and self.close_grammar else self.grammar
-        if self.mode == "function":
+        if self.mode == "function" or self.cfg.tool_format == "native":  # native: the
+            # chat template lists them; the reply carries the call in its text
             kwargs["tools"] = function_tools(CLOSE_TOOLS if closing else self.tools)
         return kwargs
 
@@ -780,7 +811,8 @@ class Run:
             if isinstance(parsed, ParseError):
                 return _Reply(completion, text, thinking, None, parsed)
             return _Reply(completion, render_call(parsed, thinking), thinking, self._capped(parsed, closing), None)
-        reply = parse_reply(text, TOOL_SPECS)
+        reply = (parse_native_reply if self.cfg.tool_format == "native" else parse_reply)(
+            text, TOOL_SPECS)
         call = self._capped(reply.call, closing) if reply.call is not None else None
         return _Reply(completion, text, reply.thinking, call, reply.error)
 

@@ -23,6 +23,7 @@ import re
 import time
 from typing import Any
 
+from adakit.apparatus.native import render_native_call
 from adakit.apparatus.protocol import render_call
 from adakit.apparatus.world import World
 from adakit.llm.models import BASELINES, Completion, ModelSpec
@@ -221,7 +222,8 @@ class BaselinePolicy:
         return ToolCall(tool=tool, params=params), why
 
     def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> Completion:
-        """The next scripted call, rendered in the XML protocol."""
+        """The next scripted call, rendered in the XML protocol, or in the native format
+        when the request lists the tools (``tool_format: native``)."""
         t0 = time.perf_counter()
         if self.queue is None:
             task_text = next((m["content"] for m in messages if m["role"] == "user"), "")
@@ -252,7 +254,7 @@ class BaselinePolicy:
                 },
             )
             thinking = f"[{self.policy} baseline] Plan done; conclude from what was read."
-        text = render_call(call, thinking)
+        text = (render_native_call if kwargs.get("tools") else render_call)(call, thinking)
         return Completion(
             text=text,
             tokens_in=0,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,10 @@ def _first_lines(text: str, n: int) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def demonstration_text(choice: str = "toy", observation_lines: int = OBSERVATION_LINES) -> str:
-    """The demonstration as it appears in the system prompt ("" when ``choice`` is "off")."""
+def demonstration_text(choice: str = "toy", observation_lines: int = OBSERVATION_LINES,
+                       render: Callable[[ToolCall, str], str] = render_call) -> str:
+    """The demonstration as it appears in the system prompt ("" when ``choice`` is "off"),
+    each example call written by ``render`` (call, thinking -> message text)."""
     if choice not in DEMONSTRATIONS:
         raise ValueError(f"demonstration must be one of {', '.join(DEMONSTRATIONS)}, got {choice!r}")
     if choice == "off":
@@ -91,7 +94,7 @@ def demonstration_text(choice: str = "toy", observation_lines: int = OBSERVATION
         f"Example task: {' '.join(spec['task'].split())}",
     ]
     for k, step in enumerate(demo_steps(), start=1):
-        parts.append(f"Example message {k}:\n{render_call(step.call, step.thinking)}")
+        parts.append(f"Example message {k}:\n{render(step.call, step.thinking)}")
         if step.call.tool != "stash_conclusion":
             parts.append(f"[{step.call.tool} result]\n"
                          f"{_first_lines(step.observation, observation_lines)}")

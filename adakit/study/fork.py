@@ -200,6 +200,7 @@ def fork_config(parent: RunFile, run_id: str, seed: int) -> RunConfig:
                      repeat=h.repeat, close_turn=bool(sc.get("close_turn")),
                      ledger=bool(sc.get("ledger")), redraw_note=bool(sc.get("redraw_note")),
                      window_drop=sc.get("window_drop", "pair"),
+                     tool_format=sc.get("tool_format", "xml"),
                      demonstration=sc.get("demonstration", "off"),
                      name_hints=sc.get("name_hints", "line"), **kept)
 

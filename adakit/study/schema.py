@@ -33,6 +33,7 @@ from adakit import config
 from adakit.apparatus.agent import REPEAT_GUARDS, WINDOW_DROPS
 from adakit.apparatus.demonstration import DEMONSTRATIONS
 from adakit.apparatus.ledger import LEDGER_MIN_CHARS
+from adakit.apparatus.native import TOOL_FORMATS
 from adakit.apparatus.protocol import THINKING_RULES
 from adakit.apparatus.tools import NAME_HINTS
 from adakit.llm.models import CACHE_MODES
@@ -115,6 +116,8 @@ class RunSettings(_Strict):
         None, description="a worked example run at the end of the system prompt")
     name_hints: Literal[NAME_HINTS] | None = Field(  # type: ignore[valid-type]
         None, description="names a look-up without symbol_name offers: code (parse tree) or line (raw words)")
+    tool_format: Literal[TOOL_FORMATS] | None = Field(  # type: ignore[valid-type]
+        None, description="the form of a tool call: xml (Ada's tags) or native (JSON in <tool_call>, as the model's chat template teaches)")
 
 
 class Block(RunSettings):
