@@ -634,3 +634,40 @@ def test_a_late_budget_counts_the_replies_since_it_was_given():
     assert late_budget([note, *[reply] * 9]) == 0
     # the task's own budget block and the reminders of a budget condition are not mid-run budgets
     assert late_budget([{"role": "user", "content": "Budget: 3 of 12 turns left."}]) is None
+
+
+FORK_PACK = Path(__file__).resolve().parents[1] / "data" / "reference" / "local-forks"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (FORK_PACK / "manifest.json").exists(), reason="no fork pack shipped")
+def test_the_shipped_fork_study_matches_its_pack_and_a_fork_replays_from_it(tmp_path, monkeypatch):
+    """The reference forks: their files match the pack's manifest, each starts with its
+    parent's first K turns, and one fork made again from the packed replies alone (cache mode
+    replay, no model) is the recorded one."""
+    from adakit import config
+    from adakit.study.dataset import restore_cache
+    from adakit.study.fork import launch_context, parse_change
+    from adakit.study.fork_dataset import check_forks
+    from adakit.study.launch import _backend, _Worlds
+
+    assert check_forks(FORK_PACK) == []
+    manifest = json.loads((FORK_PACK / "manifest.json").read_text())
+    assert manifest["remaining"] == [] and manifest["counts"]["forks"] == len(manifest["forks"]) > 0
+    parents = {}
+    for row in manifest["forks"]:
+        fork = read_run(config.resolve(row["file"]))
+        parent = parents.setdefault(row["parent"], read_run(config.REFERENCE_RUNS / f"{row['parent']}.jsonl"))
+        assert fork.header.forked_from.prefix_sha256 == prefix_digest(parent.header, parent.turns[:row["at"]])
+    monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "cache"))
+    assert restore_cache(FORK_PACK) == manifest["counts"]["responses"]
+    row = manifest["forks"][0]
+    change = parse_change("placebo" if row["change"]["kind"] == "placebo"
+                          else {row["change"]["kind"]: row["change"]["value"]}, "test")
+    plan = next(p for p in plan_forks(parents[row["parent"]], row["at"], change, 3, tmp_path / "again")
+                if p.run_id == row["run_id"])
+    again = run_fork(parents[row["parent"]], row["at"], change, plan,
+                     launch_context(_Worlds(), _backend, "replay"))
+    from adakit.record import content_digest
+
+    assert content_digest(again) == row["digest"]

@@ -539,7 +539,7 @@ def _cmd_build_forks(args: argparse.Namespace) -> int:
         return 1
     c = m["counts"]
     print(f"forks {m['name']}: {c['forks']} of {c['declared']} finished, in {c['fork_sets']} "
-          f"fork set(s), {c['responses']} recorded replies -> {args.out or 'the study dataset folder'}")
+          f"fork set(s), {c['responses']} recorded replies -> {m['folder']}")
     return 0
 
 

@@ -47,7 +47,8 @@ def _shown(p: Path) -> str:
 def pack_forks(study_path: str | Path, out: str | Path | None = None,
                cache: str | Path | None = None) -> dict[str, Any]:
     """Pack the finished forks of a fork study into ``out`` (default: the study's ``dataset``
-    key), replacing an earlier pack there; returns the manifest."""
+    key), replacing an earlier pack there; returns the manifest, with ``folder`` (where it
+    went) added."""
     from adakit.llm.models import get_model
     from adakit.study.fork import study_forks
     from adakit.study.spec import load_study
@@ -109,6 +110,7 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         _install(tmp, out)
+        manifest["folder"] = _shown(out)  # for the caller; not written
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
