@@ -30,6 +30,7 @@ import pandas as pd
 from timing import Ratio, print_ratios
 
 from adakit import config
+from adakit.llm.models import get_model
 from adakit.record import RunFile, corpus_from_runs, read_runs, skipped_note
 from adakit.variance.behaviour import (
     behaviour_intervals,
@@ -53,10 +54,11 @@ MEASURES = {
 
 
 def in_slice(rf: RunFile) -> bool:
-    """Whether a run belongs to the ablation's slice."""
+    """Whether a run belongs to the ablation's slice: the 1.5B's weights under any registry
+    name (the sampling variant has its own), flask or requests, natural, first repeat."""
     h = rf.header
-    return (h.model.name == MODEL and h.world.name in WORLDS and h.condition.name == "natural"
-            and h.repeat == 0 and h.turn_bound == 15)
+    return (h.model.model_id == get_model(MODEL).model_id and h.world.name in WORLDS
+            and h.condition.name == "natural" and h.repeat == 0 and h.turn_bound == 15)
 
 
 def _variant_folder(p: Path) -> Path:
