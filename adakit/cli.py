@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "adakit.llm.models",  # adakit models list
     "adakit.study.pipeline",  # adakit study PROFILE (the whole pipeline), adakit stage
     "adakit.study.dataset",  # adakit dataset build|check|restore-cache
+    "adakit.study.fork_dataset",  # adakit dataset build-forks STUDY (after the line above)
     "adakit.importers.batch",  # adakit import FORMAT PATH... --out DIR
     "adakit.importers.atif_export",  # adakit export atif CORPUS --out DIR
     "adakit.diagnostics.diagnosis",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]

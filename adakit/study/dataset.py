@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -529,26 +529,17 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_build_forks(args: argparse.Namespace) -> int:
-    from adakit.study.fork_dataset import pack_forks
-
-    try:
-        m = pack_forks(args.study, args.out, args.cache)
-    except (DatasetError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 1
-    c = m["counts"]
-    print(f"forks {m['name']}: {c['forks']} of {c['declared']} finished, in {c['fork_sets']} "
-          f"fork set(s), {c['responses']} recorded replies -> {m['folder']}")
-    return 0
+#: Checks of packs that are not run datasets, by their manifest's ``format`` (a fork pack's
+#: is added by :mod:`adakit.study.fork_dataset`): path -> (problems, what matched).
+OTHER_CHECKS: dict[Any, Callable[[str], tuple[list[str], str]]] = {}
+#: The ``adakit dataset`` actions, for modules that add their own (set by :func:`register_cli`).
+ACTIONS: Any = None
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from adakit.study.fork_dataset import FORK_FORMAT, check_forks
-
     try:
-        forks = open_dataset(args.dataset).manifest.get("format") == FORK_FORMAT
-        problems = check_forks(args.dataset) if forks else check(args.dataset)
+        other = OTHER_CHECKS.get(open_dataset(args.dataset).manifest.get("format"))
+        problems, matched = other(args.dataset) if other else (check(args.dataset), "")
     except DatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -558,8 +549,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"{len(problems)} problem(s)", file=sys.stderr)
         return 1
     ds = open_dataset(args.dataset)
-    if forks:
-        print(f"{ds.path}: {len(ds.manifest['forks'])} forks match the manifest")
+    if other:
+        print(f"{ds.path}: {matched} match the manifest")
         return 0
     print(f"{ds.path}: {len(ds.manifest['runs'])} runs match the manifest")
     if args.replay:
@@ -592,11 +583,6 @@ def register_cli(sub: Any) -> None:
     b.add_argument("--leave-unfinished", action="store_true",
                    help="pack only the finished runs; the manifest lists the unfinished ones")
     b.set_defaults(func=_cmd_build)
-    f = dsub.add_parser("build-forks", help="pack a fork study's finished forks' replies and manifest")
-    f.add_argument("study", help="the fork study file (e.g. studies/local-forks.yaml)")
-    f.add_argument("--out", help="the pack folder (default: the study's 'dataset')")
-    f.add_argument("--cache", help="the response cache root (default: the project's)")
-    f.set_defaults(func=_cmd_build_forks)
     c = dsub.add_parser("check", help="verify a dataset (or a fork pack) against its manifest")
     c.add_argument("dataset")
     c.add_argument("--replay", action="store_true",
@@ -607,3 +593,5 @@ def register_cli(sub: Any) -> None:
     r.add_argument("--cache", help="the response cache root (default: the project's)")
     r.set_defaults(func=_cmd_restore)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    global ACTIONS
+    ACTIONS = dsub

@@ -16,8 +16,10 @@ explorer and notebook 21 find them); the pack is a folder beside them, named by 
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +27,7 @@ from typing import Any
 
 from adakit import __version__, config
 from adakit.record import content_digest, read_run
+from adakit.study import dataset
 from adakit.study.dataset import (
     MANIFEST,
     DatasetError,
@@ -136,3 +139,35 @@ def check_forks(path: str | Path) -> list[str]:
         elif sha256_file(folder / name) != digest:
             problems.append(f"{name}: sha256 differs from the manifest")
     return problems
+
+
+def _check(path: str) -> tuple[list[str], str]:
+    problems = check_forks(path)
+    n = len(json.loads((config.resolve(path) / MANIFEST).read_text(encoding="utf-8"))["forks"])
+    return problems, f"{n} forks"
+
+
+dataset.OTHER_CHECKS[FORK_FORMAT] = _check
+
+
+def _cmd_build_forks(args: argparse.Namespace) -> int:
+    try:
+        m = pack_forks(args.study, args.out, args.cache)
+    except (DatasetError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    c = m["counts"]
+    print(f"forks {m['name']}: {c['forks']} of {c['declared']} finished, in {c['fork_sets']} "
+          f"fork set(s), {c['responses']} recorded replies -> {m['folder']}")
+    return 0
+
+
+def register_cli(sub: Any) -> None:
+    """``adakit dataset build-forks`` (beside the actions :mod:`adakit.study.dataset` adds)."""
+    if dataset.ACTIONS is None:
+        return
+    f = dataset.ACTIONS.add_parser("build-forks", help="pack a fork study's finished forks' replies and manifest")
+    f.add_argument("study", help="the fork study file (e.g. studies/local-forks.yaml)")
+    f.add_argument("--out", help="the pack folder (default: the study's 'dataset')")
+    f.add_argument("--cache", help="the response cache root (default: the project's)")
+    f.set_defaults(func=_cmd_build_forks)
