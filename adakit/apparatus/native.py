@@ -24,7 +24,9 @@ from adakit.apparatus.protocol import (
     _gbnf_literal,
     extract_thinking,
     parse_function_call,
+    text_cap_rules,
     thinking_rule,
+    value_rule,
 )
 from adakit.record import ParseError, ToolCall
 
@@ -60,19 +62,25 @@ def parse_native_reply(text: str, specs: Mapping[str, Any],
     if not text.strip():
         return Parsed(thinking, None, ParseError(kind="empty_reply", message=_no_call(
             "The reply was empty.").message))
-    starts = [i for i in range(len(rest)) if rest.startswith(OPEN, i)]
-    if not starts:
+    calls = rest.count(OPEN)
+    if not calls:
         return Parsed(thinking, None, _no_call("The reply contained no tool call."))
-    if len(starts) > 1:
+    if calls > 1:
         return Parsed(thinking, None, ParseError(
             kind="multiple_tools", message=f"Only one tool per message is allowed; this reply "
-            f"made {len(starts)} calls. Send the single most useful call now."))
-    body = rest[starts[0] + len(OPEN):].lstrip()
+            f"made {calls} calls. Send the single most useful call now."))
+    body = rest[rest.index(OPEN) + len(OPEN):].lstrip()
     try:
         value, _ = json.JSONDecoder(strict=False).raw_decode(body)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        return Parsed(thinking, None, ParseError(kind="bad_value", message=(
-            f"The tool call is not one JSON object ({exc if isinstance(exc, json.JSONDecodeError) else 'nested too deeply'}).")))
+    except json.JSONDecodeError as exc:
+        why = str(exc)
+    except RecursionError:
+        why = "nested too deeply"
+    else:
+        why = ""
+    if why:
+        return Parsed(thinking, None, ParseError(
+            kind="bad_value", message=f"The tool call is not one JSON object ({why})."))
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return Parsed(thinking, None, ParseError(kind="bad_value", message=(
             'The tool call must be a JSON object {"name": TOOL, "arguments": {...}}.')))
@@ -108,11 +116,7 @@ def native_grammar(
         "int": "[1-9] [0-9]{0,5}",
         "bool": '"true" | "false"',
     }
-    caps = {name: int(n) for name, n in (text_caps or {}).items() if int(n) != text_chars}
-    for name, n in sorted(caps.items()):
-        if n < 1:
-            raise ValueError(f"text_caps[{name!r}] must be at least 1, got {n}")
-        rules[f"text-{name.replace('_', '-')}"] = _json_string(n)
+    caps = text_cap_rules(text_caps, text_chars, rules, _json_string)
     file_list = sorted(set(files or []))
     rules["path"] = ('"\\"" (' + " | ".join(_gbnf_literal(f) for f in file_list) + ') "\\""'
                      if file_list else '"\\"" [A-Za-z0-9_./-]{1,160} "\\""')
@@ -123,18 +127,7 @@ def native_grammar(
         first_required = next(j for j, p in enumerate(spec.params) if p.required)
         parts = [_gbnf_literal('{"name": ' + json.dumps(spec.name) + ', "arguments": {')]
         for j, p in enumerate(spec.params):
-            if p.type == "integer":
-                value = "int"
-            elif p.type == "boolean":
-                value = "bool"
-            elif p.type == "enum":
-                value = "(" + " | ".join(_gbnf_literal(json.dumps(c)) for c in p.choices) + ")"
-            elif p.name in ("file_path", "current_file_path"):
-                value = "path"
-            elif p.name in caps:
-                value = f"text-{p.name.replace('_', '-')}"
-            else:
-                value = "text"
+            value = value_rule(p, caps, lambda c: _gbnf_literal(json.dumps(c)))
             key = _gbnf_literal(json.dumps(p.name) + ": ")
             comma = _gbnf_literal(", ")
             # optional members before the first required one carry their comma after them,

@@ -398,6 +398,31 @@ def thinking_rule(rule: str, min_chars: int, max_chars: int) -> str:
     return f"[^<A-Za-z]{{0,{lead}}} [A-Za-z] [^<]{{{min_chars - 1},{max_chars - 1 - lead}}}"
 
 
+def text_cap_rules(text_caps: Mapping[str, int] | None, text_chars: int, rules: dict[str, str],
+                   rule_of: Any) -> dict[str, int]:
+    """Add a ``text-NAME`` rule (``rule_of(cap)``) to ``rules`` for each free-text parameter
+    whose cap in ``text_caps`` differs from ``text_chars``; those caps, by parameter name."""
+    caps = {name: int(n) for name, n in (text_caps or {}).items() if int(n) != text_chars}
+    for name, n in sorted(caps.items()):
+        if n < 1:
+            raise ValueError(f"text_caps[{name!r}] must be at least 1, got {n}")
+        rules[f"text-{name.replace('_', '-')}"] = rule_of(n)
+    return caps
+
+
+def value_rule(p: Any, caps: Mapping[str, int], choice: Any) -> str:
+    """The grammar rule of parameter ``p``'s value (``choice`` writes one enum choice)."""
+    if p.type == "integer":
+        return "int"
+    if p.type == "boolean":
+        return "bool"
+    if p.type == "enum":
+        return "(" + " | ".join(choice(c) for c in p.choices) + ")"
+    if p.name in ("file_path", "current_file_path"):
+        return "path"
+    return f"text-{p.name.replace('_', '-')}" if p.name in caps else "text"
+
+
 def tool_grammar(
     specs: Mapping[str, Any],
     files: Iterable[str] | None = None,
@@ -423,11 +448,7 @@ def tool_grammar(
     rules["root"] = '"<thinking>" think "</thinking>\\n" call'
     rules["think"] = think
     rules["text"] = f"[^<]{{1,{text_chars}}}"
-    caps = {name: int(n) for name, n in (text_caps or {}).items() if int(n) != text_chars}
-    for name, n in sorted(caps.items()):
-        if n < 1:
-            raise ValueError(f"text_caps[{name!r}] must be at least 1, got {n}")
-        rules[f"text-{name.replace('_', '-')}"] = f"[^<]{{1,{n}}}"
+    caps = text_cap_rules(text_caps, text_chars, rules, lambda n: f"[^<]{{1,{n}}}")
     rules["int"] = "[1-9] [0-9]{0,5}"
     rules["bool"] = '"true" | "false"'
     if file_list:
@@ -440,18 +461,7 @@ def tool_grammar(
         alternatives.append(rule)
         parts = [_gbnf_literal(f"<{spec.name}>" + "\n")]
         for j, p in enumerate(spec.params):
-            if p.type == "integer":
-                value = "int"
-            elif p.type == "boolean":
-                value = "bool"
-            elif p.type == "enum":
-                value = "(" + " | ".join(_gbnf_literal(c) for c in p.choices) + ")"
-            elif p.name in ("file_path", "current_file_path"):
-                value = "path"
-            elif p.name in caps:
-                value = f"text-{p.name.replace('_', '-')}"
-            else:
-                value = "text"
+            value = value_rule(p, caps, _gbnf_literal)
             open_tag = _gbnf_literal(f"<{p.name}>")
             close_tag = _gbnf_literal(f"</{p.name}>" + "\n")
             piece = f"{open_tag} {value} {close_tag}"

@@ -31,9 +31,9 @@ from adakit.study import dataset
 from adakit.study.dataset import (
     MANIFEST,
     DatasetError,
-    _cache_entries,
     _git_commit,
     _install,
+    _pack_responses,
     sha256_file,
     tools_digest,
 )
@@ -52,7 +52,6 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
     """Pack the finished forks of a fork study into ``out`` (default: the study's ``dataset``
     key), replacing an earlier pack there; returns the manifest, with ``folder`` (where it
     went) added."""
-    from adakit.llm.models import get_model
     from adakit.study.fork import study_forks
     from adakit.study.spec import load_study
 
@@ -82,15 +81,10 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
     if not rows:
         raise DatasetError(f"no fork of {study_path} is finished yet: launch it first")
     models = {r["model"] for r in rows if not r["model"].startswith("baseline-")}
-    model_ids = {get_model(m).model_id for m in models}
-    entries = _cache_entries((config.resolve(cache) if cache else config.cache_dir()) / "responses",
-                             {r["run_id"] for r in rows}, model_ids)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".forks-", dir=out.parent))
     try:
-        with open(tmp / RESPONSES, "w", encoding="utf-8") as fh:
-            for entry in entries:
-                fh.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
+        n_entries = _pack_responses(cache, rows, models, tmp)
         shutil.copyfile(study_path, tmp / "study.yaml")
         commit, dirty = _git_commit()
         first = read_run(config.resolve(rows[0]["file"])).header
@@ -104,7 +98,7 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
             "models": sorted(models),
             "forks": rows,
             "remaining": [sf.plan.run_id for sf in forks if sf.status != "finished"],
-            "counts": {"forks": len(rows), "declared": len(forks), "responses": len(entries),
+            "counts": {"forks": len(rows), "declared": len(forks), "responses": n_entries,
                        "fork_sets": len({(r["parent"], r["at"]) for r in rows})},
             "files": {name: sha256_file(tmp / name) for name in (RESPONSES, "study.yaml")},
             "wall_time_s": {"turns_after_k": round(sum(r["turn_s"] for r in rows), 1)},
