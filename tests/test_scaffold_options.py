@@ -52,7 +52,8 @@ def launch(world: World, fake: FakeOpenAI, path: Path, constrain: str = "grammar
     backend = OpenAIBackend(spec, retry=RetryPolicy(attempts=1, base=0.01, cap=0.05))
     ctx = LaunchContext(world=world, task=make_task("feature_tracing", "toy"),
                         condition=get_condition("natural"), backend=backend)
-    return Run(ctx, RunConfig(run_id=path.stem, turn_bound=3, **cfg), path).execute()
+    cfg.setdefault("turn_bound", 3)
+    return Run(ctx, RunConfig(run_id=path.stem, **cfg), path).execute()  # type: ignore[arg-type]
 
 
 def _grammar(request: dict) -> str:
@@ -291,6 +292,7 @@ def test_an_option_prompt_counts_in_the_digest_only_when_the_option_is_on() -> N
     plain = scaffold_digest(RunConfig(run_id="r"))
     assert plain == scaffold_digest() == scaffold_digest(RunConfig(run_id="r", redraw_repeats=2))
     assert scaffold_digest(RunConfig(run_id="r", redraw_repeats=2, redraw_note=True)) != plain
+    assert scaffold_digest(RunConfig(run_id="r", conclude_nudge=4)) != plain
     shipped = sorted(config.REFERENCE_RUNS.parent.parent.rglob("runs/*.jsonl"))
     if not shipped:
         pytest.skip("no reference runs shipped here")
@@ -298,5 +300,51 @@ def test_an_option_prompt_counts_in_the_digest_only_when_the_option_is_on() -> N
         scaffold = json.loads(path.read_text().split("\n", 1)[0])["scaffold"]
         cfg = RunConfig(run_id="r", redraw_repeats=scaffold.get("redraw_repeats", 0),
                         redraw_note=bool(scaffold.get("redraw_note")),
-                        tool_format=scaffold.get("tool_format", "xml"))
+                        tool_format=scaffold.get("tool_format", "xml"),
+                        conclude_nudge=scaffold.get("conclude_nudge", 0))
         assert scaffold["prompts_sha256"] == scaffold_digest(cfg), path.name
+
+
+# --------------------------------------------------------------------------- conclusion nudge
+
+
+def test_the_conclusion_nudge_shows_from_the_nth_file_and_is_recorded(world: World, tmp_path: Path) -> None:
+    """``conclude_nudge: 2``: after the second distinct file, every result asks whether what
+    was read answers the task; a failed call's file does not count; all tools stay open."""
+    replies = [_peek("pkg/app.py", 1, 5), _peek("pkg/nope.py", 1, 5), _peek("pkg/app.py", 2, 4),
+               _peek("pkg/util.py", 1, 2), _peek("pkg/util.py", 1, 1), FINAL]
+    with FakeOpenAI(replies) as fake:
+        rf = launch(world, fake, tmp_path / "nudged.jsonl", conclude_nudge=2, turn_bound=8)
+    assert rf.end.reason == "finalize"
+    notes = [[i.text for i in t.injected if "answer the task" in i.text] for t in rf.turns]
+    assert [len(n) for n in notes] == [0, 0, 0, 1, 1, 0]
+    assert "looked at 2 files: `pkg/app.py`, `pkg/util.py`" in notes[3][0]
+    assert "proceed_to_finalize=true" in notes[3][0]
+    last = fake.requests[4]["messages"][-1]["content"]
+    assert "looked at 2 files" in last
+    assert fake.requests[4].get("grammar") == fake.requests[0].get("grammar")  # nothing closed
+    assert rf.header.scaffold["conclude_nudge"] == 2
+    with FakeOpenAI([FINAL]) as fake:
+        plain = launch(world, fake, tmp_path / "plain.jsonl")
+    assert "conclude_nudge" not in plain.header.scaffold
+    with pytest.raises(ValueError, match="conclude_nudge must not be negative"):
+        RunConfig(run_id="x", conclude_nudge=-1)
+
+
+def test_a_conclusion_nudge_names_at_most_eight_files() -> None:
+    from adakit.apparatus.agent import conclude_note
+
+    note = conclude_note([f"f{k}.py" for k in range(11)])
+    assert "looked at 11 files" in note and "`f7.py` and 3 more" in note and "f8.py" not in note
+
+
+def test_a_conclusion_nudge_is_a_setting_a_relaunch_compares(world: World, tmp_path: Path) -> None:
+    with FakeOpenAI([FINAL]) as fake:
+        nudged = launch(world, fake, tmp_path / "n.jsonl", conclude_nudge=3)
+
+    def spec(**settings: object) -> RunSpec:
+        return RunSpec("s", "fake", "toy", "feature_tracing", "natural", 0, 0,
+                       tuple(sorted({"turn_bound": 3, **settings}.items())))
+
+    assert changed_settings(nudged.header, spec(conclude_nudge=3)) == ()
+    assert changed_settings(nudged.header, spec()) == ("conclude_nudge",)

@@ -166,6 +166,13 @@ class RunConfig:
     #: teaches it, the tools listed by that template; :mod:`adakit.apparatus.native`).
     #: Recorded as ``scaffold.tool_format`` when "native".
     tool_format: str = "xml"
+    #: weak-model aid (a deviation from the paper, 0 = off by default): once the run has looked
+    #: at this many distinct files (outlined, read or looked up in, by calls that succeeded),
+    #: every later observation carries a system note (``prompts/conclude_nudge.txt``) naming
+    #: them and asking whether they answer the task: if so, finalize now; if not, say what is
+    #: missing. All tools stay open, so finalizing stays the model's choice. Recorded as
+    #: ``scaffold.conclude_nudge`` when on.
+    conclude_nudge: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -191,6 +198,8 @@ class RunConfig:
         if self.name_hints not in NAME_HINTS:
             raise ValueError(f"name_hints must be one of {', '.join(NAME_HINTS)}, "
                              f"got {self.name_hints!r}")
+        if self.conclude_nudge < 0:
+            raise ValueError(f"conclude_nudge must not be negative, got {self.conclude_nudge}")
         if self.tool_format not in TOOL_FORMATS:
             raise ValueError(f"tool_format must be one of {', '.join(TOOL_FORMATS)}, "
                              f"got {self.tool_format!r}")
@@ -424,6 +433,7 @@ def _model_info(spec: Any) -> ModelInfo:
 OPTION_PROMPTS: dict[str, Callable[[RunConfig], bool]] = {
     "redraw_note.txt": lambda cfg: cfg.redraw_note,
     FORMAT_SECTION: lambda cfg: cfg.tool_format == "native",
+    "conclude_nudge.txt": lambda cfg: cfg.conclude_nudge > 0,
 }
 
 
@@ -474,6 +484,8 @@ def make_header(
         scaffold["name_hints"] = cfg.name_hints
     if cfg.tool_format != "xml":
         scaffold["tool_format"] = cfg.tool_format
+    if cfg.conclude_nudge:
+        scaffold["conclude_nudge"] = cfg.conclude_nudge
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -990,7 +1002,33 @@ class Run:
         if self.cfg.close_turn and (
                 n >= self.cfg.turn_bound or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
             notes.append(Injection(source="system", text=self.close_text))
+        elif self.cfg.conclude_nudge:
+            files = files_looked_at([*self.turns, turn])
+            if len(files) >= self.cfg.conclude_nudge:
+                notes.append(Injection(source="system", text=conclude_note(files)))
         return notes
+
+
+def files_looked_at(turns: list[Turn]) -> list[str]:
+    """The distinct files ``turns`` outlined, read or looked up in by calls that succeeded,
+    in order of first appearance."""
+    seen: dict[str, None] = {}
+    for t in turns:
+        if t.call is not None and t.metrics.error_type is None and t.metrics.file:
+            seen.setdefault(t.metrics.file, None)
+    return list(seen)
+
+
+#: at most this many file names in a conclusion nudge (the count says how many in all)
+NUDGE_FILES = 8
+
+
+def conclude_note(files: list[str]) -> str:
+    """The note of :attr:`RunConfig.conclude_nudge` for a run that has looked at ``files``."""
+    named = ", ".join(f"`{f}`" for f in files[:NUDGE_FILES])
+    if len(files) > NUDGE_FILES:
+        named += f" and {len(files) - NUDGE_FILES} more"
+    return _fill("conclude_nudge.txt", count=str(len(files)), files=named).strip()
 
 
 @dataclass

@@ -118,6 +118,8 @@ class RunSettings(_Strict):
         None, description="names a look-up without symbol_name offers: code (parse tree) or line (raw words)")
     tool_format: Literal[TOOL_FORMATS] | None = Field(  # type: ignore[valid-type]
         None, description="the form of a tool call: xml (Ada's tags) or native (JSON in <tool_call>, as the model's chat template teaches)")
+    conclude_nudge: Count | None = Field(
+        None, description="from this many distinct files looked at, each result asks whether they answer the task (0 = off)")
 
 
 class Block(RunSettings):

@@ -28,7 +28,7 @@ RUN_SETTINGS = (
     "turn_bound", "tree_max_files", "max_observation_chars", "reply_max_tokens", "malformed_limit",
     "budget", "repeat_guard", "thinking_min_chars", "close_turn", "close_chars",
     "redraw_repeats", "redraw_step", "redraw_note", "window_drop", "ledger", "ledger_chars", "thinking_rule",
-    "demonstration", "name_hints", "tool_format",
+    "demonstration", "name_hints", "tool_format", "conclude_nudge",
 )
 
 
