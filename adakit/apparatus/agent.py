@@ -167,7 +167,7 @@ class RunConfig:
     #: Recorded as ``scaffold.tool_format`` when "native".
     tool_format: str = "xml"
     #: weak-model aid (a deviation from the paper, 0 = off by default): once the run has looked
-    #: at this many distinct files (outlined, read or looked up in, by calls that succeeded),
+    #: at this many distinct files (outlined, read or looked up in by calls that succeeded),
     #: every later observation carries a system note (``prompts/conclude_nudge.txt``) naming
     #: them and asking whether they answer the task: if so, finalize now; if not, say what is
     #: missing. All tools stay open, so finalizing stays the model's choice. Recorded as
@@ -1010,12 +1010,13 @@ class Run:
 
 
 def files_looked_at(turns: list[Turn]) -> list[str]:
-    """The distinct files ``turns`` outlined, read or looked up in by calls that succeeded,
-    in order of first appearance."""
+    """The distinct files ``turns`` outlined, read or looked up in by calls that succeeded
+    (a bookmark or a memory reads nothing), in order of first appearance."""
     seen: dict[str, None] = {}
     for t in turns:
-        if t.call is not None and t.metrics.error_type is None and t.metrics.file:
-            seen.setdefault(t.metrics.file, None)
+        m = t.metrics
+        if t.call is not None and m.error_type is None and m.file and m.tool in ("OVW", "PKR", "EXP"):
+            seen.setdefault(m.file, None)
     return list(seen)
 
 
