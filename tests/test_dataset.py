@@ -298,3 +298,43 @@ def test_a_study_restores_the_replies_it_names(launched: Path, tmp_path, monkeyp
     assert restore_declared({"replies": str(out)}).startswith("recorded replies: 0 restored")
     with pytest.raises(FileNotFoundError, match="no responses.jsonl in"):
         restore_declared({"replies": str(tmp_path / "nowhere")})
+
+
+def test_the_stated_behaviour_is_what_the_loader_measures(launched: Path) -> None:
+    """A manifest states each model's own-conclusion, closing, stuck and exact-repeat rates,
+    computed from the records; the lenses' behaviour table, computed apart from the loaded
+    corpus, gives the same figures, and a check catches a stated figure that is not true."""
+    from adakit.variance.behaviour import measure
+
+    out = launched / "ds"
+    manifest = dataset.build(launched / "runs", out, cache=launched / "cache", name="tiny-v1")
+    stated = manifest["behaviour"]["fake-llm"]
+    assert stated["runs"] == 2 and stated["own_conclusions"] == 1.0
+    row = measure([out / "runs"]).set_index("model").loc["fake-llm"]
+    assert stated["own_conclusions"] == pytest.approx(row["concluded"], abs=1e-4)
+    assert stated["closing_conclusions"] == pytest.approx(row["concluded_closing"], abs=1e-4)
+    assert stated["repeat_rate"] == pytest.approx(row["repeat_rate"], abs=1e-4)
+    path = out / dataset.MANIFEST
+    doc = json.loads(path.read_text())
+    doc["behaviour"]["fake-llm"]["own_conclusions"] = 0.5
+    path.write_text(json.dumps(doc))
+    assert dataset.check(out) == [
+        "behaviour: fake-llm own_conclusions stated 0.5, the runs show 1.0"]
+
+
+def test_shipped_packs_state_the_behaviour_the_loader_measures() -> None:
+    """Every shipped pack whose manifest states behaviour: the loader's figures match."""
+    from adakit.variance.behaviour import measure
+
+    packs = [p.parent for p in sorted((REFERENCE.parent).rglob(dataset.MANIFEST))
+             if "behaviour" in json.loads(p.read_text())]
+    if not packs:
+        pytest.skip("no shipped pack states its behaviour yet")
+    for pack in packs:
+        stated = json.loads((pack / dataset.MANIFEST).read_text())["behaviour"]
+        table = measure([pack / "runs"]).set_index("model")
+        for model, said in stated.items():
+            row = table.loc[model]
+            assert said["runs"] == row["runs"], pack
+            assert said["own_conclusions"] == pytest.approx(row["concluded"], abs=1e-4), pack
+            assert said["repeat_rate"] == pytest.approx(row["repeat_rate"], abs=1e-4), pack

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Any
 import yaml
 
 from adakit import __version__, config
-from adakit.record import RunFile, content_digest, iter_run_files, read_run
+from adakit.record import RunFile, closed_run, content_digest, iter_run_files, read_run
 from adakit.study.replies import RESPONSES, recorded_replies, restore_replies
 
 MANIFEST = "manifest.json"
@@ -312,6 +313,57 @@ def _install(tmp: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
+#: The behaviour a manifest states per model (``behaviour``), each a share of runs or calls:
+#: runs that finalized a conclusion of their own accord; runs whose conclusion came on a closing
+#: turn; runs ended stuck (``malformed_limit``); calls that exactly repeat an earlier call of
+#: the same run (tool and parameters).
+STATED_BEHAVIOUR = ("own_conclusions", "closing_conclusions", "stuck_endings", "repeat_rate")
+#: how far a recomputed share may lie from the stated one (the manifest rounds to 4 places)
+BEHAVIOUR_TOLERANCE = 1e-4
+
+
+def stated_behaviour(parsed: Iterable[RunFile]) -> dict[str, dict[str, float | int]]:
+    """Per model: its runs, calls and the shares of :data:`STATED_BEHAVIOUR`, computed from
+    the run records alone (the lenses compute them apart, from the loaded corpus)."""
+    tallies: dict[str, Counter[str]] = {}
+    for rf in parsed:
+        c = tallies.setdefault(rf.header.model.name, Counter())
+        reason = rf.end.reason if rf.end is not None else None
+        c["runs"] += 1
+        c["own"] += reason == "finalize"
+        c["closing"] += closed_run(rf) and bool(rf.end is not None and rf.end.conclusion)
+        c["stuck"] += reason == "malformed_limit"
+        seen: set[str] = set()
+        for t in rf.turns:
+            if t.call is None:
+                continue
+            key = t.call.tool + json.dumps(t.call.params, sort_keys=True, default=str)
+            c["calls"] += 1
+            c["repeats"] += key in seen
+            seen.add(key)
+    out: dict[str, dict[str, float | int]] = {}
+    for model, c in sorted(tallies.items()):
+        out[model] = {"runs": c["runs"], "calls": c["calls"],
+                      "own_conclusions": round(c["own"] / c["runs"], 4),
+                      "closing_conclusions": round(c["closing"] / c["runs"], 4),
+                      "stuck_endings": round(c["stuck"] / c["runs"], 4),
+                      "repeat_rate": round(c["repeats"] / c["calls"], 4) if c["calls"] else 0.0}
+    return out
+
+
+def behaviour_problems(stated: dict[str, Any], parsed: Iterable[RunFile]) -> list[str]:
+    """Where the behaviour a manifest states differs from what its runs show."""
+    now = stated_behaviour(parsed)
+    problems = [f"behaviour: {m} stated but has no runs" for m in sorted(set(stated) - set(now))]
+    problems += [f"behaviour: {m} has runs but none stated" for m in sorted(set(now) - set(stated))]
+    for model in sorted(set(stated) & set(now)):
+        for key in ("runs", "calls", *STATED_BEHAVIOUR):
+            said, got = stated[model].get(key), now[model][key]
+            if said is None or abs(float(said) - float(got)) > BEHAVIOUR_TOLERANCE:
+                problems.append(f"behaviour: {model} {key} stated {said}, the runs show {got}")
+    return problems
+
+
 def _manifest(
     *, name: str, description: str, study_doc: dict[str, Any], packing: _Packing,
     rows: list[dict[str, Any]], registry_models: set[str], files: dict[str, str | None],
@@ -348,6 +400,8 @@ def _manifest(
         "runs": rows,
         "files": files,
         "counts": counts,
+        # what the runs show, per model (stated_behaviour; `adakit dataset check` recomputes it)
+        "behaviour": stated_behaviour(parsed),
         "unfinished": packing.unfinished,
         "outdated": packing.outdated,
         # the study's runs this version does not hold (started or not): a launch that
@@ -434,6 +488,9 @@ def check(path: str | Path) -> list[str]:
             problems.append(f"{rel}: sha256 differs from the manifest (edited after recording?)")
         elif p.exists() and content_digest(read_run(p)) != row["digest"]:
             problems.append(f"{rel}: content digest differs from the manifest")
+    if "behaviour" in ds.manifest:  # manifests built before it was stated say nothing
+        packed = [read_run(ds.path / rel) for rel in sorted(listed) if (ds.path / rel).exists()]
+        problems += behaviour_problems(ds.manifest["behaviour"], packed)
     for rel, digest in (ds.manifest.get("files") or {}).items():
         if digest is None:
             continue
