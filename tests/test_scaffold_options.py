@@ -348,3 +348,35 @@ def test_a_conclusion_nudge_is_a_setting_a_relaunch_compares(world: World, tmp_p
 
     assert changed_settings(nudged.header, spec(conclude_nudge=3)) == ()
     assert changed_settings(nudged.header, spec()) == ("conclude_nudge",)
+    assert changed_settings(nudged.header, spec(conclude_nudge=3, history_thinking="drop")) == (
+        "history_thinking",)
+
+
+# --------------------------------------------------------------------------- history thinking
+
+
+def test_dropped_history_thinking_leaves_the_calls_and_the_record_whole(world: World, tmp_path: Path) -> None:
+    """``history_thinking: drop``: the next request holds the earlier reply without its
+    thinking; the record keeps the thought; ``keep`` sends the reply as written."""
+    replies = [_peek("pkg/app.py", 1, 5), FINAL]
+    with FakeOpenAI(replies) as fake:
+        rf = launch(world, fake, tmp_path / "dropped.jsonl", history_thinking="drop")
+    earlier = [m["content"] for m in fake.requests[1]["messages"] if m["role"] == "assistant"]
+    assert len(earlier) == 1 and "<thinking>" not in earlier[0]
+    assert earlier[0].startswith("<peek_code_region>") and "pkg/app.py" in earlier[0]
+    assert rf.turns[0].thinking.startswith("Reading pkg/app.py")
+    assert rf.header.scaffold["history_thinking"] == "drop"
+    with FakeOpenAI(list(replies)) as fake:
+        kept = launch(world, fake, tmp_path / "kept.jsonl")
+    earlier = [m["content"] for m in fake.requests[1]["messages"] if m["role"] == "assistant"]
+    assert "<thinking>Reading pkg/app.py" in earlier[0]
+    assert "history_thinking" not in kept.header.scaffold
+    with pytest.raises(ValueError, match="history_thinking must be one of keep, drop"):
+        RunConfig(run_id="x", history_thinking="trim")
+
+
+def test_a_reply_of_thinking_alone_stays_whole_in_the_conversation() -> None:
+    from adakit.apparatus.agent import without_thinking
+
+    assert without_thinking("<thinking>only this</thinking>") == "<thinking>only this</thinking>"
+    assert without_thinking("<thinking>a</thinking>\n<x>1</x>") == "<x>1</x>"

@@ -35,6 +35,7 @@ from adakit.apparatus.native import (
 from adakit.apparatus.protocol import (
     THINKING_MIN_CHARS,
     THINKING_RULES,
+    extract_thinking,
     function_tools,
     parse_function_call,
     parse_reply,
@@ -90,6 +91,10 @@ class Coach(Protocol):
     def review(self, turn: Turn, context: dict[str, Any]) -> dict[str, Any]: ...
 
     def resume(self, turns: list[Turn], context: dict[str, Any]) -> None: ...
+
+
+#: What earlier replies keep of their thinking in the conversation (RunConfig.history_thinking).
+HISTORY_THINKING = ("keep", "drop")
 
 
 @dataclass
@@ -173,6 +178,12 @@ class RunConfig:
     #: missing. All tools stay open, so finalizing stays the model's choice. Recorded as
     #: ``scaffold.conclude_nudge`` when on.
     conclude_nudge: int = 0
+    #: what an earlier reply keeps of its thinking in the conversation
+    #: (:data:`HISTORY_THINKING`): "keep" (all of it; the paper's way) or "drop" (only the
+    #: call: a weak-model aid, a deviation, since small models copy their last thought word for
+    #: word instead of thinking about the newest result). The run record keeps every thought
+    #: either way. Recorded as ``scaffold.history_thinking`` when "drop".
+    history_thinking: str = "keep"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -198,6 +209,9 @@ class RunConfig:
         if self.name_hints not in NAME_HINTS:
             raise ValueError(f"name_hints must be one of {', '.join(NAME_HINTS)}, "
                              f"got {self.name_hints!r}")
+        if self.history_thinking not in HISTORY_THINKING:
+            raise ValueError(f"history_thinking must be one of {', '.join(HISTORY_THINKING)}, "
+                             f"got {self.history_thinking!r}")
         if self.conclude_nudge < 0:
             raise ValueError(f"conclude_nudge must not be negative, got {self.conclude_nudge}")
         if self.tool_format not in TOOL_FORMATS:
@@ -486,6 +500,8 @@ def make_header(
         scaffold["tool_format"] = cfg.tool_format
     if cfg.conclude_nudge:
         scaffold["conclude_nudge"] = cfg.conclude_nudge
+    if cfg.history_thinking != "keep":
+        scaffold["history_thinking"] = cfg.history_thinking
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -648,7 +664,8 @@ class Run:
         if self.ledger is not None:
             self.ledger.add(t)
         tool = t.call.tool if t.call else "error"
-        self.messages.append({"role": "assistant", "content": t.raw_text})
+        kept = t.raw_text if self.cfg.history_thinking == "keep" else without_thinking(t.raw_text)
+        self.messages.append({"role": "assistant", "content": kept})
         self.messages.append(
             {
                 "role": "user",
@@ -1007,6 +1024,13 @@ class Run:
             if len(files) >= self.cfg.conclude_nudge:
                 notes.append(Injection(source="system", text=conclude_note(files)))
         return notes
+
+
+def without_thinking(text: str) -> str:
+    """A reply as the conversation keeps it under ``history_thinking: drop``: without its
+    thinking (a reply that is nothing else stays whole, so the conversation shows what came)."""
+    rest = extract_thinking(text)[1].strip()
+    return rest or text
 
 
 def files_looked_at(turns: list[Turn]) -> list[str]:

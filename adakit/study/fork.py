@@ -202,6 +202,7 @@ def fork_config(parent: RunFile, run_id: str, seed: int) -> RunConfig:
                      ledger=bool(sc.get("ledger")), redraw_note=bool(sc.get("redraw_note")),
                      window_drop=sc.get("window_drop", "pair"),
                      tool_format=sc.get("tool_format", "xml"),
+                     history_thinking=sc.get("history_thinking", "keep"),
                      demonstration=sc.get("demonstration", "off"),
                      name_hints=sc.get("name_hints", "line"), **kept)
 

@@ -30,7 +30,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from adakit import config
-from adakit.apparatus.agent import REPEAT_GUARDS, WINDOW_DROPS
+from adakit.apparatus.agent import HISTORY_THINKING, REPEAT_GUARDS, WINDOW_DROPS
 from adakit.apparatus.demonstration import DEMONSTRATIONS
 from adakit.apparatus.ledger import LEDGER_MIN_CHARS
 from adakit.apparatus.native import TOOL_FORMATS
@@ -118,6 +118,8 @@ class RunSettings(_Strict):
         None, description="names a look-up without symbol_name offers: code (parse tree) or line (raw words)")
     tool_format: Literal[TOOL_FORMATS] | None = Field(  # type: ignore[valid-type]
         None, description="the form of a tool call: xml (Ada's tags) or native (JSON in <tool_call>, as the model's chat template teaches)")
+    history_thinking: Literal[HISTORY_THINKING] | None = Field(  # type: ignore[valid-type]
+        None, description="what earlier replies keep of their thinking in the conversation: keep or drop")
     conclude_nudge: Count | None = Field(
         None, description="from this many distinct files looked at, each result asks whether they answer the task (0 = off)")
 
