@@ -30,6 +30,7 @@ import pandas as pd
 from timing import Ratio, print_ratios
 
 from adakit import config
+from adakit.apparatus.world import World, WorldUnavailable, open_world
 from adakit.llm.models import get_model
 from adakit.record import RunFile, corpus_from_runs, read_runs, skipped_note
 from adakit.variance.behaviour import (
@@ -38,6 +39,7 @@ from adakit.variance.behaviour import (
     call_repeats,
     run_behaviour,
 )
+from adakit.variance.suggested import suggestion_uptake
 
 MODEL = "qwen2.5-coder-1.5b"
 WORLDS = ("flask", "requests")
@@ -85,16 +87,32 @@ def variant_runs(reference: Path, variants: Path | list[Path]) -> dict[str, list
     return {name: list(runs.values()) for name, runs in by_variant.items() if runs}
 
 
-def measure_variants(found: dict[str, list[RunFile]], n_resamples: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def slice_worlds() -> dict[str, World]:
+    """The slice's worlds, where fetched (the offers of redraw notes are computed from them)."""
+    worlds = {}
+    for name in WORLDS:
+        try:
+            worlds[name] = open_world(name, fetch=False)
+        except WorldUnavailable:
+            print(f"{name} is not fetched: offers of redraw notes in its runs are not counted")
+    return worlds
+
+
+def measure_variants(found: dict[str, list[RunFile]], n_resamples: int,
+                     worlds: dict[str, World] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The intervals table (one row per variant), and per variant the measures without an
-    interval: seconds per turn (p50, p95) and the pooled Table 5 tag entropy (as Fig. 7 pools)."""
+    interval: seconds per turn (p50, p95), the pooled Table 5 tag entropy (as Fig. 7 pools)
+    and the share of calls that took a call the scaffold had just offered
+    (:mod:`adakit.variance.suggested`)."""
     per_run, speed = [], []
     for name, runs in found.items():
         corpus, repeats = corpus_from_runs(runs), call_repeats(runs)
         per_run.append(run_behaviour(corpus, repeats).assign(variant=name))
         row = behaviour_table(corpus, repeats).iloc[0]
+        uptake = suggestion_uptake(runs, worlds)
         speed.append({"variant": name, "p50": row["s_per_turn_p50"], "p95": row["s_per_turn_p95"],
-                      "pooled": row["tag_entropy_bits"]})
+                      "pooled": row["tag_entropy_bits"],
+                      "offered": float(uptake["followed"].mean()) if len(uptake) else float("nan")})
     table = behaviour_intervals(pd.concat(per_run, ignore_index=True), "variant", n_resamples)
     order = {name: k for k, name in enumerate(found)}
     table = table.sort_values("variant", key=lambda s: s.map(order)).reset_index(drop=True)
@@ -134,6 +152,7 @@ def report(table: pd.DataFrame, speed: pd.DataFrame) -> str:
     speed = speed.set_index("variant").reindex(table["variant"])
     est["tag entropy, pooled"] = [f"{v:.2f}" for v in speed["pooled"]]
     est["s / turn p50 / p95"] = [f"{a:.1f} / {b:.1f}" for a, b in zip(speed["p50"], speed["p95"], strict=True)]
+    est["calls taking an offer"] = [f"{v:.0%}" if pd.notna(v) else "-" for v in speed["offered"]]
     parts = ["estimate [95% bootstrap interval over runs]",
              est.to_string(index=False)]
     base = table[table["variant"] == "v3"]
@@ -163,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no run of the slice under {args.reference} or {', '.join(map(str, args.variants))}",
               file=sys.stderr)
         return 0
-    table, speed = measure_variants(found, 200 if args.quick else 2000)
+    table, speed = measure_variants(found, 200 if args.quick else 2000, slice_worlds())
     print(f"slice: {MODEL} x {', '.join(WORLDS)} x four tasks, natural, turn bound 15; "
           f"variants: {', '.join(f'{k} ({len(v)} runs)' for k, v in found.items())}")
     with pd.option_context("display.width", 200):
