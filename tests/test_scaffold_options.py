@@ -293,6 +293,7 @@ def test_an_option_prompt_counts_in_the_digest_only_when_the_option_is_on() -> N
     assert plain == scaffold_digest() == scaffold_digest(RunConfig(run_id="r", redraw_repeats=2))
     assert scaffold_digest(RunConfig(run_id="r", redraw_repeats=2, redraw_note=True)) != plain
     assert scaffold_digest(RunConfig(run_id="r", conclude_nudge=4)) != plain
+    assert scaffold_digest(RunConfig(run_id="r", conclude_checkpoint=4)) != plain
     shipped = sorted(config.REFERENCE_RUNS.parent.parent.rglob("runs/*.jsonl"))
     if not shipped:
         pytest.skip("no reference runs shipped here")
@@ -301,7 +302,8 @@ def test_an_option_prompt_counts_in_the_digest_only_when_the_option_is_on() -> N
         cfg = RunConfig(run_id="r", redraw_repeats=scaffold.get("redraw_repeats", 0),
                         redraw_note=bool(scaffold.get("redraw_note")),
                         tool_format=scaffold.get("tool_format", "xml"),
-                        conclude_nudge=scaffold.get("conclude_nudge", 0))
+                        conclude_nudge=scaffold.get("conclude_nudge", 0),
+                        conclude_checkpoint=scaffold.get("conclude_checkpoint", 0))
         assert scaffold["prompts_sha256"] == scaffold_digest(cfg), path.name
 
 
@@ -380,3 +382,52 @@ def test_a_reply_of_thinking_alone_stays_whole_in_the_conversation() -> None:
 
     assert without_thinking("<thinking>only this</thinking>") == "<thinking>only this</thinking>"
     assert without_thinking("<thinking>a</thinking>\n<x>1</x>") == "<x>1</x>"
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+STASH = (
+    "<thinking>So far: serve calls helper, which doubles its input.</thinking>\n<stash_conclusion>\n"
+    "<title>So far</title>\n<content>serve calls helper</content>\n"
+    "<proceed_to_finalize>false</proceed_to_finalize>\n</stash_conclusion>"
+)
+
+
+def test_a_checkpoint_offers_only_a_conclusion_and_leaves_finalizing_to_the_model(
+        world: World, tmp_path: Path) -> None:
+    """``conclude_checkpoint: 2``: the turn after the second distinct file may only stash a
+    conclusion; the model's false goes on (an interim conclusion), its later true finalizes."""
+    replies = [_peek("pkg/app.py", 1, 5), _peek("pkg/util.py", 1, 2), STASH,
+               _peek("pkg/app.py", 2, 3), FINAL]
+    with FakeOpenAI(replies) as fake:
+        rf = launch(world, fake, tmp_path / "cp.jsonl", conclude_checkpoint=2, turn_bound=8)
+    grammars = [_grammar(r) for r in fake.requests]
+    assert grammars[0] == grammars[1] == grammars[3] == grammars[4] != grammars[2]
+    assert "stash_conclusion" in grammars[2] and "peek_code_region" not in grammars[2]
+    notes = [[i.text for i in t.injected if i.text.startswith("Checkpoint:")] for t in rf.turns]
+    assert [len(n) for n in notes] == [0, 1, 0, 0, 0]  # one note: a second needs 4 files
+    assert "looked at 2 files: `pkg/app.py`, `pkg/util.py`" in notes[1][0]
+    assert rf.turns[2].call.tool == "stash_conclusion" and not rf.turns[2].metrics.finalize
+    assert rf.end.reason == "finalize" and len(rf.turns) == 5
+    assert rf.header.scaffold["conclude_checkpoint"] == 2
+    with pytest.raises(ValueError, match="conclude_checkpoint must not be negative"):
+        RunConfig(run_id="x", conclude_checkpoint=-2)
+
+
+def test_a_run_resumed_before_its_checkpoint_turn_takes_it(world: World, tmp_path: Path) -> None:
+    """A run stopped right after the checkpoint note resumes into the checkpoint turn; the last
+    turn before the bound carries no note (no turn is left to take it)."""
+    path = tmp_path / "cp.jsonl"
+    with FakeOpenAI([_peek("pkg/app.py", 1, 5), _peek("pkg/util.py", 1, 2)]) as fake:
+        first = launch(world, fake, path, conclude_checkpoint=2, turn_bound=5)
+    assert first.end.reason == "model_error" and len(first.turns) == 2
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:-1]) + "\n")  # as if stopped before the end record
+    with FakeOpenAI([FINAL]) as fake:
+        rf = launch(world, fake, path, conclude_checkpoint=2, turn_bound=5)
+    assert "peek_code_region" not in _grammar(fake.requests[0])
+    assert rf.end.reason == "finalize"
+    with FakeOpenAI([_peek("pkg/app.py", 1, 5), _peek("pkg/util.py", 1, 2)]) as fake:
+        last = launch(world, fake, tmp_path / "bound.jsonl", conclude_checkpoint=2, turn_bound=2)
+    assert not any(i.text.startswith("Checkpoint:") for t in last.turns for i in t.injected)

@@ -184,6 +184,13 @@ class RunConfig:
     #: word instead of thinking about the newest result). The run record keeps every thought
     #: either way. Recorded as ``scaffold.history_thinking`` when "drop".
     history_thinking: str = "keep"
+    #: weak-model aid (a deviation from the paper, 0 = off by default): each time the run has
+    #: looked at another this many distinct files (N, 2N, ...), the result carries a checkpoint
+    #: note (``prompts/checkpoint.txt``) and the next reply may only call stash_conclusion (a
+    #: grammar says so where the model is constrained), with ``proceed_to_finalize`` left to
+    #: the model: true ends the run by ``finalize``, false stashes an interim conclusion and the
+    #: run goes on. Recorded as ``scaffold.conclude_checkpoint`` when on.
+    conclude_checkpoint: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -212,6 +219,8 @@ class RunConfig:
         if self.history_thinking not in HISTORY_THINKING:
             raise ValueError(f"history_thinking must be one of {', '.join(HISTORY_THINKING)}, "
                              f"got {self.history_thinking!r}")
+        if self.conclude_checkpoint < 0:
+            raise ValueError(f"conclude_checkpoint must not be negative, got {self.conclude_checkpoint}")
         if self.conclude_nudge < 0:
             raise ValueError(f"conclude_nudge must not be negative, got {self.conclude_nudge}")
         if self.tool_format not in TOOL_FORMATS:
@@ -448,6 +457,7 @@ OPTION_PROMPTS: dict[str, Callable[[RunConfig], bool]] = {
     "redraw_note.txt": lambda cfg: cfg.redraw_note,
     FORMAT_SECTION: lambda cfg: cfg.tool_format == "native",
     "conclude_nudge.txt": lambda cfg: cfg.conclude_nudge > 0,
+    "checkpoint.txt": lambda cfg: cfg.conclude_checkpoint > 0,
 }
 
 
@@ -502,6 +512,8 @@ def make_header(
         scaffold["conclude_nudge"] = cfg.conclude_nudge
     if cfg.history_thinking != "keep":
         scaffold["history_thinking"] = cfg.history_thinking
+    if cfg.conclude_checkpoint:
+        scaffold["conclude_checkpoint"] = cfg.conclude_checkpoint
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -555,6 +567,7 @@ class Run:
         self.constrain = getattr(self.spec, "constrain", "none") not in (None, "none", False)
         self.grammar: str | None = None
         self.close_grammar: str | None = None
+        self.checkpoint_grammar: str | None = None
         self.grammar_info: dict[str, Any] | None = None
         without = ctx.prefix.without if ctx.prefix is not None else frozenset()
         self.tools = {name: spec for name, spec in TOOL_SPECS.items() if name not in without}
@@ -573,6 +586,10 @@ class Run:
                 thinking_min_chars=cfg.thinking_min_chars, text_caps={"content": cfg.close_chars},
                 thinking=cfg.thinking_rule,
             ) if cfg.close_turn else None
+            self.checkpoint_grammar = grammar_of(
+                CLOSE_TOOLS, paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
+                thinking_min_chars=cfg.thinking_min_chars, thinking=cfg.thinking_rule,
+            ) if cfg.conclude_checkpoint else None
             self.grammar_info = {
                 "thinking_min_chars": cfg.thinking_min_chars,
                 "thinking_chars": thinking_chars,
@@ -710,7 +727,8 @@ class Run:
                 if n > self.cfg.turn_bound and not closing:
                     end = self._end("turn_bound")
                     break
-                turn, end = self._turn(n, closing=closing)
+                turn, end = self._turn(n, closing=closing,
+                                       checkpoint=not closing and self._checkpoint(len(self.turns)))
                 if turn is not None:
                     writer.write(turn)
                     self._after_turn_bookkeeping(turn)
@@ -739,6 +757,11 @@ class Run:
         """Whether turn ``index`` (0-based; ``len(self.turns)`` is the next one) is a closing
         turn: the turn before it showed the closing instruction."""
         return 1 <= index <= len(self.turns) and shows_instruction(self.turns[index - 1], self.close_text)
+
+    def _checkpoint(self, index: int) -> bool:
+        """Whether turn ``index`` (0-based) is a checkpoint turn: the turn before it showed a
+        checkpoint note (``conclude_checkpoint``)."""
+        return 1 <= index <= len(self.turns) and is_checkpoint_note_on(self.turns[index - 1])
 
     def _closed_reason(self, n: int) -> str:
         """What ended a run whose closing turn was turn ``n``."""
@@ -773,9 +796,10 @@ class Run:
 
     # ------------------------------------------------------------------ one turn
 
-    def _turn(self, n: int, closing: bool = False) -> tuple[Turn | None, End | None]:
+    def _turn(self, n: int, closing: bool = False,
+              checkpoint: bool = False) -> tuple[Turn | None, End | None]:
         """Turn ``n``: ask the model, read its reply as a call, act on it and record it; or
-        the End a failed request leads to."""
+        the End a failed request leads to (a checkpoint turn offers stash_conclusion alone)."""
         started = time.time()
         stable = self.cfg.window_drop == "stable"
         last = self.turns[-1].dropped_messages if self.turns and stable else 0
@@ -784,8 +808,8 @@ class Run:
         if fitted is None:
             return None, self._end("context_overflow", "the prompt does not fit the context window")
         window, dropped = fitted
-        reply = self._query(window, closing)
-        if not isinstance(reply, End) and self.cfg.redraw_repeats and not closing:
+        reply = self._query(window, closing, checkpoint=checkpoint)
+        if not isinstance(reply, End) and self.cfg.redraw_repeats and not closing and not checkpoint:
             reply = self._redrawn(window, reply, n)
         if isinstance(reply, End):
             return None, reply
@@ -798,22 +822,26 @@ class Run:
         turn.ended_at = time.time()
         return turn, None
 
-    def _request(self, closing: bool) -> dict[str, Any]:
+    def _request(self, closing: bool, checkpoint: bool = False) -> dict[str, Any]:
         """The request options of a turn: its token budget and its grammar or function tools
-        (a closing turn offers only the tool it asks for)."""
+        (a closing or checkpoint turn offers only the tool it asks for)."""
         kwargs: dict[str, Any] = {"max_tokens": self.close_tokens if closing else self.reply_tokens}
         if self.grammar:
-            kwargs["grammar"] = self.close_grammar if closing and self.close_grammar else self.grammar
+            kwargs["grammar"] = (self.close_grammar if closing and self.close_grammar else
+                                 self.checkpoint_grammar if checkpoint and self.checkpoint_grammar
+                                 else self.grammar)
         if self.mode == "function" or self.cfg.tool_format == "native":  # native: the
             # chat template lists them; the reply carries the call in its text
-            kwargs["tools"] = function_tools(CLOSE_TOOLS if closing else self.tools)
+            kwargs["tools"] = function_tools(CLOSE_TOOLS if closing or checkpoint else self.tools)
         return kwargs
 
-    def _query(self, window: list[dict[str, Any]], closing: bool, **sampling: Any) -> _Reply | End:
+    def _query(self, window: list[dict[str, Any]], closing: bool, checkpoint: bool = False,
+               **sampling: Any) -> _Reply | End:
         """The model's reply to ``window`` read as a tool call, or the End its failure leads to
         (``sampling``: a redraw's temperature and seed)."""
         try:
-            completion = self.ctx.backend.complete(window, **self._request(closing), **sampling)
+            completion = self.ctx.backend.complete(window, **self._request(closing, checkpoint),
+                                                   **sampling)
         except CacheMiss:
             raise  # a replay that leaves the recording stops loudly; the run stays resumable
         except ModelError as exc:
@@ -1019,10 +1047,16 @@ class Run:
         if self.cfg.close_turn and (
                 n >= self.cfg.turn_bound or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
             notes.append(Injection(source="system", text=self.close_text))
-        elif self.cfg.conclude_nudge:
-            files = files_looked_at([*self.turns, turn])
-            if len(files) >= self.cfg.conclude_nudge:
-                notes.append(Injection(source="system", text=conclude_note(files)))
+        else:
+            if self.cfg.conclude_nudge:
+                files = files_looked_at([*self.turns, turn])
+                if len(files) >= self.cfg.conclude_nudge:
+                    notes.append(Injection(source="system", text=conclude_note(files)))
+            if self.cfg.conclude_checkpoint and n < self.cfg.turn_bound:  # a turn left to take it
+                files = files_looked_at([*self.turns, turn])
+                held = sum(is_checkpoint_note_on(t) for t in self.turns)
+                if len(files) >= self.cfg.conclude_checkpoint * (held + 1):
+                    notes.append(Injection(source="system", text=checkpoint_note(files)))
         return notes
 
 
@@ -1048,12 +1082,31 @@ def files_looked_at(turns: list[Turn]) -> list[str]:
 NUDGE_FILES = 8
 
 
-def conclude_note(files: list[str]) -> str:
-    """The note of :attr:`RunConfig.conclude_nudge` for a run that has looked at ``files``."""
+def _named(files: list[str]) -> str:
+    """``files`` as a note names them: the first :data:`NUDGE_FILES`, then how many more."""
     named = ", ".join(f"`{f}`" for f in files[:NUDGE_FILES])
     if len(files) > NUDGE_FILES:
         named += f" and {len(files) - NUDGE_FILES} more"
-    return _fill("conclude_nudge.txt", count=str(len(files)), files=named).strip()
+    return named
+
+
+def conclude_note(files: list[str]) -> str:
+    """The note of :attr:`RunConfig.conclude_nudge` for a run that has looked at ``files``."""
+    return _fill("conclude_nudge.txt", count=str(len(files)), files=_named(files)).strip()
+
+
+#: how a checkpoint note begins (``prompts/checkpoint.txt``): how a record shows one
+CHECKPOINT_LEAD = "Checkpoint:"
+
+
+def checkpoint_note(files: list[str]) -> str:
+    """The note of :attr:`RunConfig.conclude_checkpoint` for a run that has looked at ``files``."""
+    return _fill("checkpoint.txt", count=str(len(files)), files=_named(files)).strip()
+
+
+def is_checkpoint_note_on(turn: Turn) -> bool:
+    """Whether ``turn``'s observation carried a checkpoint note (so the next turn is one)."""
+    return any(i.source == "system" and i.text.startswith(CHECKPOINT_LEAD) for i in turn.injected)
 
 
 @dataclass

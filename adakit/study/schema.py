@@ -120,6 +120,8 @@ class RunSettings(_Strict):
         None, description="the form of a tool call: xml (Ada's tags) or native (JSON in <tool_call>, as the model's chat template teaches)")
     history_thinking: Literal[HISTORY_THINKING] | None = Field(  # type: ignore[valid-type]
         None, description="what earlier replies keep of their thinking in the conversation: keep or drop")
+    conclude_checkpoint: Count | None = Field(
+        None, description="every this many more distinct files looked at, a turn that may only stash a conclusion, finalizing or not (0 = off)")
     conclude_nudge: Count | None = Field(
         None, description="from this many distinct files looked at, each result asks whether they answer the task (0 = off)")
 
