@@ -10,7 +10,9 @@ resumable). A run in both is read from the latter. This script records nothing: 
 is there.
 
 Printed: one row per variant, one column per measure, each an estimate with its 95% bootstrap
-interval over runs (``adakit.variance.behaviour.behaviour_intervals``), then each variant's
+interval over runs (and, without one: how many own conclusions came on a checkpoint turn, where
+the model was asked to write a conclusion and chose to finalize; the share of calls that took a
+call the scaffold had just offered) (``adakit.variance.behaviour.behaviour_intervals``), then each variant's
 ratio to v3 side by side, and the ratio table of the issue's targets with "met" / "MISSED" for
 every variant.
 A measurement, never a test: it exits 0 either way.
@@ -30,6 +32,7 @@ import pandas as pd
 from timing import Ratio, print_ratios
 
 from adakit import config
+from adakit.apparatus.agent import is_checkpoint_note_on
 from adakit.apparatus.world import World, WorldUnavailable, open_world
 from adakit.llm.models import get_model
 from adakit.record import RunFile, corpus_from_runs, read_runs, skipped_note
@@ -87,6 +90,14 @@ def variant_runs(reference: Path, variants: Path | list[Path]) -> dict[str, list
     return {name: list(runs.values()) for name, runs in by_variant.items() if runs}
 
 
+def finalized_at_checkpoint(rf: RunFile) -> bool:
+    """Whether the run finalized on a checkpoint turn (``conclude_checkpoint``): asked to
+    write a conclusion, it chose to stop; counted among own conclusions, shown apart."""
+    if rf.end is None or rf.end.reason != "finalize" or len(rf.turns) < 2:
+        return False
+    return is_checkpoint_note_on(rf.turns[-2])
+
+
 def slice_worlds() -> dict[str, World]:
     """The slice's worlds, where fetched (the offers of redraw notes are computed from them)."""
     worlds = {}
@@ -112,6 +123,7 @@ def measure_variants(found: dict[str, list[RunFile]], n_resamples: int,
         uptake = suggestion_uptake(runs, worlds)
         speed.append({"variant": name, "p50": row["s_per_turn_p50"], "p95": row["s_per_turn_p95"],
                       "pooled": row["tag_entropy_bits"],
+                      "at_checkpoint": sum(finalized_at_checkpoint(rf) for rf in runs),
                       "offered": float(uptake["followed"].mean()) if len(uptake) else float("nan")})
     table = behaviour_intervals(pd.concat(per_run, ignore_index=True), "variant", n_resamples)
     order = {name: k for k, name in enumerate(found)}
@@ -152,6 +164,7 @@ def report(table: pd.DataFrame, speed: pd.DataFrame) -> str:
     speed = speed.set_index("variant").reindex(table["variant"])
     est["tag entropy, pooled"] = [f"{v:.2f}" for v in speed["pooled"]]
     est["s / turn p50 / p95"] = [f"{a:.1f} / {b:.1f}" for a, b in zip(speed["p50"], speed["p95"], strict=True)]
+    est["own: at a checkpoint"] = [str(int(v)) for v in speed["at_checkpoint"]]
     est["calls taking an offer"] = [f"{v:.0%}" if pd.notna(v) else "-" for v in speed["offered"]]
     parts = ["estimate [95% bootstrap interval over runs]",
              est.to_string(index=False)]
