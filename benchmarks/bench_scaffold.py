@@ -41,6 +41,7 @@ from adakit.variance.behaviour import (
     behaviour_table,
     call_repeats,
     run_behaviour,
+    thought_copies,
 )
 from adakit.variance.suggested import suggestion_uptake
 
@@ -55,6 +56,7 @@ MEASURES = {
     "files_per_architecture_run": ("files / arch. run", "{:.1f}", ">=", 4.0),
     "tag_entropy_run": ("tag entropy / run (bits)", "{:.2f}", "", None),
     "thinking_chars": ("thinking chars / turn", "{:.0f}", "", None),
+    "copied_thoughts": ("thought = previous", "{:.0%}", "", None),
 }
 
 
@@ -118,7 +120,7 @@ def measure_variants(found: dict[str, list[RunFile]], n_resamples: int,
     per_run, speed = [], []
     for name, runs in found.items():
         corpus, repeats = corpus_from_runs(runs), call_repeats(runs)
-        per_run.append(run_behaviour(corpus, repeats).assign(variant=name))
+        per_run.append(run_behaviour(corpus, repeats, thought_copies(runs)).assign(variant=name))
         row = behaviour_table(corpus, repeats).iloc[0]
         uptake = suggestion_uptake(runs, worlds)
         speed.append({"variant": name, "p50": row["s_per_turn_p50"], "p95": row["s_per_turn_p95"],

@@ -139,3 +139,23 @@ def test_behaviour_intervals_pool_ratios_over_runs_and_mark_single_runs() -> Non
     assert a["own_conclusions_lo"] <= 0.5 <= a["own_conclusions_hi"]
     assert b["stuck_endings"] == 1 and b["repeat_rate"] == pytest.approx(0.5)
     assert math.isnan(b["repeat_rate_lo"]) and b["note"] == "too few runs"
+
+
+def test_a_thought_copied_from_the_previous_turn_is_counted() -> None:
+    from adakit.variance.behaviour import behaviour_intervals, run_behaviour, thought_copies
+
+    run = synthetic_run("c-1", model="m1", files=FILES, reason="turn_bound", tools=[
+        {"tool": "PKR", "file": "a.py", "ranges": [(1, 10)]},
+        {"tool": "PKR", "file": "a.py", "ranges": [(11, 20)]},
+        {"tool": "PKR", "file": "a.py", "ranges": [(21, 30)]},
+        {"tool": "OVW", "file": "a.py"}])
+    thoughts = ["Reading a.py first.", "Reading a.py first.", " Reading a.py first. ", "Now the outline."]
+    run.turns = [t.model_copy(update={"thinking": th}) for t, th in zip(run.turns, thoughts, strict=True)]
+    copies = thought_copies([run])
+    assert copies["copied"].tolist() == [True, True, False]
+    per_run = run_behaviour(corpus_from_runs([run]), call_repeats([run]), copies)
+    assert per_run.loc[0, ["thought_pairs", "copied"]].tolist() == [3, 2]
+    table = behaviour_intervals(per_run.assign(variant="A"), n_resamples=50)
+    assert table.loc[0, "copied_thoughts"] == pytest.approx(2 / 3)
+    # without the copies the counts are zero, not an error
+    assert run_behaviour(corpus_from_runs([run]), call_repeats([run]))["copied"].tolist() == [0]

@@ -129,7 +129,7 @@ def measure(sources: Iterable[str | Path], models: Iterable[str] | None = None) 
 #: The per-run columns of :func:`run_behaviour`.
 RUN_BEHAVIOUR_COLUMNS = [
     "run_id", "model", "world", "task", "turns", "own", "stuck", "calls", "repeats", "peeks",
-    "files", "architecture", "thinking_chars", "tag_entropy",
+    "files", "architecture", "thinking_chars", "tag_entropy", "thought_pairs", "copied",
 ]  # fmt: skip
 
 #: What :func:`behaviour_intervals` puts an interval on: a name and a column (a mean over
@@ -142,14 +142,29 @@ INTERVAL_MEASURES: dict[str, str | tuple[str, str]] = {
     "files_per_architecture_run": ("files_arch", "architecture"),
     "tag_entropy_run": "tag_entropy",
     "thinking_chars": ("thinking_chars", "turns"),
+    "copied_thoughts": ("copied", "thought_pairs"),
 }
 
 
-def run_behaviour(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
+def thought_copies(run_files: Iterable[RunFile]) -> pd.DataFrame:
+    """One row per turn after a run's first: run_id, turn, and whether its thinking repeats
+    the previous turn's word for word (an empty thought never counts as a copy)."""
+    rows = []
+    for rf in run_files:
+        for prev, t in zip(rf.turns, rf.turns[1:], strict=False):
+            now = t.thinking.strip()
+            rows.append((rf.header.run_id, t.turn, bool(now) and now == prev.thinking.strip()))
+    return pd.DataFrame(rows, columns=["run_id", "turn", "copied"])
+
+
+def run_behaviour(corpus: Corpus, repeats: pd.DataFrame,
+                  copies: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per run: its turns, whether it concluded on its own (``own``: finalized before
     any closing turn) or ended stuck (``malformed_limit``), its calls, exact repeats and
     ``peek_code_region`` calls, distinct files visited, whether it is an architecture-analysis
-    run, thinking characters summed over its turns, and the entropy (bits) of its Table 5 tags."""
+    run, thinking characters summed over its turns, the entropy (bits) of its Table 5 tags,
+    and (from :func:`thought_copies`, when given) its turns after the first and how many of
+    them copy the previous thought."""
     runs, turns = corpus.runs, corpus.turns
     if runs.empty:
         return pd.DataFrame(columns=RUN_BEHAVIOUR_COLUMNS)
@@ -172,6 +187,12 @@ def run_behaviour(corpus: Corpus, repeats: pd.DataFrame) -> pd.DataFrame:
     out["architecture"] = (out["task"] == "architecture_analysis").astype(int)
     out["thinking_chars"] = rid.map(think).fillna(0).astype(float)
     out["tag_entropy"] = rid.map(entropy).astype(float)
+    if copies is not None and not copies.empty:
+        per = copies.groupby("run_id")["copied"].agg(["size", "sum"])
+        out["thought_pairs"] = rid.map(per["size"]).fillna(0).astype(int)
+        out["copied"] = rid.map(per["sum"]).fillna(0).astype(int)
+    else:
+        out["thought_pairs"], out["copied"] = 0, 0
     return out[RUN_BEHAVIOUR_COLUMNS].reset_index(drop=True)
 
 
