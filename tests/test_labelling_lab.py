@@ -129,7 +129,7 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
                     text = page.evaluate(CLICK_LABEL % (g, 1, json.dumps(last)))
                     clicked.append((family, text))
                     n = len(clicked)
-                    page.wait_for(GROUPS, 20, f"label {n} to be saved",
+                    page.wait_for(GROUPS, 60, f"label {n} to be saved",
                                   until=lambda s, n=n: len(log.rows()) >= n)
                     # the header counts the label as soon as it is saved
                     state = page.wait_for(
