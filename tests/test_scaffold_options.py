@@ -329,7 +329,7 @@ def test_the_conclusion_nudge_shows_from_the_nth_file_and_is_recorded(world: Wor
     with FakeOpenAI([FINAL]) as fake:
         plain = launch(world, fake, tmp_path / "plain.jsonl")
     assert "conclude_nudge" not in plain.header.scaffold
-    with pytest.raises(ValueError, match="conclude_nudge must not be negative"):
+    with pytest.raises(ValueError, match="conclude_nudge must be 0 \\(off\\) or more"):
         RunConfig(run_id="x", conclude_nudge=-1)
 
 
@@ -411,7 +411,7 @@ def test_a_checkpoint_offers_only_a_conclusion_and_leaves_finalizing_to_the_mode
     assert rf.turns[2].call.tool == "stash_conclusion" and not rf.turns[2].metrics.finalize
     assert rf.end.reason == "finalize" and len(rf.turns) == 5
     assert rf.header.scaffold["conclude_checkpoint"] == 2
-    with pytest.raises(ValueError, match="conclude_checkpoint must not be negative"):
+    with pytest.raises(ValueError, match="conclude_checkpoint must be 0 \\(off\\) or more"):
         RunConfig(run_id="x", conclude_checkpoint=-2)
 
 

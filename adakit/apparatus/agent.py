@@ -196,40 +196,27 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.close_chars < 1:
             raise ValueError(f"close_chars must be at least 1, got {self.close_chars}")
-        if self.repeat_guard not in REPEAT_GUARDS:
-            raise ValueError(f"repeat_guard must be one of {', '.join(REPEAT_GUARDS)}, "
-                             f"got {self.repeat_guard!r}")
-        if self.redraw_repeats < 0:
-            raise ValueError(f"redraw_repeats must be 0 (off) or more, got {self.redraw_repeats}")
+        for name, choices in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        for name in ("redraw_repeats", "conclude_nudge", "conclude_checkpoint"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 (off) or more, got {getattr(self, name)}")
         if self.redraw_step < 0:
             raise ValueError(f"redraw_step must not be negative, got {self.redraw_step}")
-        if self.window_drop not in WINDOW_DROPS:
-            raise ValueError(f"window_drop must be one of {', '.join(WINDOW_DROPS)}, "
-                             f"got {self.window_drop!r}")
         if self.redraw_note and not self.redraw_repeats:
             raise ValueError("redraw_note needs redraw_repeats of 1 or more")
         if self.ledger_chars < LEDGER_MIN_CHARS:
             raise ValueError(f"ledger_chars must be at least {LEDGER_MIN_CHARS}, got {self.ledger_chars}")
-        if self.demonstration not in DEMONSTRATIONS:
-            raise ValueError(f"demonstration must be one of {', '.join(DEMONSTRATIONS)}, "
-                             f"got {self.demonstration!r}")
-        if self.name_hints not in NAME_HINTS:
-            raise ValueError(f"name_hints must be one of {', '.join(NAME_HINTS)}, "
-                             f"got {self.name_hints!r}")
-        if self.history_thinking not in HISTORY_THINKING:
-            raise ValueError(f"history_thinking must be one of {', '.join(HISTORY_THINKING)}, "
-                             f"got {self.history_thinking!r}")
-        if self.conclude_checkpoint < 0:
-            raise ValueError(f"conclude_checkpoint must not be negative, got {self.conclude_checkpoint}")
-        if self.conclude_nudge < 0:
-            raise ValueError(f"conclude_nudge must not be negative, got {self.conclude_nudge}")
-        if self.tool_format not in TOOL_FORMATS:
-            raise ValueError(f"tool_format must be one of {', '.join(TOOL_FORMATS)}, "
-                             f"got {self.tool_format!r}")
-        if self.thinking_rule not in THINKING_RULES:
-            raise ValueError(f"thinking_rule must be one of {', '.join(THINKING_RULES)}, "
-                             f"got {self.thinking_rule!r}")
 
+
+#: The settings of :class:`RunConfig` that take one of a few words, and those words.
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "repeat_guard": REPEAT_GUARDS, "window_drop": WINDOW_DROPS, "demonstration": DEMONSTRATIONS,
+    "name_hints": NAME_HINTS, "history_thinking": HISTORY_THINKING, "tool_format": TOOL_FORMATS,
+    "thinking_rule": THINKING_RULES,
+}
 
 #: the grammar's cap on other free text (titles, memories, questions)
 TEXT_CHARS = 400
@@ -1047,16 +1034,14 @@ class Run:
         if self.cfg.close_turn and (
                 n >= self.cfg.turn_bound or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
             notes.append(Injection(source="system", text=self.close_text))
-        else:
-            if self.cfg.conclude_nudge:
-                files = files_looked_at([*self.turns, turn])
-                if len(files) >= self.cfg.conclude_nudge:
-                    notes.append(Injection(source="system", text=conclude_note(files)))
-            if self.cfg.conclude_checkpoint and n < self.cfg.turn_bound:  # a turn left to take it
-                files = files_looked_at([*self.turns, turn])
-                held = sum(is_checkpoint_note_on(t) for t in self.turns)
-                if len(files) >= self.cfg.conclude_checkpoint * (held + 1):
-                    notes.append(Injection(source="system", text=checkpoint_note(files)))
+        elif self.cfg.conclude_nudge or self.cfg.conclude_checkpoint:
+            files = files_looked_at([*self.turns, turn])
+            if self.cfg.conclude_nudge and len(files) >= self.cfg.conclude_nudge:
+                notes.append(Injection(source="system", text=conclude_note(files)))
+            every = self.cfg.conclude_checkpoint
+            if every and n < self.cfg.turn_bound and (  # a turn left to take it, N more files
+                    len(files) >= every * (1 + sum(is_checkpoint_note_on(t) for t in self.turns))):
+                notes.append(Injection(source="system", text=checkpoint_note(files)))
         return notes
 
 
@@ -1095,10 +1080,6 @@ def conclude_note(files: list[str]) -> str:
     return _fill("conclude_nudge.txt", count=str(len(files)), files=_named(files)).strip()
 
 
-#: how a checkpoint note begins (``prompts/checkpoint.txt``): how a record shows one
-CHECKPOINT_LEAD = "Checkpoint:"
-
-
 def checkpoint_note(files: list[str]) -> str:
     """The note of :attr:`RunConfig.conclude_checkpoint` for a run that has looked at ``files``."""
     return _fill("checkpoint.txt", count=str(len(files)), files=_named(files)).strip()
@@ -1106,7 +1087,14 @@ def checkpoint_note(files: list[str]) -> str:
 
 def is_checkpoint_note_on(turn: Turn) -> bool:
     """Whether ``turn``'s observation carried a checkpoint note (so the next turn is one)."""
-    return any(i.source == "system" and i.text.startswith(CHECKPOINT_LEAD) for i in turn.injected)
+    lead = _checkpoint_lead()
+    return any(i.source == "system" and i.text.startswith(lead) for i in turn.injected)
+
+
+@lru_cache(maxsize=1)
+def _checkpoint_lead() -> str:
+    """How every checkpoint note begins: its template up to the first value filled in."""
+    return (config.PROMPTS / "checkpoint.txt").read_text(encoding="utf-8").split("{", 1)[0]
 
 
 @dataclass
