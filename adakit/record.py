@@ -198,6 +198,20 @@ class ToolCall(_Record):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+def call_repeats_of(turns: Iterable[Turn]) -> list[tuple[int, bool]]:
+    """For each turn with a call: its number, and whether the call exactly repeats (same tool,
+    same parameters) an earlier call among ``turns``."""
+    seen: set[str] = set()
+    out = []
+    for t in turns:
+        if t.call is None:
+            continue
+        key = t.call.tool + json.dumps(t.call.params, sort_keys=True, default=str)
+        out.append((t.turn, key in seen))
+        seen.add(key)
+    return out
+
+
 class ParseError(_Record):
     kind: Literal[
         "no_tool",

@@ -34,7 +34,14 @@ from typing import Any
 import yaml
 
 from adakit import __version__, config
-from adakit.record import RunFile, closed_run, content_digest, iter_run_files, read_run
+from adakit.record import (
+    RunFile,
+    call_repeats_of,
+    closed_run,
+    content_digest,
+    iter_run_files,
+    read_run,
+)
 from adakit.study.replies import RESPONSES, recorded_replies, restore_replies
 
 MANIFEST = "manifest.json"
@@ -333,14 +340,9 @@ def stated_behaviour(parsed: Iterable[RunFile]) -> dict[str, dict[str, float | i
         c["own"] += reason == "finalize"
         c["closing"] += closed_run(rf) and bool(rf.end is not None and rf.end.conclusion)
         c["stuck"] += reason == "malformed_limit"
-        seen: set[str] = set()
-        for t in rf.turns:
-            if t.call is None:
-                continue
-            key = t.call.tool + json.dumps(t.call.params, sort_keys=True, default=str)
-            c["calls"] += 1
-            c["repeats"] += key in seen
-            seen.add(key)
+        repeats = [repeat for _, repeat in call_repeats_of(rf.turns)]
+        c["calls"] += len(repeats)
+        c["repeats"] += sum(repeats)
     out: dict[str, dict[str, float | int]] = {}
     for model, c in sorted(tallies.items()):
         out[model] = {"runs": c["runs"], "calls": c["calls"],

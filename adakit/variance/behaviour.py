@@ -23,7 +23,6 @@ One row per model, from its recorded runs:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -32,7 +31,14 @@ import pandas as pd
 
 from adakit.lenses.policy import tag_transitions
 from adakit.lenses.surface import run_surface
-from adakit.record import Corpus, RunFile, corpus_from_runs, read_runs, skipped_note
+from adakit.record import (
+    Corpus,
+    RunFile,
+    call_repeats_of,
+    corpus_from_runs,
+    read_runs,
+    skipped_note,
+)
 from adakit.uncertainty import DEFAULT_RESAMPLES, bootstrap_ratios
 
 BEHAVIOUR_COLUMNS = [
@@ -45,15 +51,8 @@ BEHAVIOUR_COLUMNS = [
 def call_repeats(run_files: Iterable[RunFile]) -> pd.DataFrame:
     """One row per turn with a call: run_id, turn, and whether the call (tool and parameters)
     exactly repeats an earlier call of the same run."""
-    rows = []
-    for rf in run_files:
-        seen: set[str] = set()
-        for t in rf.turns:
-            if t.call is None:
-                continue
-            key = t.call.tool + json.dumps(t.call.params, sort_keys=True, default=str)
-            rows.append((rf.header.run_id, t.turn, key in seen))
-            seen.add(key)
+    rows = [(rf.header.run_id, turn, repeat) for rf in run_files
+            for turn, repeat in call_repeats_of(rf.turns)]
     return pd.DataFrame(rows, columns=["run_id", "turn", "repeat"])
 
 
