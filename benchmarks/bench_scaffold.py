@@ -32,7 +32,6 @@ import pandas as pd
 from timing import Ratio, print_ratios
 
 from adakit import config
-from adakit.apparatus.agent import is_checkpoint_note_on
 from adakit.apparatus.world import World, WorldUnavailable, open_world
 from adakit.llm.models import get_model
 from adakit.record import RunFile, corpus_from_runs, read_runs, skipped_note
@@ -40,6 +39,7 @@ from adakit.variance.behaviour import (
     behaviour_intervals,
     behaviour_table,
     call_repeats,
+    finalized_at_checkpoint,
     run_behaviour,
     thought_copies,
 )
@@ -90,14 +90,6 @@ def variant_runs(reference: Path, variants: Path | list[Path]) -> dict[str, list
             if in_slice(rf) and rf.end is not None:
                 by_variant.setdefault(name, {})[rf.header.run_id] = rf
     return {name: list(runs.values()) for name, runs in by_variant.items() if runs}
-
-
-def finalized_at_checkpoint(rf: RunFile) -> bool:
-    """Whether the run finalized on a checkpoint turn (``conclude_checkpoint``): asked to
-    write a conclusion, it chose to stop; counted among own conclusions, shown apart."""
-    if rf.end is None or rf.end.reason != "finalize" or len(rf.turns) < 2:
-        return False
-    return is_checkpoint_note_on(rf.turns[-2])
 
 
 def slice_worlds() -> dict[str, World]:

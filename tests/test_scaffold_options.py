@@ -411,6 +411,12 @@ def test_a_checkpoint_offers_only_a_conclusion_and_leaves_finalizing_to_the_mode
     assert rf.turns[2].call.tool == "stash_conclusion" and not rf.turns[2].metrics.finalize
     assert rf.end.reason == "finalize" and len(rf.turns) == 5
     assert rf.header.scaffold["conclude_checkpoint"] == 2
+    from adakit.variance.behaviour import finalized_at_checkpoint
+
+    assert not finalized_at_checkpoint(rf)  # it finalized two turns after its checkpoint
+    with FakeOpenAI([_peek("pkg/app.py", 1, 5), _peek("pkg/util.py", 1, 2), FINAL]) as fake:
+        at = launch(world, fake, tmp_path / "at.jsonl", conclude_checkpoint=2, turn_bound=8)
+    assert at.end.reason == "finalize" and finalized_at_checkpoint(at)
     with pytest.raises(ValueError, match="conclude_checkpoint must be 0 \\(off\\) or more"):
         RunConfig(run_id="x", conclude_checkpoint=-2)
 

@@ -145,6 +145,16 @@ INTERVAL_MEASURES: dict[str, str | tuple[str, str]] = {
 }
 
 
+def finalized_at_checkpoint(rf: RunFile) -> bool:
+    """Whether the run finalized on a checkpoint turn (``conclude_checkpoint``): asked to write
+    a conclusion, it chose to stop. Counted among own conclusions; worth showing apart."""
+    from adakit.apparatus.agent import is_checkpoint_note_on
+
+    if rf.end is None or rf.end.reason != "finalize" or len(rf.turns) < 2:
+        return False
+    return is_checkpoint_note_on(rf.turns[-2])
+
+
 def thought_copies(run_files: Iterable[RunFile]) -> pd.DataFrame:
     """One row per turn after a run's first: run_id, turn, and whether its thinking repeats
     the previous turn's word for word (an empty thought never counts as a copy)."""
