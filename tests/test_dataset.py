@@ -117,6 +117,8 @@ def test_check_reports_an_edited_run_and_a_missing_file(launched: Path) -> None:
     problems = dataset.check(out)
     assert any(run.name in p and "sha256 differs" in p for p in problems)
     assert any("responses.jsonl: absent" in p for p in problems)
+    run.write_text("not a run file\n")  # edited past reading: said, not raised
+    assert any(run.name in p and "not readable as a run file" in p for p in dataset.check(out))
 
 
 def test_replay_without_a_recorded_reply_says_so(launched: Path) -> None:

@@ -484,14 +484,23 @@ def check(path: str | Path) -> list[str]:
         problems.append(f"{missing}: listed in the manifest but absent")
     for extra in sorted(on_disk - set(listed)):
         problems.append(f"{extra}: on disk but not in the manifest")
+    packed = []
     for rel, row in sorted(listed.items()):
         p = ds.path / rel
-        if p.exists() and sha256_file(p) != row["sha256"]:
+        if not p.exists():
+            continue
+        same = sha256_file(p) == row["sha256"]
+        if not same:
             problems.append(f"{rel}: sha256 differs from the manifest (edited after recording?)")
-        elif p.exists() and content_digest(read_run(p)) != row["digest"]:
+        try:
+            rf = read_run(p)
+        except ValueError as exc:  # an edited file may no longer be a run file at all
+            problems.append(f"{rel}: not readable as a run file ({exc})")
+            continue
+        packed.append(rf)
+        if same and content_digest(rf) != row["digest"]:
             problems.append(f"{rel}: content digest differs from the manifest")
     if "behaviour" in ds.manifest:  # manifests built before it was stated say nothing
-        packed = [read_run(ds.path / rel) for rel in sorted(listed) if (ds.path / rel).exists()]
         problems += behaviour_problems(ds.manifest["behaviour"], packed)
     for rel, digest in (ds.manifest.get("files") or {}).items():
         if digest is None:
