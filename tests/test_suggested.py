@@ -10,7 +10,7 @@ from fake_openai import FakeOpenAI
 from test_scaffold_options import FINAL, _peek, api_key, launch, world  # noqa: F401
 
 from adakit.apparatus.world import World
-from adakit.variance.suggested import offers_in, suggestion_uptake, uptake_per_run
+from adakit.variance.suggested import offers_in, suggestion_uptake
 
 OUTLINE_UTIL = ("<thinking>The util module is next; its outline shows what it has.</thinking>\n"
                 "<get_structural_overview>\n<file_path>pkg/util.py</file_path>\n"
@@ -27,7 +27,7 @@ def test_a_call_offered_by_a_refusal_is_counted_as_taken(world: World, tmp_path:
     up = suggestion_uptake([rf])
     assert up["followed"].tolist() == [False, False, True, False]
     assert up["offered"].tolist()[2] >= 1 and up["offered"].tolist()[:2] == [0, 0]
-    assert uptake_per_run(up).iloc[0][["calls", "suggested"]].tolist() == [4, 1]
+    assert (len(up), int(up["followed"].sum())) == (4, 1)
 
 
 def test_a_call_offered_by_a_redraw_note_needs_the_world(world: World, tmp_path: Path) -> None:

@@ -100,10 +100,3 @@ def suggestion_uptake(runs: Iterable[RunFile], worlds: Mapping[str, World] | Non
                          "followed": bool(offered) and _key(t.call) in offered})
     return pd.DataFrame(rows, columns=UPTAKE_COLUMNS)
 
-
-def uptake_per_run(uptake: pd.DataFrame) -> pd.DataFrame:
-    """Per run: its calls and how many took an offered call (``suggested``)."""
-    if uptake.empty:
-        return pd.DataFrame(columns=["run_id", "calls", "suggested"])
-    g = uptake.groupby("run_id")
-    return pd.DataFrame({"calls": g.size(), "suggested": g["followed"].sum().astype(int)}).reset_index()
