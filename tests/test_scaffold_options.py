@@ -437,3 +437,36 @@ def test_a_run_resumed_before_its_checkpoint_turn_takes_it(world: World, tmp_pat
     with FakeOpenAI([_peek("pkg/app.py", 1, 5), _peek("pkg/util.py", 1, 2)]) as fake:
         last = launch(world, fake, tmp_path / "bound.jsonl", conclude_checkpoint=2, turn_bound=2)
     assert not any(i.text.startswith("Checkpoint:") for t in last.turns for i in t.injected)
+
+
+def _bookmark(line: int) -> str:
+    return (f"<thinking>Line {line} of `pkg/app.py` may matter later.</thinking>\n<bookmark>\n"
+            f"<file_path>pkg/app.py</file_path>\n<line_number>{line}</line_number>\n"
+            f"<note>look again at line {line}</note>\n</bookmark>")
+
+
+def test_a_checkpoint_also_comes_after_so_many_turns(world: World, tmp_path: Path) -> None:
+    """``checkpoint_turns: 3``: a run that only bookmarks (no file looked at) still gets a
+    checkpoint after three turns and another three turns after that; with
+    ``conclude_checkpoint: 2`` beside it, the file count starts again at each checkpoint."""
+    replies = [_bookmark(1), _bookmark(2), _bookmark(3), STASH, _bookmark(4), _bookmark(5), FINAL]
+    with FakeOpenAI(replies) as fake:
+        rf = launch(world, fake, tmp_path / "ct.jsonl", checkpoint_turns=3, turn_bound=12)
+    notes = [[i.text for i in t.injected if i.text.startswith("Checkpoint:")] for t in rf.turns]
+    assert [len(n) for n in notes] == [0, 0, 1, 0, 0, 1, 0]  # turns 4 and 7 are checkpoints
+    assert "looked at 0 files: none yet" in notes[2][0]
+    grammars = [_grammar(r) for r in fake.requests]
+    assert "peek_code_region" not in grammars[3] and "peek_code_region" not in grammars[6]
+    assert "peek_code_region" in grammars[4]
+    assert rf.end.reason == "finalize" and rf.header.scaffold["checkpoint_turns"] == 3
+    replies = [_peek("pkg/app.py", 1, 5), _peek("pkg/util.py", 1, 2), STASH, _bookmark(1),
+               _peek("pkg/app.py", 2, 3), _bookmark(2), FINAL]
+    with FakeOpenAI(replies) as fake:
+        both = launch(world, fake, tmp_path / "both.jsonl", conclude_checkpoint=2, checkpoint_turns=3,
+                      turn_bound=12)
+    notes = [[i.text for i in t.injected if i.text.startswith("Checkpoint:")] for t in both.turns]
+    # files at turn 2 (2 files), then three turns after that checkpoint's note (turn 5), though
+    # no third file was looked at
+    assert [len(n) for n in notes] == [0, 1, 0, 0, 1, 0, 0]
+    with pytest.raises(ValueError, match="checkpoint_turns must be 0 \\(off\\) or more"):
+        RunConfig(run_id="x", checkpoint_turns=-1)

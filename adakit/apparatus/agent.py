@@ -191,6 +191,12 @@ class RunConfig:
     #: the model: true ends the run by ``finalize``, false stashes an interim conclusion and the
     #: run goes on. Recorded as ``scaffold.conclude_checkpoint`` when on.
     conclude_checkpoint: int = 0
+    #: weak-model aid (a deviation from the paper, 0 = off by default): a checkpoint (as
+    #: above) also comes once this many turns have passed since the last one, or since the
+    #: start, however few files they looked at (runs that only bookmark otherwise never reach
+    #: one). The file count of ``conclude_checkpoint`` then starts again from that checkpoint.
+    #: Recorded as ``scaffold.checkpoint_turns`` when on.
+    checkpoint_turns: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -200,7 +206,7 @@ class RunConfig:
             value = getattr(self, name)
             if value not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
-        for name in ("redraw_repeats", "conclude_nudge", "conclude_checkpoint"):
+        for name in ("redraw_repeats", "conclude_nudge", "conclude_checkpoint", "checkpoint_turns"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 (off) or more, got {getattr(self, name)}")
         if self.redraw_step < 0:
@@ -444,7 +450,7 @@ OPTION_PROMPTS: dict[str, Callable[[RunConfig], bool]] = {
     "redraw_note.txt": lambda cfg: cfg.redraw_note,
     FORMAT_SECTION: lambda cfg: cfg.tool_format == "native",
     "conclude_nudge.txt": lambda cfg: cfg.conclude_nudge > 0,
-    "checkpoint.txt": lambda cfg: cfg.conclude_checkpoint > 0,
+    "checkpoint.txt": lambda cfg: cfg.conclude_checkpoint > 0 or cfg.checkpoint_turns > 0,
 }
 
 
@@ -501,6 +507,8 @@ def make_header(
         scaffold["history_thinking"] = cfg.history_thinking
     if cfg.conclude_checkpoint:
         scaffold["conclude_checkpoint"] = cfg.conclude_checkpoint
+    if cfg.checkpoint_turns:
+        scaffold["checkpoint_turns"] = cfg.checkpoint_turns
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -576,7 +584,7 @@ class Run:
             self.checkpoint_grammar = grammar_of(
                 CLOSE_TOOLS, paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars, thinking=cfg.thinking_rule,
-            ) if cfg.conclude_checkpoint else None
+            ) if cfg.conclude_checkpoint or cfg.checkpoint_turns else None
             self.grammar_info = {
                 "thinking_min_chars": cfg.thinking_min_chars,
                 "thinking_chars": thinking_chars,
@@ -747,8 +755,18 @@ class Run:
 
     def _checkpoint(self, index: int) -> bool:
         """Whether turn ``index`` (0-based) is a checkpoint turn: the turn before it showed a
-        checkpoint note (``conclude_checkpoint``)."""
+        checkpoint note (``conclude_checkpoint``, ``checkpoint_turns``)."""
         return 1 <= index <= len(self.turns) and is_checkpoint_note_on(self.turns[index - 1])
+
+    def _checkpoint_due(self, n: int, files: int) -> bool:
+        """Whether turn ``n`` (1-based, not yet in ``self.turns``), having looked at ``files``
+        distinct files in all, ends with a checkpoint note: ``conclude_checkpoint`` more files,
+        or ``checkpoint_turns`` turns, since the last note (or the start)."""
+        last = max((i for i, t in enumerate(self.turns) if is_checkpoint_note_on(t)), default=-1)
+        every, turns = self.cfg.conclude_checkpoint, self.cfg.checkpoint_turns
+        if every and files - (len(files_looked_at(self.turns[:last + 1])) if last >= 0 else 0) >= every:
+            return True
+        return bool(turns) and n - 1 - last >= turns
 
     def _closed_reason(self, n: int) -> str:
         """What ended a run whose closing turn was turn ``n``."""
@@ -1034,13 +1052,11 @@ class Run:
         if self.cfg.close_turn and (
                 n >= self.cfg.turn_bound or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
             notes.append(Injection(source="system", text=self.close_text))
-        elif self.cfg.conclude_nudge or self.cfg.conclude_checkpoint:
+        elif self.cfg.conclude_nudge or self.cfg.conclude_checkpoint or self.cfg.checkpoint_turns:
             files = files_looked_at([*self.turns, turn])
             if self.cfg.conclude_nudge and len(files) >= self.cfg.conclude_nudge:
                 notes.append(Injection(source="system", text=conclude_note(files)))
-            every = self.cfg.conclude_checkpoint
-            if every and n < self.cfg.turn_bound and (  # a turn left to take it, N more files
-                    len(files) >= every * (1 + sum(is_checkpoint_note_on(t) for t in self.turns))):
+            if n < self.cfg.turn_bound and self._checkpoint_due(n, len(files)):  # a turn left to take it
                 notes.append(Injection(source="system", text=checkpoint_note(files)))
         return notes
 
@@ -1068,7 +1084,10 @@ NUDGE_FILES = 8
 
 
 def _named(files: list[str]) -> str:
-    """``files`` as a note names them: the first :data:`NUDGE_FILES`, then how many more."""
+    """``files`` as a note names them: the first :data:`NUDGE_FILES`, then how many more
+    ("none yet" for no file)."""
+    if not files:
+        return "none yet"
     named = ", ".join(f"`{f}`" for f in files[:NUDGE_FILES])
     if len(files) > NUDGE_FILES:
         named += f" and {len(files) - NUDGE_FILES} more"

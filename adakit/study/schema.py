@@ -122,6 +122,8 @@ class RunSettings(_Strict):
         None, description="what earlier replies keep of their thinking in the conversation: keep or drop")
     conclude_checkpoint: Count | None = Field(
         None, description="every this many more distinct files looked at, a turn that may only stash a conclusion, finalizing or not (0 = off)")
+    checkpoint_turns: Count | None = Field(
+        None, description="a checkpoint also once this many turns have passed since the last one (0 = off)")
     conclude_nudge: Count | None = Field(
         None, description="from this many distinct files looked at, each result asks whether they answer the task (0 = off)")
 

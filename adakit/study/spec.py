@@ -29,7 +29,7 @@ RUN_SETTINGS = (
     "budget", "repeat_guard", "thinking_min_chars", "close_turn", "close_chars",
     "redraw_repeats", "redraw_step", "redraw_note", "window_drop", "ledger", "ledger_chars", "thinking_rule",
     "demonstration", "name_hints", "tool_format", "conclude_nudge",
-    "history_thinking", "conclude_checkpoint",
+    "history_thinking", "conclude_checkpoint", "checkpoint_turns",
 )
 
 
