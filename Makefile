@@ -24,7 +24,7 @@ LLAMA_VERSION := 0.3.36
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup git-filter local-model worlds study study-clean ci-replies test chromium lint bench bench-quick bench-models bench-scaffold-record lab clean
+.PHONY: help setup git-filter local-model worlds study study-clean ci-replies test chromium lint bench bench-quick bench-models bench-scaffold-record reference-record lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -175,7 +175,7 @@ bench-models: $(STAMP) $(LOCAL_STAMP) ## the local models' behaviour on a fixed 
 # (hours on 2 cores; stop it at any time), then packed with its replies into
 # data/reference/bench-scaffold/<variant>, which ships; a later sitting restores those replies,
 # so the finished runs replay in seconds and only the missing ones are asked of the model.
-SCAFFOLD_VARIANTS ?= free note native conclude checkpoint turns drop sampled suggest explore explore-suggest free-demo redraw-ledger
+SCAFFOLD_VARIANTS ?= free note native conclude checkpoint turns turns8 drop sampled suggest explore explore-suggest free-demo redraw-ledger
 
 bench-scaffold-record: $(STAMP) $(LOCAL_STAMP) ## record the scaffold ablation live, resumably (hours), packing each variant into data/reference/bench-scaffold/
 	$(PY) -m adakit worlds fetch flask requests
@@ -185,6 +185,23 @@ bench-scaffold-record: $(STAMP) $(LOCAL_STAMP) ## record the scaffold ablation l
 	  $(PY) -m adakit dataset build data/runs/bench-scaffold/$$v --out $$d --name bench-scaffold-$$v --leave-unfinished || exit 1; \
 	  [ $$status -eq 0 ] || exit $$status; done
 	$(PY) benchmarks/bench_scaffold.py
+
+# The reference corpus (studies/local.yaml, issue 23): launched live, resumably (about 5 hours on
+# 2 cores: stop it at any time). Each stop packs what is recorded, with its replies, into the
+# dataset (--leave-unfinished), which ships; a later sitting restores those replies, replays the
+# finished runs in seconds and asks the model only for the rest. Once every run is recorded,
+# its runs are judged (three seats) and the dataset is packed again with the verdicts.
+REFERENCE_DATASET ?= data/reference/local-v4
+
+reference-record: $(STAMP) $(LOCAL_STAMP) ## record the reference corpus (studies/local.yaml) live, resumably (hours), packing it into data/reference/local-v4
+	$(PY) -m adakit worlds fetch flask requests scikit-learn
+	@d=$(REFERENCE_DATASET); \
+	  if [ -f $$d/manifest.json ]; then $(PY) -m adakit dataset restore-cache $$d || exit 1; fi; \
+	  $(PY) -m adakit launch studies/local.yaml; status=$$?; \
+	  $(PY) -m adakit dataset build data/runs/local --out $$d --name $$(basename $$d) --leave-unfinished || exit 1; \
+	  [ $$status -eq 0 ] || exit $$status; \
+	  $(PY) -m adakit stage judge local && \
+	  $(PY) -m adakit dataset build data/runs/local --out $$d --name $$(basename $$d)
 
 # JupyterLab refuses to start as root unless told to (a container usually runs as root)
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
