@@ -340,3 +340,16 @@ def test_shipped_packs_state_the_behaviour_the_loader_measures() -> None:
             assert said["runs"] == row["runs"], pack
             assert said["own_conclusions"] == pytest.approx(row["concluded"], abs=1e-4), pack
             assert said["repeat_rate"] == pytest.approx(row["repeat_rate"], abs=1e-4), pack
+
+
+def test_the_manifest_says_what_changed_since_the_last_version(launched: Path) -> None:
+    """A study file's ``changes`` (what changed since the previous version, and why) is stated
+    in the manifest; a study without it states nothing."""
+    plain = dataset.build(launched / "runs", launched / "ds", cache=launched / "cache", name="tiny-v1")
+    assert plain["changes"] == ""
+    study = launched / "runs" / "study.yaml"
+    doc = yaml.safe_load(study.read_text())
+    study.write_text(yaml.safe_dump({**doc, "changes": "v2 asks for conclusions earlier."}))
+    manifest = dataset.build(launched / "runs", launched / "ds2", cache=launched / "cache", name="tiny-v2")
+    assert manifest["changes"] == "v2 asks for conclusions earlier."
+    assert json.loads((launched / "ds2" / dataset.MANIFEST).read_text())["changes"] == manifest["changes"]

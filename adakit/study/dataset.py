@@ -385,6 +385,8 @@ def _manifest(
         "format": FORMAT,
         "name": name,
         "description": description,
+        # what changed since the previous version, and why (the study file's `changes`)
+        "changes": study_doc.get("changes", ""),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "adakit_version": __version__,
         "adakit_commit": commit,

@@ -161,6 +161,8 @@ class StudyFile(Block):
     description: Text | None = None
     output: Name | None = Field(None, description="the output folder (relative: to the project root)")
     dataset: Name | None = Field(None, description="the dataset folder `adakit dataset build` packs into")
+    changes: Text | None = Field(
+        None, description="what changed since the dataset's previous version, and why (its manifest says it)")
     replies: Name | None = Field(
         None, description="a dataset folder whose recorded replies are restored into the response "
                           "cache before the runs are launched or judged (a replay where prompts match)")
