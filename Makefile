@@ -175,7 +175,7 @@ bench-models: $(STAMP) $(LOCAL_STAMP) ## the local models' behaviour on a fixed 
 # (hours on 2 cores; stop it at any time), then packed with its replies into
 # data/reference/bench-scaffold/<variant>, which ships; a later sitting restores those replies,
 # so the finished runs replay in seconds and only the missing ones are asked of the model.
-SCAFFOLD_VARIANTS ?= free note native conclude checkpoint turns turns8 drop sampled suggest explore explore-suggest free-demo redraw-ledger
+SCAFFOLD_VARIANTS ?= free note native conclude checkpoint turns navigate drop sampled suggest explore explore-suggest free-demo redraw-ledger
 
 bench-scaffold-record: $(STAMP) $(LOCAL_STAMP) ## record the scaffold ablation live, resumably (hours), packing each variant into data/reference/bench-scaffold/
 	$(PY) -m adakit worlds fetch flask requests

@@ -470,3 +470,33 @@ def test_a_checkpoint_also_comes_after_so_many_turns(world: World, tmp_path: Pat
     assert [len(n) for n in notes] == [0, 1, 0, 0, 1, 0, 0]
     with pytest.raises(ValueError, match="checkpoint_turns must be 0 \\(off\\) or more"):
         RunConfig(run_id="x", checkpoint_turns=-1)
+
+
+def test_a_streak_of_notes_is_followed_by_a_turn_that_may_only_navigate(
+        world: World, tmp_path: Path) -> None:
+    """``cognitive_streak: 2``: after two bookmarks in a row the next reply may only call a
+    navigation tool (its grammar offers no bookmark), the turn after that all tools again; a
+    checkpoint due on the same turn comes first."""
+    from adakit.apparatus.agent import cognitive_streak_of
+
+    replies = [_bookmark(1), _bookmark(2), _peek("pkg/app.py", 1, 5), _bookmark(3), FINAL]
+    with FakeOpenAI(replies) as fake:
+        rf = launch(world, fake, tmp_path / "cs.jsonl", cognitive_streak=2, turn_bound=8)
+    notes = [[i.text for i in t.injected if i.text.startswith("Back to the code")] for t in rf.turns]
+    assert [len(n) for n in notes] == [0, 1, 0, 0, 0]
+    assert "your last 2 calls were notes" in notes[1][0]
+    grammars = [_grammar(r) for r in fake.requests]
+    assert "bookmark" not in grammars[2] and "stash_conclusion" not in grammars[2]
+    assert "peek_code_region" in grammars[2] and "explore_code" in grammars[2]
+    assert grammars[0] == grammars[1] == grammars[3] and "bookmark" in grammars[3]
+    assert rf.header.scaffold["cognitive_streak"] == 2 and rf.end.reason == "finalize"
+    assert cognitive_streak_of(rf.turns[:2]) == 2 and cognitive_streak_of(rf.turns[:3]) == 0
+    with FakeOpenAI([_bookmark(1), _bookmark(2), FINAL]) as fake:
+        both = launch(world, fake, tmp_path / "both.jsonl", cognitive_streak=2, checkpoint_turns=2,
+                      turn_bound=8)
+    texts = [i.text for i in both.turns[1].injected]
+    assert any(t.startswith("Checkpoint:") for t in texts)
+    assert not any(t.startswith("Back to the code") for t in texts)
+    assert "peek_code_region" not in _grammar(fake.requests[2])  # the checkpoint's turn
+    with pytest.raises(ValueError, match="cognitive_streak must be 0 \\(off\\) or more"):
+        RunConfig(run_id="x", cognitive_streak=-1)

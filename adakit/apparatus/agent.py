@@ -44,7 +44,7 @@ from adakit.apparatus.protocol import (
 )
 from adakit.apparatus.suggest import suggestion_text
 from adakit.apparatus.tasks import Task
-from adakit.apparatus.tools import NAME_HINTS, TOOL_SPECS, Toolbox
+from adakit.apparatus.tools import NAME_HINTS, TOOL_SPECS, Toolbox, ToolSpec
 from adakit.apparatus.world import World
 from adakit.llm.models import RETRYABLE_KINDS, CacheMiss, ModelError
 from adakit.record import (
@@ -197,6 +197,13 @@ class RunConfig:
     #: one). The file count of ``conclude_checkpoint`` then starts again from that checkpoint.
     #: Recorded as ``scaffold.checkpoint_turns`` when on.
     checkpoint_turns: int = 0
+    #: weak-model aid (a deviation from the paper, 0 = off by default): after this many
+    #: cognitive calls in a row (bookmark, create_memory, get_hint_on_snippet), the result
+    #: carries a note (``prompts/navigate.txt``) and the next reply may only call a navigation
+    #: tool (overview, peek, explore; a grammar says so where the model is constrained), so a
+    #: model that writes note after note goes back to the code. Recorded as
+    #: ``scaffold.cognitive_streak`` when on.
+    cognitive_streak: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -206,7 +213,8 @@ class RunConfig:
             value = getattr(self, name)
             if value not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
-        for name in ("redraw_repeats", "conclude_nudge", "conclude_checkpoint", "checkpoint_turns"):
+        for name in ("redraw_repeats", "conclude_nudge", "conclude_checkpoint", "checkpoint_turns",
+                     "cognitive_streak"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 (off) or more, got {getattr(self, name)}")
         if self.redraw_step < 0:
@@ -451,6 +459,7 @@ OPTION_PROMPTS: dict[str, Callable[[RunConfig], bool]] = {
     FORMAT_SECTION: lambda cfg: cfg.tool_format == "native",
     "conclude_nudge.txt": lambda cfg: cfg.conclude_nudge > 0,
     "checkpoint.txt": lambda cfg: cfg.conclude_checkpoint > 0 or cfg.checkpoint_turns > 0,
+    "navigate.txt": lambda cfg: cfg.cognitive_streak > 0,
 }
 
 
@@ -509,6 +518,8 @@ def make_header(
         scaffold["conclude_checkpoint"] = cfg.conclude_checkpoint
     if cfg.checkpoint_turns:
         scaffold["checkpoint_turns"] = cfg.checkpoint_turns
+    if cfg.cognitive_streak:
+        scaffold["cognitive_streak"] = cfg.cognitive_streak
     return Header(
         run_id=cfg.run_id,
         study=cfg.study,
@@ -563,6 +574,7 @@ class Run:
         self.grammar: str | None = None
         self.close_grammar: str | None = None
         self.checkpoint_grammar: str | None = None
+        self.navigate_grammar: str | None = None
         self.grammar_info: dict[str, Any] | None = None
         without = ctx.prefix.without if ctx.prefix is not None else frozenset()
         self.tools = {name: spec for name, spec in TOOL_SPECS.items() if name not in without}
@@ -585,6 +597,10 @@ class Run:
                 CLOSE_TOOLS, paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
                 thinking_min_chars=cfg.thinking_min_chars, thinking=cfg.thinking_rule,
             ) if cfg.conclude_checkpoint or cfg.checkpoint_turns else None
+            self.navigate_grammar = grammar_of(
+                self._navigation_tools(), paths, thinking_chars=thinking_chars, text_chars=TEXT_CHARS,
+                thinking_min_chars=cfg.thinking_min_chars, thinking=cfg.thinking_rule,
+            ) if cfg.cognitive_streak else None
             self.grammar_info = {
                 "thinking_min_chars": cfg.thinking_min_chars,
                 "thinking_chars": thinking_chars,
@@ -722,8 +738,10 @@ class Run:
                 if n > self.cfg.turn_bound and not closing:
                     end = self._end("turn_bound")
                     break
-                turn, end = self._turn(n, closing=closing,
-                                       checkpoint=not closing and self._checkpoint(len(self.turns)))
+                checkpoint = not closing and self._checkpoint(len(self.turns))
+                turn, end = self._turn(n, closing=closing, checkpoint=checkpoint,
+                                       navigate=not closing and not checkpoint
+                                       and self._navigate(len(self.turns)))
                 if turn is not None:
                     writer.write(turn)
                     self._after_turn_bookkeeping(turn)
@@ -757,6 +775,15 @@ class Run:
         """Whether turn ``index`` (0-based) is a checkpoint turn: the turn before it showed a
         checkpoint note (``conclude_checkpoint``, ``checkpoint_turns``)."""
         return 1 <= index <= len(self.turns) and is_checkpoint_note_on(self.turns[index - 1])
+
+    def _navigate(self, index: int) -> bool:
+        """Whether turn ``index`` (0-based) may only navigate: the turn before it showed the
+        note of ``cognitive_streak``."""
+        return 1 <= index <= len(self.turns) and is_navigate_note_on(self.turns[index - 1])
+
+    def _navigation_tools(self) -> dict[str, ToolSpec]:
+        """The run's navigation tools (what a turn after a cognitive streak may call)."""
+        return {name: spec for name, spec in self.tools.items() if spec.group == "navigation"}
 
     def _checkpoint_due(self, n: int, files: int) -> bool:
         """Whether turn ``n`` (1-based, not yet in ``self.turns``), having looked at ``files``
@@ -801,10 +828,11 @@ class Run:
 
     # ------------------------------------------------------------------ one turn
 
-    def _turn(self, n: int, closing: bool = False,
-              checkpoint: bool = False) -> tuple[Turn | None, End | None]:
+    def _turn(self, n: int, closing: bool = False, checkpoint: bool = False,
+              navigate: bool = False) -> tuple[Turn | None, End | None]:
         """Turn ``n``: ask the model, read its reply as a call, act on it and record it; or
-        the End a failed request leads to (a checkpoint turn offers stash_conclusion alone)."""
+        the End a failed request leads to (a checkpoint turn offers stash_conclusion alone, a
+        turn after a cognitive streak the navigation tools alone)."""
         started = time.time()
         stable = self.cfg.window_drop == "stable"
         last = self.turns[-1].dropped_messages if self.turns and stable else 0
@@ -813,9 +841,9 @@ class Run:
         if fitted is None:
             return None, self._end("context_overflow", "the prompt does not fit the context window")
         window, dropped = fitted
-        reply = self._query(window, closing, checkpoint=checkpoint)
+        reply = self._query(window, closing, checkpoint=checkpoint, navigate=navigate)
         if not isinstance(reply, End) and self.cfg.redraw_repeats and not closing and not checkpoint:
-            reply = self._redrawn(window, reply, n)
+            reply = self._redrawn(window, reply, n, navigate=navigate)
         if isinstance(reply, End):
             return None, reply
         outcome = self._act(reply, closing)
@@ -827,26 +855,30 @@ class Run:
         turn.ended_at = time.time()
         return turn, None
 
-    def _request(self, closing: bool, checkpoint: bool = False) -> dict[str, Any]:
+    def _request(self, closing: bool, checkpoint: bool = False,
+                 navigate: bool = False) -> dict[str, Any]:
         """The request options of a turn: its token budget and its grammar or function tools
-        (a closing or checkpoint turn offers only the tool it asks for)."""
+        (a closing or checkpoint turn offers only the tool it asks for, a turn after a
+        cognitive streak the navigation tools)."""
         kwargs: dict[str, Any] = {"max_tokens": self.close_tokens if closing else self.reply_tokens}
         if self.grammar:
             kwargs["grammar"] = (self.close_grammar if closing and self.close_grammar else
                                  self.checkpoint_grammar if checkpoint and self.checkpoint_grammar
+                                 else self.navigate_grammar if navigate and self.navigate_grammar
                                  else self.grammar)
         if self.mode == "function" or self.cfg.tool_format == "native":  # native: the
             # chat template lists them; the reply carries the call in its text
-            kwargs["tools"] = function_tools(CLOSE_TOOLS if closing or checkpoint else self.tools)
+            kwargs["tools"] = function_tools(CLOSE_TOOLS if closing or checkpoint else
+                                             self._navigation_tools() if navigate else self.tools)
         return kwargs
 
     def _query(self, window: list[dict[str, Any]], closing: bool, checkpoint: bool = False,
-               **sampling: Any) -> _Reply | End:
+               navigate: bool = False, **sampling: Any) -> _Reply | End:
         """The model's reply to ``window`` read as a tool call, or the End its failure leads to
         (``sampling``: a redraw's temperature and seed)."""
         try:
-            completion = self.ctx.backend.complete(window, **self._request(closing, checkpoint),
-                                                   **sampling)
+            completion = self.ctx.backend.complete(
+                window, **self._request(closing, checkpoint, navigate), **sampling)
         except CacheMiss:
             raise  # a replay that leaves the recording stops loudly; the run stays resumable
         except ModelError as exc:
@@ -878,10 +910,12 @@ class Run:
         call = self._capped(reply.call, closing) if reply.call is not None else None
         return _Reply(completion, text, reply.thinking, call, reply.error)
 
-    def _redrawn(self, window: list[dict[str, Any]], first: _Reply, n: int) -> _Reply | End:
+    def _redrawn(self, window: list[dict[str, Any]], first: _Reply, n: int,
+                 navigate: bool = False) -> _Reply | End:
         """``first``, or when its call exactly repeats an earlier one, the first of up to
         ``redraw_repeats`` new draws (temperature ``redraw_step`` higher each, another seed)
-        that does not, else the last; the kept reply carries every draw."""
+        that does not, else the last; the kept reply carries every draw (drawn with the same
+        tools offered as ``first``: ``navigate``)."""
         repeat_of = self._repeat_of(first)
         if repeat_of is None:
             return first
@@ -892,7 +926,7 @@ class Run:
             temperature = round(min(2.0, base + k * self.cfg.redraw_step), 6)
             seed = redraw_seed(self.cfg.seed, n, k)
             asked = self._noted(window, drawn[-1][0], drawn[-1][1]) if self.cfg.redraw_note else window
-            reply = self._query(asked, False, temperature=temperature, seed=seed)
+            reply = self._query(asked, False, navigate=navigate, temperature=temperature, seed=seed)
             if isinstance(reply, End):
                 return reply
             repeat_of = self._repeat_of(reply)
@@ -1058,6 +1092,11 @@ class Run:
                 notes.append(Injection(source="system", text=conclude_note(files)))
             if n < self.cfg.turn_bound and self._checkpoint_due(n, len(files)):  # a turn left to take it
                 notes.append(Injection(source="system", text=checkpoint_note(files)))
+        streak = cognitive_streak_of([*self.turns, turn]) if self.cfg.cognitive_streak else 0
+        if (streak >= self.cfg.cognitive_streak > 0 and n < self.cfg.turn_bound
+                and not any(i.source == "system" and i.text.startswith((_checkpoint_lead(), self.close_text))
+                            for i in notes)):  # a checkpoint or closing turn comes first
+            notes.append(Injection(source="system", text=navigate_note(streak)))
         return notes
 
 
@@ -1102,6 +1141,39 @@ def conclude_note(files: list[str]) -> str:
 def checkpoint_note(files: list[str]) -> str:
     """The note of :attr:`RunConfig.conclude_checkpoint` for a run that has looked at ``files``."""
     return _fill("checkpoint.txt", count=str(len(files)), files=_named(files)).strip()
+
+
+#: the tools a cognitive streak counts (``cognitive_streak``): notes and hints, not the conclusion
+STREAK_TOOLS = frozenset({"create_memory", "bookmark", "get_hint_on_snippet"})
+
+
+def cognitive_streak_of(turns: list[Turn]) -> int:
+    """How many of the last ``turns`` in a row called a note or hint tool
+    (:data:`STREAK_TOOLS`), counted back from the last one."""
+    count = 0
+    for t in reversed(turns):
+        if t.call is None or t.call.tool not in STREAK_TOOLS:
+            break
+        count += 1
+    return count
+
+
+def navigate_note(streak: int) -> str:
+    """The note of :attr:`RunConfig.cognitive_streak` after ``streak`` notes in a row."""
+    return _fill("navigate.txt", count=str(streak)).strip()
+
+
+def is_navigate_note_on(turn: Turn) -> bool:
+    """Whether ``turn``'s observation carried the note of a cognitive streak (so the next turn
+    may only navigate)."""
+    lead = _navigate_lead()
+    return any(i.source == "system" and i.text.startswith(lead) for i in turn.injected)
+
+
+@lru_cache(maxsize=1)
+def _navigate_lead() -> str:
+    """How every navigate note begins: its template up to the first value filled in."""
+    return (config.PROMPTS / "navigate.txt").read_text(encoding="utf-8").split("{", 1)[0]
 
 
 def is_checkpoint_note_on(turn: Turn) -> bool:

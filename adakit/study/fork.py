@@ -195,7 +195,8 @@ def fork_config(parent: RunFile, run_id: str, seed: int) -> RunConfig:
     kept = {k: sc[k] for k in ("tree_max_files", "max_observation_chars", "reply_max_tokens",
                                "malformed_limit", "repeat_guard", "close_chars",
                                "redraw_repeats", "redraw_step", "ledger_chars", "conclude_nudge",
-                               "conclude_checkpoint", "checkpoint_turns")
+                               "conclude_checkpoint", "checkpoint_turns",
+                               "cognitive_streak")
             if sc.get(k) is not None}
     kept.update({k: grammar[k] for k in ("thinking_min_chars", "thinking_rule") if k in grammar})
     return RunConfig(run_id=run_id, study=h.study, turn_bound=h.turn_bound, seed=seed,

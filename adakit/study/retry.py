@@ -218,6 +218,7 @@ def changed_settings(header: Header, spec: RunSpec) -> tuple[str, ...]:
         recorded["history_thinking"] = sc.get("history_thinking", "keep")
         recorded["conclude_checkpoint"] = sc.get("conclude_checkpoint", 0)
         recorded["checkpoint_turns"] = sc.get("checkpoint_turns", 0)
+        recorded["cognitive_streak"] = sc.get("cognitive_streak", 0)
         recorded["ledger"] = bool(sc.get("ledger"))
         if sc.get("ledger"):
             recorded["ledger_chars"] = sc.get("ledger_chars")

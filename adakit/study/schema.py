@@ -122,6 +122,8 @@ class RunSettings(_Strict):
         None, description="what earlier replies keep of their thinking in the conversation: keep or drop")
     conclude_checkpoint: Count | None = Field(
         None, description="every this many more distinct files looked at, a turn that may only stash a conclusion, finalizing or not (0 = off)")
+    cognitive_streak: Count | None = Field(
+        None, description="after this many note or hint calls in a row, a turn that may only navigate (0 = off)")
     checkpoint_turns: Count | None = Field(
         None, description="a checkpoint also once this many turns have passed since the last one (0 = off)")
     conclude_nudge: Count | None = Field(

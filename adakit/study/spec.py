@@ -30,6 +30,7 @@ RUN_SETTINGS = (
     "redraw_repeats", "redraw_step", "redraw_note", "window_drop", "ledger", "ledger_chars", "thinking_rule",
     "demonstration", "name_hints", "tool_format", "conclude_nudge",
     "history_thinking", "conclude_checkpoint", "checkpoint_turns",
+    "cognitive_streak",
 )
 
 
