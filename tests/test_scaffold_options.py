@@ -303,7 +303,9 @@ def test_an_option_prompt_counts_in_the_digest_only_when_the_option_is_on() -> N
                         redraw_note=bool(scaffold.get("redraw_note")),
                         tool_format=scaffold.get("tool_format", "xml"),
                         conclude_nudge=scaffold.get("conclude_nudge", 0),
-                        conclude_checkpoint=scaffold.get("conclude_checkpoint", 0))
+                        conclude_checkpoint=scaffold.get("conclude_checkpoint", 0),
+                        checkpoint_turns=scaffold.get("checkpoint_turns", 0),
+                        cognitive_streak=scaffold.get("cognitive_streak", 0))
         assert scaffold["prompts_sha256"] == scaffold_digest(cfg), path.name
 
 
