@@ -1094,7 +1094,7 @@ class Run:
                 notes.append(Injection(source="system", text=checkpoint_note(files)))
         streak = cognitive_streak_of([*self.turns, turn]) if self.cfg.cognitive_streak else 0
         if (streak >= self.cfg.cognitive_streak > 0 and n < self.cfg.turn_bound
-                and not any(i.source == "system" and i.text.startswith((_checkpoint_lead(), self.close_text))
+                and not any(i.source == "system" and i.text.startswith((_note_lead("checkpoint.txt"), self.close_text))
                             for i in notes)):  # a checkpoint or closing turn comes first
             notes.append(Injection(source="system", text=navigate_note(streak)))
         return notes
@@ -1166,26 +1166,24 @@ def navigate_note(streak: int) -> str:
 def is_navigate_note_on(turn: Turn) -> bool:
     """Whether ``turn``'s observation carried the note of a cognitive streak (so the next turn
     may only navigate)."""
-    lead = _navigate_lead()
-    return any(i.source == "system" and i.text.startswith(lead) for i in turn.injected)
-
-
-@lru_cache(maxsize=1)
-def _navigate_lead() -> str:
-    """How every navigate note begins: its template up to the first value filled in."""
-    return (config.PROMPTS / "navigate.txt").read_text(encoding="utf-8").split("{", 1)[0]
+    return _shows_note(turn, "navigate.txt")
 
 
 def is_checkpoint_note_on(turn: Turn) -> bool:
     """Whether ``turn``'s observation carried a checkpoint note (so the next turn is one)."""
-    lead = _checkpoint_lead()
+    return _shows_note(turn, "checkpoint.txt")
+
+
+def _shows_note(turn: Turn, template: str) -> bool:
+    """Whether ``turn`` carried a system note filled from prompt ``template``."""
+    lead = _note_lead(template)
     return any(i.source == "system" and i.text.startswith(lead) for i in turn.injected)
 
 
-@lru_cache(maxsize=1)
-def _checkpoint_lead() -> str:
-    """How every checkpoint note begins: its template up to the first value filled in."""
-    return (config.PROMPTS / "checkpoint.txt").read_text(encoding="utf-8").split("{", 1)[0]
+@lru_cache(maxsize=8)
+def _note_lead(template: str) -> str:
+    """How every note from prompt ``template`` begins: the template up to its first value."""
+    return (config.PROMPTS / template).read_text(encoding="utf-8").split("{", 1)[0]
 
 
 @dataclass
