@@ -111,3 +111,19 @@ def test_a_native_demonstration_writes_its_examples_in_the_native_format(world: 
     examples = text.split("# A worked example", 1)[1]
     assert "<tool_call>" in examples and "</peek_code_region>" not in examples
     assert json.loads(examples.split("<tool_call>\n", 1)[1].split("\n</tool_call>", 1)[0])["name"]
+
+
+def test_a_turn_after_a_streak_of_notes_lists_only_the_navigation_tools(
+        world: World, tmp_path: Path) -> None:
+    """``cognitive_streak`` in the native format: the chat template's tool list of the turn
+    after the streak holds the three navigation tools alone; the turn after that, all again."""
+    note = ToolCall(tool="bookmark", params={"file_path": "pkg/app.py", "line_number": 1,
+                                             "note": "the entry point"})
+    replies = [render_native_call(note, THINK), render_native_call(PEEK, THINK), NATIVE_FINAL]
+    with FakeOpenAI(replies) as fake:
+        rf = launch(world, fake, tmp_path / "streak.jsonl", tool_format="native",
+                    thinking_rule="free", cognitive_streak=1)
+    listed = [[t["function"]["name"] for t in r["tools"]] for r in fake.requests]
+    assert listed[1] == ["get_structural_overview", "peek_code_region", "explore_code"]
+    assert listed[0] == listed[2] == list(TOOL_SPECS)
+    assert rf.end is not None and rf.end.reason == "finalize"
