@@ -1083,20 +1083,21 @@ class Run:
         if reminder:
             notes.append(Injection(source="reminder", text=reminder))
         stuck = turn.parse_error is not None or turn.metrics.error_type == "repeated"
+        concluding = False  # the next turn closes the run or is a checkpoint
         if self.cfg.close_turn and (
                 n >= self.cfg.turn_bound or (stuck and self.mistakes + 1 >= self.cfg.malformed_limit)):
             notes.append(Injection(source="system", text=self.close_text))
+            concluding = True
         elif self.cfg.conclude_nudge or self.cfg.conclude_checkpoint or self.cfg.checkpoint_turns:
             files = files_looked_at([*self.turns, turn])
             if self.cfg.conclude_nudge and len(files) >= self.cfg.conclude_nudge:
                 notes.append(Injection(source="system", text=conclude_note(files)))
             if n < self.cfg.turn_bound and self._checkpoint_due(n, len(files)):  # a turn left to take it
                 notes.append(Injection(source="system", text=checkpoint_note(files)))
+                concluding = True
         streak = cognitive_streak_of([*self.turns, turn]) if self.cfg.cognitive_streak else 0
-        if (streak >= self.cfg.cognitive_streak > 0 and n < self.cfg.turn_bound
-                and not any(i.source == "system" and i.text.startswith((_note_lead("checkpoint.txt"), self.close_text))
-                            for i in notes)):  # a checkpoint or closing turn comes first
-            notes.append(Injection(source="system", text=navigate_note(streak)))
+        if streak >= self.cfg.cognitive_streak > 0 and n < self.cfg.turn_bound and not concluding:
+            notes.append(Injection(source="system", text=navigate_note(streak)))  # after those
         return notes
 
 
