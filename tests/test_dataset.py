@@ -4,6 +4,7 @@ the recorded replies alone; and the shipped reference corpus itself."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,44 @@ def test_build_check_and_replay(launched: Path) -> None:
     assert len(load_corpus(out / "runs", cache=False).runs) == 2
     results = dataset.replay(out)
     assert results == {r["run_id"]: "same" for r in manifest["runs"]}
+
+
+def test_a_dataset_rebuilt_from_restored_replies_keeps_every_reply(launched: Path, tmp_path,
+                                                                    monkeypatch) -> None:
+    """On a fresh machine a recording resumes from the pack's restored replies: its finished
+    runs are not launched again, yet the next build packs their replies, each with its run.
+    A pack made before packs kept the run (no ``scope``) is kept whole by a build of the same
+    name; another dataset's runs replayed from such replies get their run on the first use."""
+    out = launched / "ds"
+    dataset.build(launched / "runs", out, cache=launched / "cache", name="tiny-v1")
+    lines = [json.loads(x) for x in (out / "responses.jsonl").read_text().splitlines()]
+    assert len(lines) == 6 and all(x["scope"].startswith("fake-llm__flask__") for x in lines)
+    fresh = tmp_path / "fresh-cache"
+    assert dataset.restore_cache(out, fresh) == 6
+    again = dataset.build(launched / "runs", tmp_path / "again", cache=fresh, name="tiny-v2")
+    assert again["counts"]["responses"] == 6
+    # a pack without scopes (as packed before): kept by a build of its own name only
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    (old / "responses.jsonl").write_text("".join(
+        json.dumps({k: v for k, v in x.items() if k != "scope"}) + "\n" for x in lines))
+    legacy = tmp_path / "legacy-cache"
+    from adakit.study.replies import restore_replies
+
+    assert restore_replies(old / "responses.jsonl", legacy, "tiny-v1") == 6
+    assert dataset.build(launched / "runs", tmp_path / "other", cache=legacy,
+                         name="other")["counts"]["responses"] == 0
+    assert dataset.build(launched / "runs", tmp_path / "same", cache=legacy,
+                         name="tiny-v1")["counts"]["responses"] == 6
+    # a replay from the scope-less replies gives each the run that used it
+    monkeypatch.setenv("ADAKIT_CACHE", str(legacy))
+    replayed = tmp_path / "replayed"
+    study = yaml.safe_load((launched / "runs" / "study.yaml").read_text())
+    study.update(output=str(replayed), cache_mode="replay")
+    (tmp_path / "replay.yaml").write_text(yaml.safe_dump(study))
+    launch(load_study(tmp_path / "replay.yaml"), progress=False)
+    rebuilt = dataset.build(replayed, tmp_path / "subset", cache=legacy, name="subset")
+    assert rebuilt["counts"]["responses"] == 6 and dataset.check(tmp_path / "subset") == []
 
 
 def test_a_rebuilt_dataset_keeps_the_forks_made_from_it(launched: Path) -> None:

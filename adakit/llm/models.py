@@ -432,9 +432,12 @@ class ResponseCache:
     def path(self, key: str) -> Path:
         return self.folder / key[:2] / f"{key}.json"
 
-    def get(self, key: str, model: str = "") -> Completion | None:
+    def get(self, key: str, model: str = "", scope: str | None = None) -> Completion | None:
         """The stored completion (marked ``cached``), or None; in ``replay`` mode a damaged
-        entry (or one set aside earlier) raises :class:`CacheDamaged` naming ``model``."""
+        entry (or one set aside earlier) raises :class:`CacheDamaged` naming ``model``. An
+        entry that does not say which run it answered (one restored from a pack made before
+        packs kept that) is given ``scope``, the run that just used it, so a dataset built
+        from this cache packs it with that run."""
         path = self.path(key)
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
@@ -450,6 +453,10 @@ class ResponseCache:
             return self._damaged(key, model, why)
         completion = Completion.from_dict(entry["completion"])
         completion.cached = True
+        request = entry.get("request")
+        if scope and isinstance(request, dict) and "scope" not in request:
+            with contextlib.suppress(OSError):  # a cache that cannot be written still answers
+                self._write(path, {**entry, "request": {**request, "scope": scope}})
         return completion
 
     def damaged(self, key: str) -> list[Path]:
@@ -495,6 +502,11 @@ class ResponseCache:
         stored["cached"] = False
         entry = {"key": key, "request": _request_summary(request), "completion": stored,
                  "digest": entry_digest(key, stored)}
+        return self._write(path, entry)
+
+    def _write(self, path: Path, entry: dict[str, Any]) -> Path:
+        """Write one entry atomically (a temporary file, then a rename)."""
+        key = str(entry["key"])
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}-", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -821,7 +833,7 @@ class OpenAIBackend:
             keyed["scope"] = self.cache_scope
         key = request_key(keyed)
         if self.cache is not None and self.cache.mode in ("use", "replay"):
-            hit = self.cache.get(key, self.spec.name)
+            hit = self.cache.get(key, self.spec.name, self.cache_scope)
             if hit is not None:
                 return hit
             if self.cache.mode == "replay":

@@ -4,8 +4,10 @@ A dataset is a folder (e.g. ``data/reference/local-v3``) holding
 
 - ``runs/``: the run files, as the launcher wrote them;
 - ``judgments/judgments.jsonl``: the lens-3 verdicts on those runs;
-- ``responses.jsonl``: every model reply the runs and verdicts used, one ``{key, completion}``
-  line each, so the whole dataset replays without a model (:func:`restore_cache`);
+- ``responses.jsonl``: every model reply the runs and verdicts used, one ``{key, completion,
+  scope}`` line each (``scope``: the run it answered; none for a verdict or a coach's reply),
+  so the whole dataset replays without a model (:func:`restore_cache`), and a later build
+  from a cache it was restored into packs each reply again with its run;
 - ``study.yaml``: the study file it was launched from;
 - ``manifest.json``: provenance (adakit version and commit, scaffold and tool hashes, models
   with their weights' sha256, worlds, seeds, wall times, how to regenerate it) and the sha256
@@ -85,9 +87,12 @@ def _git_commit() -> tuple[str | None, bool | None]:
 # --------------------------------------------------------------------------- build
 
 
-def _cache_entries(folder: Path, scopes: set[str], models: set[str]) -> list[dict[str, Any]]:
-    """The cache entries a dataset needs: those scoped to one of its runs, and unscoped ones
-    (coach and judge calls) of the models it names."""
+def _cache_entries(folder: Path, scopes: set[str], models: set[str],
+                   name: str | None = None) -> list[dict[str, Any]]:
+    """The cache entries a dataset needs: those scoped to one of its runs, unscoped ones (coach
+    and judge calls) of the models it names, and, of the entries restored from a dataset, those
+    restored from this one (``name``) whose scope was never recorded (packed before packs kept
+    it). Each comes with its scope, so a restore and a new build keep it with its run."""
     out = []
     for path in sorted(folder.glob("*/*.json")):
         try:
@@ -97,8 +102,11 @@ def _cache_entries(folder: Path, scopes: set[str], models: set[str]) -> list[dic
         request = entry.get("request") or {}
         scope = request.get("scope")
         endpoint = str(request.get("endpoint", ""))
-        if scope in scopes or (scope is None and endpoint.removeprefix("local:") in models):
-            out.append({"key": entry["key"], "completion": entry["completion"]})
+        restored = request.get("restored_from")
+        if (scope in scopes or (scope is None and endpoint.removeprefix("local:") in models)
+                or (scope is None and restored is not None and restored == name)):
+            out.append({"key": entry["key"], "completion": entry["completion"],
+                        **({"scope": scope} if scope is not None else {})})
     return out
 
 
@@ -136,7 +144,7 @@ def build(
         counts = _pack_verdicts(verdicts, packing.parsed, tmp)
         study_doc = _pack_study(study_path, tmp)
         registry_models = _registry_models(rows, counts.judge_models, study_doc)
-        n_entries = _pack_responses(cache, rows, registry_models, tmp)
+        n_entries = _pack_responses(cache, rows, registry_models, tmp, name or out.name)
         manifest = _manifest(
             name=name or out.name, description=description or study_doc.get("description", ""),
             study_doc=study_doc, packing=packing, rows=rows, registry_models=registry_models,
@@ -277,14 +285,15 @@ def _registry_models(rows: list[dict[str, Any]], judge_models: set[str],
 
 
 def _pack_responses(cache: str | Path | None, rows: list[dict[str, Any]],
-                    registry_models: set[str], tmp: Path) -> int:
-    """Write ``tmp/responses.jsonl``, the cached replies the dataset needs; how many."""
+                    registry_models: set[str], tmp: Path, name: str | None = None) -> int:
+    """Write ``tmp/responses.jsonl``, the cached replies the dataset (named ``name``) needs;
+    how many."""
     from adakit.llm.models import get_model
 
     model_ids = {get_model(m).model_id for m in registry_models}
     entries = _cache_entries(
         (config.resolve(cache) if cache else config.cache_dir()) / "responses",
-        {r["run_id"] for r in rows}, model_ids,
+        {r["run_id"] for r in rows}, model_ids, name,
     )
     with open(tmp / "responses.jsonl", "w", encoding="utf-8") as fh:
         for entry in entries:

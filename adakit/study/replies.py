@@ -45,7 +45,8 @@ def recorded_replies(
 def restore_replies(responses: Path, folder: str | Path | None = None,
                     source: str | None = None) -> int:
     """Write the replies of a ``responses.jsonl`` into a response cache folder (default: the
-    project's); returns how many entries were written (existing ones are kept). A damaged
+    project's), each with the run it answered when the pack names it and the dataset it came
+    from (``source``); returns how many entries were written (existing ones are kept). A damaged
     line is not restored: it is set aside in the cache as its key's damaged entry, so a
     replay that needs it names it (:class:`adakit.llm.models.CacheDamaged`)."""
     from adakit.llm.models import Completion, ResponseCache
@@ -59,7 +60,9 @@ def restore_replies(responses: Path, folder: str | Path | None = None,
             if not cache.damaged(key):
                 cache.set_aside(key, raw)
             continue
-        cache.put(key, Completion.from_dict(entry["completion"]), {"restored_from": source})
+        scope = entry.get("scope")  # the run it answered, in packs made since packs keep it
+        cache.put(key, Completion.from_dict(entry["completion"]),
+                  {"restored_from": source, **({"scope": scope} if isinstance(scope, str) else {})})
         written += 1
     return written
 
