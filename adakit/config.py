@@ -33,7 +33,7 @@ LABELS = DATA / "labels"
 CACHE = DATA / "cache"
 #: The shipped reference corpus whose measured prompt and reply sizes `adakit launch --plan`
 #: uses to estimate a study's tokens and cost.
-REFERENCE_RUNS = DATA / "reference" / "local-v3" / "runs"
+REFERENCE_RUNS = DATA / "reference" / "local-v4" / "runs"
 FIGURES = ROOT / "figures"
 #: Sub-folder of the figures folder and of ``PROCESSED`` for notebook runs whose parameters
 #: differ from their study's: ``figures/adhoc/<notebook>-<digest>/`` (see adakit.workbench.guard).

@@ -825,7 +825,7 @@ def test_notebooks_are_stripped_and_document_their_parameters(name):
     assert set(params) == NOTEBOOKS[name]
     assert all(p["help"] for p in params.values())
     # the explorer opens on the study's corpora (the quick profile's parameters)
-    study = (["data/runs/quick", "data/reference/local-v3/runs"] if name == "30_explorer.ipynb"
+    study = (["data/runs/quick", "data/reference/local-v4/runs"] if name == "30_explorer.ipynb"
              else "data/runs/quick")
     assert json.loads(params["corpus"]["default"]) == study
 

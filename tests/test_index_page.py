@@ -135,7 +135,7 @@ def test_caption_and_png_size(tmp_path):
 def test_the_pipeline_uses_this_builder():
     assert pipeline.build_index is index_page.build_index
     assert pipeline.profile_corpus("ci") == ["data/runs/ci"]
-    assert pipeline.profile_corpus("quick") == ["data/runs/quick", "data/reference/local-v3/runs"]
+    assert pipeline.profile_corpus("quick") == ["data/runs/quick", "data/reference/local-v4/runs"]
     assert pipeline.profile_corpus("nosuch") == []
 
 

@@ -16,7 +16,7 @@ from adakit.record import RunFileError, load_corpus
 from adakit.store import Store, bucket_of
 from adakit.synthetic import synthetic_run, write_run, write_synthetic_corpus
 
-REFERENCE = config.ROOT / "data" / "reference" / "local-v3" / "runs"
+REFERENCE = config.ROOT / "data" / "reference" / "local-v4" / "runs"
 TABLES = ("runs", "turns", "reads")
 
 
@@ -64,8 +64,8 @@ def test_the_store_gives_the_loaders_tables_on_a_synthetic_corpus(synthetic):
 
 def test_the_store_gives_the_loaders_tables_on_the_reference_corpus(tmp_path):
     if not REFERENCE.is_dir():
-        pytest.skip("no reference corpus data/reference/local-v3/runs")
-    folder = tmp_path / "local-v3"
+        pytest.skip("no reference corpus data/reference/local-v4/runs")
+    folder = tmp_path / "local-v4"
     shutil.copytree(REFERENCE, folder, ignore=shutil.ignore_patterns(".adakit-*"))
     memory = load_corpus(folder, cache=False)
     assert len(memory.runs) == len(list(REFERENCE.glob("*.jsonl")))
