@@ -248,6 +248,28 @@ def test_default_run_opens_on_an_instructive_run():
     assert explorer.default_run(open_[open_["run_id"].isin(["b1", "m1"])], turns) == "b1"
 
 
+def test_default_run_prefers_a_conclusion_of_the_runs_own_to_a_closing_turns():
+    """Among real runs that navigate and conclude, one that finalized of its own accord opens
+    before one whose conclusion the closing turn asked for, even later in the corpus and with
+    fewer tools; a closing turn that finalizes (``closed``) is not a conclusion of its own."""
+    runs = pd.DataFrame({
+        "run_id": ["asked", "stuck", "own"],
+        "model_kind": ["local"] * 3,
+        "reason": ["finalize", "malformed_limit", "finalize"],
+        "closed": [True, False, False],
+        "conclusion": ["asked for", "asked for", "its own"],
+    })
+    turns = pd.DataFrame({
+        "run_id": ["asked"] * 4 + ["stuck"] * 4 + ["own"] * 3,
+        "tool": ["OVW", "PKR", "EXP", "CON", "OVW", "PKR", "EXP", "CON", "OVW", "PKR", "CON"],
+        "file": ["a", "b", "c", None, "a", "b", "c", None, "a", "b", None],
+        "error_type": [None] * 11,
+    })
+    assert explorer.default_run(runs, turns) == "own"
+    assert explorer.default_run(runs[runs["run_id"] != "own"], turns) == "asked"  # by tools, then order
+    assert explorer.default_run(runs.drop(columns="closed"), turns) == "asked"  # no record of closing
+
+
 def test_default_run_prefers_a_real_run_that_read_two_files_and_concluded():
     """A concluded run of lookups that read no file (the quick corpus's first real run) loses
     to a later real run that read two files and concluded; bookmarks and failed calls read

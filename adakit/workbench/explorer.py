@@ -172,7 +172,8 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None,
 
     First a real model's run (not a scripted baseline) that read at least :data:`NAVIGATES`
     files (:func:`files_read`, given ``turns``) with as many distinct tools and ended with a
-    conclusion (finalized, or written on its closing turn); else a real model's run that reads
+    conclusion, one it finalized of its own accord before one written on a closing turn; else
+    a real model's run that reads
     that much without concluding, since exploring shows more than a lookup that concludes;
     else a real model's concluded run; else any concluded run; then the corpus order. Ties go
     to more distinct tools, then more lines shown (given ``reads``), then more files. A corpus
@@ -190,6 +191,9 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None,
     else:
         concluded = order["reason"].eq("finalize") if "reason" in order.columns else none
     key["concluded"] = concluded.astype(int).to_numpy()
+    own = order["reason"].eq("finalize") if "reason" in order.columns else none
+    closed = order["closed"].fillna(False).astype(bool) if "closed" in order.columns else none
+    key["own"] = (concluded & own & ~closed).astype(int).to_numpy()
     key["tools"] = key["files"] = key["lines"] = 0
     if turns is not None and not turns.empty:
         ok = turns[turns["error_type"].isna()] if "error_type" in turns.columns else turns
@@ -200,9 +204,10 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None,
         key["lines"] = _per_run(order, shown)
     navigates = (key["tools"] >= NAVIGATES) & (key["files"] >= NAVIGATES)
     key["real_concluded_navigates"] = key["real"] & key["concluded"] & navigates
+    key["real_own_navigates"] = key["real_concluded_navigates"] & key["own"]
     key["real_navigates"] = key["real"] & navigates
     key["real_concluded"] = key["real"] & key["concluded"]
-    ranks = ["real_concluded_navigates", "real_navigates", "real_concluded", "concluded",
+    ranks = ["real_concluded_navigates", "real_own_navigates", "real_navigates", "real_concluded", "concluded",
              "real", "tools", "lines", "files"]
     key = key.sort_values([*ranks, "position"], ascending=[False] * len(ranks) + [True])
     return str(order["run_id"].iloc[int(key.index[0])])
