@@ -177,6 +177,8 @@ def label_for(column: str, value: object) -> str:
         return condition_label(value)
     if column == "task":
         return task_label(value)
+    if column == "turn_bound":
+        return f"N = {value}"
     return str(value)
 
 

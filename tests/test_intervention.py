@@ -273,6 +273,30 @@ def test_adjudication_comparison(corpus, judgments):
 # ------------------------------------------------------------------------------ Fig. 12a, b, 13
 
 
+def test_a_coach_run_pairs_only_with_natural_runs_of_its_turn_bound():
+    """A coach run allowed 4 turns is not compared with natural runs allowed 15 (nor are those
+    averaged into its partner); the natural run of its own bound is its partner."""
+    long = run("nat-15", "w1", "natural", ["OVW", PKR_A, PKR_A, PKR_A, FIN])
+    short = run("coa-4", "w1", "coach_judge", ["OVW", FIN])
+    bound = {"nat-15": 15, "coa-4": 4}
+    runs = [long, short]
+    for rf in runs:
+        rf.header.turn_bound = bound[rf.header.run_id]
+    c = corpus_from_runs(runs)
+    m = iv.run_metrics(c.runs, c.turns)
+    assert iv.paired_metrics(m, "m").empty
+    assert iv.natural_lifetimes(c.runs).empty
+    twin = run("nat-4", "w1", "natural", ["OVW", PKR_A, FIN])
+    twin.header.turn_bound = 4
+    c = corpus_from_runs([*runs, twin])
+    pairs = iv.paired_metrics(iv.run_metrics(c.runs, c.turns), "m").set_index("metric")
+    assert pairs.loc["turns", ["baseline", "treatment", "turn_bound"]].tolist() == [3, 2, 4]
+    assert iv.natural_lifetimes(c.runs).to_dict() == {"coa-4": 4}
+    # pairing on world and task alone (the paper's wording) mixes the bounds: the old reading
+    loose = iv.paired_metrics(iv.run_metrics(c.runs, c.turns), "m", on=["world", "task"])
+    assert loose.set_index("metric").loc["turns", "baseline"] == 4  # (5 + 3) / 2
+
+
 def test_natural_lifetimes_and_regimes(corpus):
     at = iv.natural_lifetimes(corpus.runs)
     assert at.to_dict() == {"coa-A": 4, "coa-B": 6, "coa-C": 4}  # natural length + 1

@@ -86,7 +86,9 @@ from adakit.uncertainty import require_columns
 
 BASELINE = "natural"
 TREATMENT = "coach_judge"
-PAIR_ON: tuple[str, ...] = ("world", "task")
+#: The run columns a coach run and its natural partners share. The turn bound is among them:
+#: a coach run allowed 4 turns is no twin of natural runs allowed 15 (docs/deviations.md).
+PAIR_ON: tuple[str, ...] = ("world", "task", "turn_bound")
 
 #: Table D15's metrics and their display names.
 SURFACE_METRICS: dict[str, str] = {
@@ -99,7 +101,7 @@ SURFACE_METRICS: dict[str, str] = {
 #: Table D16's metrics: turns per tool, in Table 1 order.
 TOOL_METRICS: dict[str, str] = {t: t for t in TOOL_ORDER}
 METRIC_COLUMNS: list[str] = [
-    "run_id", "model", "world", "task", "condition", "repeat", "turns", "elapsed_s",
+    "run_id", "model", "world", "task", "turn_bound", "condition", "repeat", "turns", "elapsed_s",
     "per_turn_s", "conclusion_attempts", "error_turns", "coach_message_turns", "hint_turns",
     "reject_turns", *TOOL_ORDER,
 ]  # fmt: skip
@@ -179,7 +181,8 @@ def run_metrics(
         if value not in allowed:
             raise ValueError(f"{name} must be one of {list(allowed)}, not {value!r}")
     clock = TIME_COLUMNS[time]
-    require_columns(runs, ["run_id", "model", "world", "task", "condition", "n_turns", clock],
+    require_columns(runs, ["run_id", "model", "world", "task", "turn_bound", "condition", "n_turns",
+                           clock],
                     "the runs table")
     require_columns(turns, ["run_id", "turn", "tool", "error_type", "finalize", "coach_decision"],
                     "the turns table")
@@ -208,7 +211,7 @@ def run_metrics(
         **{tool: (t["tool"] == tool).to_numpy() for tool in TOOL_ORDER},
     })
     counts = flags.groupby("run_id").sum(numeric_only=True)
-    out = runs[["run_id", "model", "world", "task", "condition"]].copy()
+    out = runs[["run_id", "model", "world", "task", "turn_bound", "condition"]].copy()
     out["repeat"] = runs["repeat"] if "repeat" in runs.columns else 0
     out["turns"] = runs["n_turns"].astype(int).to_numpy()
     out["elapsed_s"] = runs[clock].astype(float).to_numpy()
