@@ -103,7 +103,35 @@ def test_what_the_schema_accepts_still_loads_as_before(tmp_path):
 
 
 def test_every_run_setting_has_a_field_in_the_schema():
-    assert set(RunSettings.model_fields) == set(RUN_SETTINGS)
+    assert set(RunSettings.model_fields) == {*RUN_SETTINGS, "scaffold"}  # a preset of them
+
+
+def test_a_scaffold_preset_is_the_settings_it_names_and_a_setting_given_wins(tmp_path):
+    """``scaffold: small-model`` gives the runs exactly the settings it stands for (so their
+    ids, headers and cached replies are those of a study that spells them out); a key set in
+    the block or at the top level wins; ``paper`` and no preset give none; an unknown preset is
+    refused by name."""
+    from adakit.apparatus.scaffolds import SCAFFOLDS
+
+    block = {"models": ["baseline-tracer"], "worlds": ["flask"], "tasks": ["feature_tracing"],
+             "conditions": ["natural"]}
+    study = tmp_path / "s.yaml"
+
+    def settings(doc):
+        study.write_text(yaml.safe_dump(doc))
+        return [dict(s.settings) for s in load_study(study).specs]
+
+    small = SCAFFOLDS["small-model"]
+    assert settings({"scaffold": "small-model", "matrix": [block]}) == [small]
+    assert settings({**small, "matrix": [block]}) == [small]  # spelled out: the same
+    assert settings({"scaffold": "small-model", "checkpoint_turns": 6,
+                     "matrix": [block]}) == [{**small, "checkpoint_turns": 6}]
+    assert settings({"checkpoint_turns": 6, "matrix": [{**block, "scaffold": "small-model"}]}) \
+        == [{**small, "checkpoint_turns": 6}]
+    assert settings({"scaffold": "small-model", "matrix": [{**block, "scaffold": "paper"}]}) == [{}]
+    assert settings({"matrix": [block]}) == [{}]
+    with pytest.raises(StudyError, match="scaffold"):
+        settings({"scaffold": "tiny", "matrix": [block]})
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))

@@ -35,6 +35,7 @@ from adakit.apparatus.demonstration import DEMONSTRATIONS
 from adakit.apparatus.ledger import LEDGER_MIN_CHARS
 from adakit.apparatus.native import TOOL_FORMATS
 from adakit.apparatus.protocol import THINKING_RULES
+from adakit.apparatus.scaffolds import SCAFFOLD_NAMES
 from adakit.apparatus.tools import NAME_HINTS
 from adakit.llm.models import CACHE_MODES
 from adakit.record import emit_schema
@@ -88,6 +89,9 @@ class RunSettings(_Strict):
     """The run settings a study sets at its top level or per matrix block (``RUN_SETTINGS``);
     a block's value wins over the top level's, and an unset one keeps the loop's default."""
 
+    scaffold: Literal[SCAFFOLD_NAMES] | None = Field(  # type: ignore[valid-type]
+        None, description="a named set of the settings below (small-model: the scaffold adopted for "
+                          "small local models; paper: none); a setting given here or at the top level wins")
     turn_bound: Positive | None = Field(None, description="turns a run may take (default 50)")
     tree_max_files: Positive | None = Field(None, description="files the tree view lists")
     max_observation_chars: Positive | None = Field(None, description="cap of one tool observation")

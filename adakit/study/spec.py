@@ -1,7 +1,8 @@
 """The study spec: a study file (YAML) -> the run specs of its matrix.
 
 A study file names its output folder and one or more ``matrix`` blocks, each a product of
-models x worlds x tasks x conditions x repeats with optional per-block settings. Run ids are
+models x worlds x tasks x conditions x repeats with optional per-block settings (a named
+``scaffold`` preset stands for several, :mod:`adakit.apparatus.scaffolds`). Run ids are
 deterministic (``model__world__task__condition__rN``), so re-launching a study skips
 finished runs and resumes interrupted ones from their last recorded turn.
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from adakit import config
 from adakit.apparatus.conditions import get_condition
+from adakit.apparatus.scaffolds import expand
 from adakit.apparatus.tasks import task_families
 from adakit.study.schema import StudyError, check_study, read_study_file
 
@@ -145,7 +147,8 @@ def _matrix_specs(data: dict[str, Any], name: str) -> list[RunSpec]:
                 get_condition(c)
             except KeyError as exc:
                 raise StudyError(f"matrix block {b}: {exc.args[0]}") from None
-        settings = {k: _pick(block, data, k) for k in RUN_SETTINGS if _pick(block, data, k) is not None}
+        settings = expand(_pick(block, data, "scaffold"),
+                          {k: _pick(block, data, k) for k in RUN_SETTINGS if _pick(block, data, k) is not None})
         for model, world, task, cond, rep in itertools.product(
             _as_list(_pick(block, data, "models"), "models", b),
             _as_list(_pick(block, data, "worlds"), "worlds", b),
