@@ -173,3 +173,26 @@ def test_a_study_of_forks_alone_needs_no_matrix(tmp_path):
     assert study.specs == [] and study.raw["forks"][0]["at"] == 2
     with pytest.raises(StudyError, match="forks: must not be empty"):
         load_study(_write(tmp_path, "forks: []\n"))
+
+
+def test_launch_notes_a_local_model_run_without_the_small_model_scaffold(tmp_path):
+    """A local model's runs with none of the preset's aids get a one-line note naming the
+    preset; under the preset, or with one aid set, or for a baseline, there is none."""
+    from adakit.study.launch import bare_local_note
+
+    block = {"models": ["qwen2.5-coder-1.5b", "baseline-tracer"], "worlds": ["flask"],
+             "tasks": ["feature_tracing"], "conditions": ["natural"]}
+    study = tmp_path / "s.yaml"
+
+    def note(doc):
+        study.write_text(yaml.safe_dump(doc))
+        return bare_local_note(load_study(study))
+
+    said = note({"matrix": [block]})
+    assert said is not None and "qwen2.5-coder-1.5b" in said and "baseline" not in said
+    assert "scaffold: small-model" in said and "\n" not in said
+    assert note({"matrix": [block], "close_chars": 1200, "thinking_rule": "prose"}) is not None
+    assert note({"scaffold": "small-model", "matrix": [block]}) is None
+    assert note({"close_turn": True, "matrix": [block]}) is None  # an aid chosen by hand
+    assert note({"matrix": [{**block, "models": ["baseline-tracer"]}]}) is None
+

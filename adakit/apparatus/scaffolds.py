@@ -45,3 +45,21 @@ def expand(preset: str | None, explicit: Mapping[str, Any]) -> dict[str, Any]:
     if preset not in SCAFFOLDS:
         raise ValueError(f"unknown scaffold {preset!r}; known: {', '.join(SCAFFOLD_NAMES)}")
     return {**SCAFFOLDS[preset], **explicit}
+
+
+def bare_local_note(runs: list[tuple[str, str, Mapping[str, Any]]]) -> str | None:
+    """A one-line note naming the local models (``(model, kind, settings)`` per run) whose runs
+    have none of the small-model aids, or None when every local model's runs have some."""
+    from dataclasses import fields
+
+    from adakit.apparatus.agent import RunConfig
+
+    paper = {f.name: f.default for f in fields(RunConfig) if f.name in SCAFFOLDS["small-model"]}
+    bare = sorted({m for m, kind, settings in runs if kind == "local"
+                   and all(settings.get(k, v) == v for k, v in paper.items())})
+    if not bare:
+        return None
+    return (f"note: {', '.join(bare)} run without the small-model scaffold (no aid set); "
+            "`scaffold: small-model` in the study gives the one the reference corpus uses "
+            "(docs/study-files.md), no preset keeps the paper's loop")
+
