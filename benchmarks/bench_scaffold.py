@@ -2,8 +2,9 @@
 
 The slice is the one of ``studies/bench-models.yaml`` (flask and requests x the four task
 families, natural condition, turn bound 15, seed 0, repeat 0) for Qwen2.5-Coder-1.5B. The
-baseline variant, "v3", is the reference corpus local-v3's own runs of that slice; every other
-variant is a folder recorded by a study file ``studies/bench-scaffold-<variant>.yaml``: the
+baseline variant, "v3", is the scaffold reference corpus local-v3 was recorded under (its runs
+of the slice, replayed from its replies: ``studies/bench-scaffold-v3.yaml``); every variant,
+the baseline too, is a folder recorded by a study file ``studies/bench-scaffold-<variant>.yaml``: the
 shipped ones in ``data/reference/bench-scaffold/<variant>/runs`` and those being recorded in
 ``data/runs/bench-scaffold/<variant>`` (``make bench-scaffold-record``: hours on 2 cores,
 resumable). A run in both is read from the latter. This script records nothing: it reads what
@@ -17,7 +18,7 @@ ratio to v3 side by side, and the ratio table of the issue's targets with "met" 
 every variant.
 A measurement, never a test: it exits 0 either way.
 
-    python benchmarks/bench_scaffold.py [--variants FOLDER] [--reference FOLDER] [--quick]
+    python benchmarks/bench_scaffold.py [--variants FOLDER ...] [--quick]
 
 ``--quick`` uses 200 bootstrap resamples instead of 2,000 (seconds instead of tens of seconds).
 """
@@ -73,11 +74,14 @@ def _variant_folder(p: Path) -> Path:
     return p / "runs" if (p / "manifest.json").exists() else p
 
 
-def variant_runs(reference: Path, variants: Path | list[Path]) -> dict[str, list[RunFile]]:
-    """The slice's finished runs per variant: "v3" from the reference corpus, then one per
-    folder of each of ``variants`` (a run id found again in a later folder replaces the
-    earlier one)."""
-    sources = [("v3", reference)]
+#: The variant every other one is compared with: the scaffold of reference corpus local-v3.
+BASELINE = "v3"
+
+
+def variant_runs(variants: Path | list[Path]) -> dict[str, list[RunFile]]:
+    """The slice's finished runs per variant, one per folder of each of ``variants`` (a run id
+    found again in a later folder replaces the earlier one), the baseline first."""
+    sources: list[tuple[str, Path]] = []
     for root in [variants] if isinstance(variants, Path) else variants:
         if root.is_dir():
             sources += [(p.name, _variant_folder(p)) for p in sorted(root.iterdir()) if p.is_dir()]
@@ -89,7 +93,8 @@ def variant_runs(reference: Path, variants: Path | list[Path]) -> dict[str, list
         for rf in read.runs:
             if in_slice(rf) and rf.end is not None:
                 by_variant.setdefault(name, {})[rf.header.run_id] = rf
-    return {name: list(runs.values()) for name, runs in by_variant.items() if runs}
+    names = sorted(by_variant, key=lambda name: name != BASELINE)  # stable: folder order
+    return {name: list(by_variant[name].values()) for name in names if by_variant[name]}
 
 
 def slice_worlds() -> dict[str, World]:
@@ -162,32 +167,29 @@ def report(table: pd.DataFrame, speed: pd.DataFrame) -> str:
     est["calls taking an offer"] = [f"{v:.0%}" if pd.notna(v) else "-" for v in speed["offered"]]
     parts = ["estimate [95% bootstrap interval over runs]",
              est.to_string(index=False)]
-    base = table[table["variant"] == "v3"]
+    base = table[table["variant"] == BASELINE]
     if len(base):
         ratios = pd.DataFrame({"variant": table["variant"]})
         for m in MEASURES:
             b = float(base[m].iloc[0])
             ratios[labels[m]] = [("-" if pd.isna(v) or b == 0 else f"{v / b:.2f}x") for v in table[m]]
-        p50 = float(speed.loc["v3", "p50"])
+        p50 = float(speed.loc[BASELINE, "p50"])
         ratios["s / turn p50"] = [f"{v / p50:.2f}x" if p50 else "-" for v in speed["p50"]]
-        parts += ["", "ratio to v3 (the shipped scaffold)", ratios.to_string(index=False)]
+        parts += ["", "ratio to v3 (local-v3's scaffold)", ratios.to_string(index=False)]
     return "\n".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reference", type=Path, default=config.DATA / "reference" / "local-v3" / "runs",
-                    help="the v3 runs (default: the shipped reference corpus)")
     ap.add_argument("--variants", type=Path, nargs="+",
                     default=[config.DATA / "reference" / "bench-scaffold", config.DATA / "runs" / "bench-scaffold"],
                     help="folders holding one folder per recorded variant (default: the shipped "
                          "variants, then those being recorded)")
     ap.add_argument("--quick", action="store_true", help="200 bootstrap resamples (seconds)")
     args = ap.parse_args(argv)
-    found = variant_runs(args.reference, args.variants)
+    found = variant_runs(args.variants)
     if not found:
-        print(f"no run of the slice under {args.reference} or {', '.join(map(str, args.variants))}",
-              file=sys.stderr)
+        print(f"no run of the slice under {', '.join(map(str, args.variants))}", file=sys.stderr)
         return 0
     table, speed = measure_variants(found, 200 if args.quick else 2000, slice_worlds())
     print(f"slice: {MODEL} x {', '.join(WORLDS)} x four tasks, natural, turn bound 15; "
