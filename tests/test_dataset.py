@@ -312,19 +312,20 @@ def test_diagnose_reads_the_reference_corpus(tmp_path, capsys):
     assert len(pd.read_parquet(out / "alignments.parquet")) > 0
 
 
-#: The previous reference corpus, kept while the fork study still has its parents there.
-LOCAL_V3 = config.DATA / "reference" / "local-v3"
+#: local-v3's runs of the scaffold ablation's slice, packed when local-v3 was retired.
+V3_SLICE = config.DATA / "reference" / "bench-scaffold" / "v3"
 
 
-@pytest.mark.skipif(not (LOCAL_V3 / "manifest.json").exists(), reason="local-v3 is not shipped")
+@pytest.mark.skipif(not (V3_SLICE / "manifest.json").exists(), reason="no v3 slice pack here")
 @pytest.mark.slow
-def test_reference_runs_that_saw_a_raw_line_hint_replay_under_their_legacy_setting() -> None:
-    """The three local-v3 runs whose observations hold names from a raw line (recorded before
-    ``name_hints`` existed): the replay restores ``line`` for them and reproduces them."""
-    wanted = ["qwen2.5-coder-1.5b__flask__architecture_analysis__budget_pressure__r0",
-              "qwen2.5-coder-1.5b__requests__asr_inference__natural__r0",
-              "qwen2.5-coder-1.5b__requests__feature_tracing__natural__r1"]
-    assert dataset.replay(LOCAL_V3, run_ids=wanted) == dict.fromkeys(wanted, "same")
+def test_a_run_that_saw_a_raw_line_hint_replays_under_its_legacy_setting() -> None:
+    """local-v3's requests ASR run, recorded before ``name_hints`` existed, holds names taken
+    from a raw line in its observations: replayed under ``name_hints: line`` (its study's
+    setting) it is reproduced exactly, and its observations still show such a name."""
+    run_id = "qwen2.5-coder-1.5b__requests__asr_inference__natural__r0"
+    assert dataset.replay(V3_SLICE, run_ids=[run_id]) == {run_id: "same"}
+    turns = read_run(V3_SLICE / "runs" / f"{run_id}.jsonl").turns
+    assert any("Names on line" in t.observation for t in turns)
 
 
 def test_a_study_restores_the_replies_it_names(launched: Path, tmp_path, monkeypatch) -> None:
