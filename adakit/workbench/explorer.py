@@ -173,8 +173,8 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None,
     First a real model's run (not a scripted baseline) that read at least :data:`NAVIGATES`
     files (:func:`files_read`, given ``turns``) with as many distinct tools and ended with a
     conclusion, one it finalized of its own accord before one written on a closing turn; else
-    a real model's run that reads
-    that much without concluding, since exploring shows more than a lookup that concludes;
+    a real model's run that reads that much without concluding, since exploring shows more
+    than a lookup that concludes;
     else a real model's concluded run; else any concluded run; then the corpus order. Ties go
     to more distinct tools, then more lines shown (given ``reads``), then more files. A corpus
     of baselines only opens on its most instructive baseline run the same way.
@@ -207,8 +207,8 @@ def default_run(runs: pd.DataFrame, turns: pd.DataFrame | None = None,
     key["real_own_navigates"] = key["real_concluded_navigates"] & key["own"]
     key["real_navigates"] = key["real"] & navigates
     key["real_concluded"] = key["real"] & key["concluded"]
-    ranks = ["real_concluded_navigates", "real_own_navigates", "real_navigates", "real_concluded", "concluded",
-             "real", "tools", "lines", "files"]
+    ranks = ["real_concluded_navigates", "real_own_navigates", "real_navigates",
+             "real_concluded", "concluded", "real", "tools", "lines", "files"]
     key = key.sort_values([*ranks, "position"], ascending=[False] * len(ranks) + [True])
     return str(order["run_id"].iloc[int(key.index[0])])
 
