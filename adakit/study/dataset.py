@@ -1,6 +1,6 @@
 """Shipped datasets of recorded runs: build one from a study, check it, replay it.
 
-A dataset is a folder (e.g. ``data/reference/local-v3``) holding
+A dataset is a folder (e.g. ``data/reference/local-v4``) holding
 
 - ``runs/``: the run files, as the launcher wrote them;
 - ``judgments/judgments.jsonl``: the lens-3 verdicts on those runs;
@@ -654,7 +654,7 @@ def register_cli(sub: Any) -> None:
     dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION")
     b = dsub.add_parser("build", help="pack a finished corpus, its verdicts and replies")
     b.add_argument("runs", help="the corpus folder (e.g. data/runs/local)")
-    b.add_argument("--out", required=True, help="the dataset folder (e.g. data/reference/local-v3)")
+    b.add_argument("--out", required=True, help="the dataset folder (e.g. data/reference/local-v4)")
     b.add_argument("--study", help="the study file (default: the corpus's study.yaml)")
     b.add_argument("--judgments", help="the verdicts folder (default: the corpus's)")
     b.add_argument("--cache", help="the response cache root (default: the project's)")
