@@ -657,7 +657,9 @@ def test_the_shipped_fork_study_matches_its_pack_and_a_fork_replays_from_it(tmp_
     parents = {}
     for row in manifest["forks"]:
         fork = read_run(config.resolve(row["file"]))
-        parent = parents.setdefault(row["parent"], read_run(config.REFERENCE_RUNS / f"{row['parent']}.jsonl"))
+        forks_dir = next(p for p in config.resolve(row["file"]).parents if p.name.endswith(".forks"))
+        parents_dir = forks_dir.with_name(forks_dir.name.removesuffix(".forks"))  # beside them
+        parent = parents.setdefault(row["parent"], read_run(parents_dir / f"{row['parent']}.jsonl"))
         assert fork.header.forked_from.prefix_sha256 == prefix_digest(parent.header, parent.turns[:row["at"]])
     monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "cache"))
     assert restore_cache(FORK_PACK) == manifest["counts"]["responses"]
