@@ -178,7 +178,7 @@ def test_a_study_of_forks_alone_needs_no_matrix(tmp_path):
 def test_launch_notes_a_local_model_run_without_the_small_model_scaffold(tmp_path):
     """A local model's runs with none of the preset's aids get a one-line note naming the
     preset; under the preset, or with one aid set, or for a baseline, there is none."""
-    from adakit.study.launch import bare_local_note
+    from adakit.study.launch import scaffold_note
 
     block = {"models": ["qwen2.5-coder-1.5b", "baseline-tracer"], "worlds": ["flask"],
              "tasks": ["feature_tracing"], "conditions": ["natural"]}
@@ -186,7 +186,7 @@ def test_launch_notes_a_local_model_run_without_the_small_model_scaffold(tmp_pat
 
     def note(doc):
         study.write_text(yaml.safe_dump(doc))
-        return bare_local_note(load_study(study))
+        return scaffold_note(load_study(study))
 
     said = note({"matrix": [block]})
     assert said is not None and "qwen2.5-coder-1.5b" in said and "baseline" not in said

@@ -235,15 +235,15 @@ def preflight_gate(study: Study, states: list[RunState], check: bool = False,
     return [st for st in states if st.spec.run_id not in left], report
 
 
-def bare_local_note(study: Study) -> str | None:
+def scaffold_note(study: Study) -> str | None:
     """The note for a study whose local-model runs have none of the small-model aids
-    (:func:`adakit.apparatus.scaffolds.bare_local_note`)."""
-    from adakit.apparatus.scaffolds import bare_local_note as note
+    (:func:`adakit.apparatus.scaffolds.bare_local_note`), or None."""
+    from adakit.apparatus.scaffolds import bare_local_note
     from adakit.llm.models import load_registry
 
     registry = load_registry()
     kinds = {m: getattr(registry.get(m), "kind", "") for m in {s.model for s in study.specs}}
-    return note([(s.model, kinds[s.model], dict(s.settings)) for s in study.specs])
+    return bare_local_note([(s.model, kinds[s.model], dict(s.settings)) for s in study.specs])
 
 
 def launch(
@@ -566,7 +566,7 @@ def gated_launch(
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"study {study.name}: {len(study.specs)} runs -> {study.output}")
-    note = bare_local_note(study)
+    note = scaffold_note(study)
     if note:
         print(note)
     print(f"estimated cost of this launch: ${usd_text(plan.total_usd)}"
