@@ -102,9 +102,8 @@ def _cache_entries(folder: Path, scopes: set[str], models: set[str],
         request = entry.get("request") or {}
         scope = request.get("scope")
         endpoint = str(request.get("endpoint", ""))
-        restored = request.get("restored_from")
-        if (scope in scopes or (scope is None and endpoint.removeprefix("local:") in models)
-                or (scope is None and restored is not None and restored == name)):
+        ours = name is not None and request.get("restored_from") == name
+        if scope in scopes or (scope is None and (endpoint.removeprefix("local:") in models or ours)):
             out.append({"key": entry["key"], "completion": entry["completion"],
                         **({"scope": scope} if scope is not None else {})})
     return out

@@ -147,8 +147,8 @@ def _matrix_specs(data: dict[str, Any], name: str) -> list[RunSpec]:
                 get_condition(c)
             except KeyError as exc:
                 raise StudyError(f"matrix block {b}: {exc.args[0]}") from None
-        settings = expand(_pick(block, data, "scaffold"),
-                          {k: _pick(block, data, k) for k in RUN_SETTINGS if _pick(block, data, k) is not None})
+        given = {k: _pick(block, data, k) for k in RUN_SETTINGS if _pick(block, data, k) is not None}
+        settings = expand(_pick(block, data, "scaffold"), given)
         for model, world, task, cond, rep in itertools.product(
             _as_list(_pick(block, data, "models"), "models", b),
             _as_list(_pick(block, data, "worlds"), "worlds", b),
