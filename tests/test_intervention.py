@@ -65,13 +65,13 @@ def test_format_p():
 # ------------------------------------------------------------------------------ hand-built runs
 
 
-def run(run_id, world, condition, tools, repeat=0):
+def run(run_id, world, condition, tools, repeat=0, **header):
     items = [t if isinstance(t, dict) else {"tool": t} for t in tools]
     items = [{"duration": 1.0, "gap": 0.0, **t} for t in items]
     if condition == "coach_judge":
         items = [{"coach": None, **t} for t in items]  # only scripted coach decisions
     return synthetic_run(run_id, model="m", world=world, task="feature_tracing",
-                         condition=condition, tools=items, files=FILES, repeat=repeat)
+                         condition=condition, tools=items, files=FILES, repeat=repeat, **header)
 
 
 PKR_A = {"tool": "PKR", "file": "a.py", "ranges": [(1, 10)]}
@@ -276,18 +276,13 @@ def test_adjudication_comparison(corpus, judgments):
 def test_a_coach_run_pairs_only_with_natural_runs_of_its_turn_bound():
     """A coach run allowed 4 turns is not compared with natural runs allowed 15 (nor are those
     averaged into its partner); the natural run of its own bound is its partner."""
-    long = run("nat-15", "w1", "natural", ["OVW", PKR_A, PKR_A, PKR_A, FIN])
-    short = run("coa-4", "w1", "coach_judge", ["OVW", FIN])
-    bound = {"nat-15": 15, "coa-4": 4}
-    runs = [long, short]
-    for rf in runs:
-        rf.header.turn_bound = bound[rf.header.run_id]
+    runs = [run("nat-15", "w1", "natural", ["OVW", PKR_A, PKR_A, PKR_A, FIN], turn_bound=15),
+            run("coa-4", "w1", "coach_judge", ["OVW", FIN], turn_bound=4)]
     c = corpus_from_runs(runs)
     m = iv.run_metrics(c.runs, c.turns)
     assert iv.paired_metrics(m, "m").empty
     assert iv.natural_lifetimes(c.runs).empty
-    twin = run("nat-4", "w1", "natural", ["OVW", PKR_A, FIN])
-    twin.header.turn_bound = 4
+    twin = run("nat-4", "w1", "natural", ["OVW", PKR_A, FIN], turn_bound=4)
     c = corpus_from_runs([*runs, twin])
     pairs = iv.paired_metrics(iv.run_metrics(c.runs, c.turns), "m").set_index("metric")
     assert pairs.loc["turns", ["baseline", "treatment", "turn_bound"]].tolist() == [3, 2, 4]
