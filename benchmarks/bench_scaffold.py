@@ -4,8 +4,8 @@ The slice is the one of ``studies/bench-models.yaml`` (flask and requests x the 
 families, natural condition, turn bound 15, seed 0, repeat 0) for Qwen2.5-Coder-1.5B. The
 baseline variant, "v3", is the scaffold reference corpus local-v3 was recorded under (its runs
 of the slice, replayed from its replies: ``studies/bench-scaffold-v3.yaml``); every variant,
-the baseline too, is a folder recorded by a study file ``studies/bench-scaffold-<variant>.yaml``: the
-shipped ones in ``data/reference/bench-scaffold/<variant>/runs`` and those being recorded in
+the baseline too, is a folder recorded by a study file
+``studies/bench-scaffold-<variant>.yaml``: the shipped ones in ``data/reference/bench-scaffold/<variant>/runs`` and those being recorded in
 ``data/runs/bench-scaffold/<variant>`` (``make bench-scaffold-record``: hours on 2 cores,
 resumable). A run in both is read from the latter. This script records nothing: it reads what
 is there.
