@@ -516,8 +516,10 @@ def _json_fault(path: Path, i: int, line: bytes, reason: str, last: bool) -> Run
     return RunFileError(f"{path}:{i}: not JSON ({reason}{where})", path, i)
 
 
-def read_run(path: str | Path) -> RunFile:
+def read_run(path: str | Path, raw: bytes | None = None) -> RunFile:
     """Parse and validate a run file; a torn final line (crash mid-write) is skipped.
+    ``raw``: the file's bytes when the caller has already read them (they are not read
+    again).
 
     A run file is refused (:class:`RunFileError`, naming the file and the line) when it is
     not UTF-8 text, a line is not JSON or is a truncated record, or its records are not in
@@ -526,7 +528,8 @@ def read_run(path: str | Path) -> RunFile:
     :class:`HeaderlessRunFile`.
     """
     path = Path(path)
-    raw = path.read_bytes()
+    if raw is None:
+        raw = path.read_bytes()
     cut = raw.rfind(b"\n") + 1
     torn = len(raw) - cut  # no trailing newline: the last write did not complete
     if not raw[:cut].strip(_BLANK):
@@ -679,6 +682,8 @@ def replayed_seconds(turn: Turn) -> tuple[float, float]:
     """(agent, coach) seconds the turn's replies from the response cache took when they were
     first computed (their recorded latency); 0 for live replies. A replay waits for no model,
     so without these a replayed run's turns would last milliseconds."""
+    if not turn.model_calls and not turn.coach:  # the common case, without the scans below
+        return (_seconds(turn.latency_s) if turn.cached else 0.0), 0.0
     draws = [c for c in turn.model_calls if c.purpose == DRAW]
     if draws:  # a redrawn turn's latency is the sum of its draws, each cached or not
         agent = sum(_seconds(c.latency_s) for c in draws if c.cached)
@@ -694,15 +699,22 @@ def coach_seconds(turn: Turn) -> float:
     """Seconds of a turn spent in the coach-judge review (0 without one): the review's wall
     span (:func:`_coach_span`) plus the recorded latency of its replies replayed from the
     cache."""
-    return _coach_span(turn) + replayed_seconds(turn)[1]
+    return turn_clocks(turn)[0]
 
 
 def active_seconds(turn: Turn) -> float:
     """The agent's own time in a turn: the turn's wall time less its coach review, plus the
     recorded latency of replies replayed from the cache, so a replayed run keeps the clock of
     its recording."""
-    wall = max(turn.ended_at - turn.started_at, 0.0) - _coach_span(turn)
-    return max(wall, 0.0) + replayed_seconds(turn)[0]
+    return turn_clocks(turn)[1]
+
+
+def turn_clocks(turn: Turn) -> tuple[float, float]:
+    """(:func:`coach_seconds`, :func:`active_seconds`) of a turn, computed together."""
+    span = _coach_span(turn)
+    agent, coach = replayed_seconds(turn)
+    wall = max(turn.ended_at - turn.started_at, 0.0) - span
+    return span + coach, max(wall, 0.0) + agent
 
 
 def time_totals(turns: Iterable[Turn], started_at: float, ended_at: float) -> dict[str, float]:
@@ -756,8 +768,9 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
     t0 = h.started_at
     t_end = rf.end.ended_at if rf.end else (rf.turns[-1].ended_at if rf.turns else t0)
     span = max(t_end - t0, 1e-9)
-    coach_s = [coach_seconds(t) for t in rf.turns]
-    active_s = [active_seconds(t) for t in rf.turns]
+    clocks = [turn_clocks(t) for t in rf.turns]
+    coach_s = [c for c, _ in clocks]
+    active_s = [a for _, a in clocks]
     active_total = sum(active_s)
     active_before = 0.0
     n = len(rf.turns)

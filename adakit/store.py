@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 import shutil
 import zlib
@@ -147,45 +148,71 @@ class UpdateReport:
 # --------------------------------------------------------------------------- writing
 
 
-def _text_rows(rf: Any) -> list[dict[str, Any]]:
-    return [{"run_id": rf.header.run_id, "turn": t.turn, "thinking": t.thinking,
-             "raw_text": t.raw_text, "observation": t.observation,
-             "call": t.call.model_dump_json() if t.call else None} for t in rf.turns]
+def _text_rows(rf: Any) -> list[tuple[Any, ...]]:
+    """A run file's rows of the texts table, as tuples in :data:`TEXT_COLUMNS` order."""
+    run_id = rf.header.run_id
+    return [(run_id, t.turn, t.thinking, t.raw_text,
+             t.call.model_dump_json() if t.call else None, t.observation) for t in rf.turns]
 
 
-def _numbered(rows: list[dict[str, Any]], fid: int) -> list[dict[str, Any]]:
-    for k, row in enumerate(rows):
-        row["_fid"], row["_row"] = fid, k
-    return rows
+class _Rows:
+    """One table's rows of a segment, kept as tuples in the table's column order, with each
+    row's run file id and place in that file's rows; made into an arrow table column by
+    column (much cheaper than from a list of dicts)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._pick = operator.itemgetter(*COLUMNS[name])
+        self.rows: list[tuple[Any, ...]] = []
+        self.fids: list[int] = []
+        self.places: list[int] = []
+
+    def add(self, rows: Sequence[dict[str, Any]], fid: int) -> None:
+        """Add one run file's rows, given as dicts with every column of the table."""
+        self.add_tuples(list(map(self._pick, rows)), fid)
+
+    def add_tuples(self, rows: Sequence[tuple[Any, ...]], fid: int) -> None:
+        """Add one run file's rows, given as tuples in the table's column order."""
+        self.rows += rows
+        self.fids += [fid] * len(rows)
+        self.places += range(len(rows))
+
+    def table(self) -> pa.Table:
+        schema, width = SCHEMAS[self.name], len(COLUMNS[self.name])
+        columns = list(zip(*self.rows, strict=True)) if self.rows else [()] * width
+        arrays = [pa.array(col, type=field.type)
+                  for col, field in zip(columns, list(schema)[:width], strict=True)]
+        arrays += [pa.array(self.fids, pa.int64()), pa.array(self.places, pa.int64())]
+        return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _parse_segment(folder: str, root: str, segment: str, bucket: int,
                    files: list[tuple[int, str, int, int]]) -> list[dict[str, Any]]:
     """Parse run files (fid, relative path, size, mtime_ns) into one segment of each table;
     returns their manifest rows. A header-less file gets a manifest row and no table rows."""
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
+    rows = {name: _Rows(name) for name in TABLES}
     manifest = []
     for fid, rel, size, mtime_ns in files:
         path = Path(folder) / rel
-        digest = file_digest(path)
+        raw = path.read_bytes()
+        digest = hashlib.sha256(raw).hexdigest()
         run_id = None
         try:
-            rf = read_run(path)
+            rf = read_run(path, raw)
         except HeaderlessRunFile:
             rf = None
         if rf is not None:
             run_id = rf.header.run_id
             run_row, turn_rows, read_rows = _run_rows(rf)
-            rows["runs"] += _numbered([run_row], fid)
-            rows["turns"] += _numbered(turn_rows, fid)
-            rows["reads"] += _numbered(read_rows, fid)
-            rows["texts"] += _numbered(_text_rows(rf), fid)
+            rows["runs"].add([run_row], fid)
+            rows["turns"].add(turn_rows, fid)
+            rows["reads"].add(read_rows, fid)
+            rows["texts"].add_tuples(_text_rows(rf), fid)
         manifest.append({"fid": fid, "path": rel, "size": size, "mtime_ns": mtime_ns,
                          "sha256": digest, "run_id": run_id, "bucket": bucket,
                          "segment": segment})
     for name in TABLES:
-        _write_table(pa.Table.from_pylist(rows[name], schema=SCHEMAS[name]),
-                     Path(root) / _segment_file(name, segment))
+        _write_table(rows[name].table(), Path(root) / _segment_file(name, segment))
     return manifest
 
 

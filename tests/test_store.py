@@ -45,9 +45,9 @@ def parsed(monkeypatch) -> list[str]:
     seen: list[str] = []
     real = store.read_run
 
-    def counting(path):
+    def counting(path, raw=None):
         seen.append(Path(path).name)
-        return real(path)
+        return real(path, raw)
 
     monkeypatch.setattr(store, "read_run", counting)
     return seen
@@ -231,10 +231,10 @@ from adakit.store import Store, StoreLocked
 folder, role, flag = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 if role == "first":
     real = store.read_run
-    def slow(path):
+    def slow(path, raw=None):
         flag.touch()  # the lock is held: the second process may start
         time.sleep(0.05)
-        return real(path)
+        return real(path, raw)
     store.read_run = slow
     print("parsed", Store(folder).update().parsed)
 else:
