@@ -33,6 +33,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import operator
 import os
 import re
 import shutil
@@ -1007,12 +1008,16 @@ def skipped_note(skipped: Iterable[str | Path], show: int = 3) -> str:
 
 def corpus_from_runs(run_files: Iterable[RunFile]) -> Corpus:
     """Build the tidy tables from already-parsed run files."""
-    runs, turns, reads = [], [], []
-    for rf in run_files:
+    runs: list[tuple[Any, ...]] = []
+    turns: list[tuple[Any, ...]] = []
+    reads: list[tuple[Any, ...]] = []
+    pick_run, pick_turn, pick_read = (operator.itemgetter(*cols)
+                                      for cols in (RUN_COLUMNS, TURN_COLUMNS, READ_COLUMNS))
+    for rf in run_files:  # rows as tuples: a frame is made from them twice as fast as from dicts
         r, t, d = _run_rows(rf)
-        runs.append(r)
-        turns.extend(t)
-        reads.extend(d)
+        runs.append(pick_run(r))
+        turns.extend(map(pick_turn, t))
+        reads.extend(map(pick_read, d))
     return Corpus(
         runs=pd.DataFrame(runs, columns=RUN_COLUMNS),
         turns=pd.DataFrame(turns, columns=TURN_COLUMNS),
