@@ -108,6 +108,15 @@ def test_torn_last_line_is_ignored_and_can_be_cut(tmp_path):
     assert p.read_text().endswith("\n") and truncate_torn(p) == 0
 
 
+def test_read_run_parses_the_bytes_it_is_given_instead_of_reading_the_file(tmp_path):
+    p = write(tmp_path / "r.jsonl", [header(), turn(1), turn(2)])
+    raw = p.read_bytes()
+    assert read_run(p, raw) == read_run(p)
+    first_two = b"".join(raw.splitlines(keepends=True)[:2])  # header and turn 1 only
+    rf = read_run(p, first_two)
+    assert rf.path == p and [t.turn for t in rf.turns] == [1] and len(read_run(p).turns) == 2
+
+
 def test_validation_errors_are_clear(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"kind": "turn", "turn": 1, "started_at": 0, "ended_at": 1}) + "\n")

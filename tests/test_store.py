@@ -72,6 +72,19 @@ def test_the_store_gives_the_loaders_tables_on_the_reference_corpus(tmp_path):
     assert_same(Store.open(folder).corpus(), memory)
 
 
+def test_a_store_of_only_empty_tables_keeps_their_columns_and_types(tmp_path):
+    """A segment without a row of some table (a run that read nothing, a header-less file)
+    still writes that table with its columns and types."""
+    folder = tmp_path / "runs"
+    write_run(synthetic_run("only", tools=[{"tool": "CON", "finalize": True}]), folder / "only.jsonl")
+    (folder / "empty.jsonl").write_bytes(b"")
+    s = Store.open(folder, buckets=1)
+    assert_same(s.corpus(), load_corpus(folder, cache=False))
+    assert s.corpus().reads.empty and list(s.table("reads").columns) == store.COLUMNS["reads"]
+    reads = pd.read_parquet(next((s.root / "reads").rglob("*.parquet")))
+    assert str(reads["n_lines"].dtype) == "int64" and len(reads) == 0
+
+
 def test_rows_sit_in_their_files_bucket_and_texts_are_kept_apart(synthetic):
     s = Store.open(synthetic, buckets=4)
     con = s.connect()
