@@ -178,6 +178,7 @@ class _Rows:
         self.places += range(len(rows))
 
     def table(self) -> pa.Table:
+        """The rows as an arrow table of the table's schema (hidden columns last)."""
         schema, width = SCHEMAS[self.name], len(COLUMNS[self.name])
         columns = list(zip(*self.rows, strict=True)) if self.rows else [()] * width
         arrays = [pa.array(col, type=field.type)
