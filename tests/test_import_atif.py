@@ -168,6 +168,9 @@ def test_round_trip_of_a_synthetic_run_with_a_parse_error(tmp_path):
     assert actions(back)[1] == ("PKR", "src/flask/app.py", [(10, 40), (60, 70)])
     assert back.turns[3].parse_error is not None and back.turns[3].call is None
     assert [t.tokens_in for t in back.turns] == [t.tokens_in for t in run.turns]
+    told = run.turns[3].observation  # what the agent was told about its malformed reply
+    assert told and doc["steps"][4]["observation"]["results"] == [{"content": told}]
+    assert [t.observation for t in back.turns] == [t.observation for t in run.turns]
 
 
 def test_round_trip_of_an_imported_run_keeps_its_sidechain(tmp_path, flask_world):

@@ -219,14 +219,16 @@ class _Reader:
         common = {"thought": "\n\n".join(t for t in (*said, thought, message) if t),
                   "response": message, "started_at": last or stamp, "ended_at": stamp,
                   "sidechain": side}
+        results = [r for r in _dict(step.get("observation")).get("results") or []
+                   if isinstance(r, dict)]
         if not calls:
-            if mark.get("parse_error"):
+            if mark.get("parse_error"):  # the answer to a malformed reply, if one was recorded
+                told = "\n".join(_content(r.get("content")) for r in results)
                 self.steps.append(SourceStep(**common, parse_error=str(mark["parse_error"]),
+                                             observation=told,
                                              tokens_in=_count(metrics.get("prompt_tokens")),
                                              tokens_out=_count(metrics.get("completion_tokens"))))
             return
-        results = [r for r in _dict(step.get("observation")).get("results") or []
-                   if isinstance(r, dict)]
         by_id = {str(r["source_call_id"]): r for r in results if r.get("source_call_id")}
         loose = [r for r in results if not r.get("source_call_id")]
         for k, call in enumerate(calls):

@@ -59,6 +59,8 @@ def _agent_step(turn: Turn, step_id: int, model: str) -> dict[str, Any]:
     if turn.call is None:
         step["extra"] = {ADAKIT_KEY: {"parse_error": turn.parse_error.message if turn.parse_error
                                       else "no tool call"}}
+        if turn.observation:  # what the agent was told about its malformed reply
+            step["observation"] = {"results": [{"content": turn.observation}]}
         return step
     call_id = f"call_{turn.turn}"
     action = turn.metrics.model_dump(mode="json")
