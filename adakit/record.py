@@ -723,10 +723,10 @@ def time_totals(turns: Iterable[Turn], started_at: float, ended_at: float) -> di
     (model reply, tool, hint model; no coach review, no downtime between a crash and its
     resume); ``coach_s``, the coach-judge reviews inside the turns; ``wall_s``, the span from
     launch to ``ended_at`` (everything, downtime included)."""
-    turns = list(turns)
+    clocks = [turn_clocks(t) for t in turns]
     return {
-        "active_s": round(sum(active_seconds(t) for t in turns), 6),
-        "coach_s": round(sum(coach_seconds(t) for t in turns), 6),
+        "active_s": round(sum(a for _, a in clocks), 6),
+        "coach_s": round(sum(c for c, _ in clocks), 6),
         "wall_s": round(max(ended_at - started_at, 0.0), 6),
     }
 

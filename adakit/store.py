@@ -118,9 +118,9 @@ def bucket_of(rel_path: str, buckets: int) -> int:
     return zlib.crc32(rel_path.encode()) % buckets
 
 
-def file_digest(path: Path) -> str:
-    """sha256 of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def file_digest(path: Path, raw: bytes | None = None) -> str:
+    """sha256 of a file's bytes (``raw``: those bytes, when already read)."""
+    return hashlib.sha256(path.read_bytes() if raw is None else raw).hexdigest()
 
 
 class StoreLocked(locks.Locked):
@@ -196,7 +196,7 @@ def _parse_segment(folder: str, root: str, segment: str, bucket: int,
     for fid, rel, size, mtime_ns in files:
         path = Path(folder) / rel
         raw = path.read_bytes()
-        digest = hashlib.sha256(raw).hexdigest()
+        digest = file_digest(path, raw)
         run_id = None
         try:
             rf = read_run(path, raw)
