@@ -116,8 +116,15 @@ def test_a_rebuilt_dataset_keeps_the_forks_made_from_it(launched: Path) -> None:
     fork = out / "runs.forks" / "p__at2" / "f.jsonl"
     fork.parent.mkdir(parents=True)
     fork.write_text("kept\n")
+    from adakit.judging.store import judgments_dir
+
+    verdicts = judgments_dir(out / "runs.forks") / "judgments.jsonl"
+    assert verdicts.parent == out / "judgments.forks"  # the forks' verdicts, beside them
+    verdicts.parent.mkdir()
+    verdicts.write_text("{}\n")
     dataset.build(launched / "runs", out, cache=launched / "cache", name="tiny-v2")
     assert fork.read_text() == "kept\n" and dataset.check(out) == []
+    assert verdicts.read_text() == "{}\n"
     assert dataset.open_dataset(out).manifest["name"] == "tiny-v2"
 
 

@@ -454,6 +454,69 @@ def test_a_fork_study_is_packed_with_a_manifest_that_catches_an_edit(flask_world
     assert "sha256 differs from the manifest" in capsys.readouterr().out
 
 
+def test_a_judged_fork_study_packs_its_verdicts_and_check_catches_a_later_judging(
+        flask_world, tmp_path, capsys, monkeypatch):
+    """The verdicts on the forks' conclusions are named in the pack's manifest (log, sha256,
+    current verdicts on packed forks, judges, the judge command); a verdict given before its
+    fork ended is not counted, and ``dataset check`` names a log judged again after packing."""
+    import time
+
+    from adakit import config
+
+    monkeypatch.setattr(config, "JUDGMENTS", tmp_path / "judgments")
+    study = tmp_path / "forktest.yaml"
+    study.write_text(FORK_STUDY.format(out=tmp_path / "runs"))
+    assert cli.main(["launch", str(study), "--yes"]) == 0
+    forks = sorted(read_run(p).header.run_id for p in (tmp_path / "runs.forks").rglob("*.jsonl"))
+    log = tmp_path / "judgments" / "runs.forks" / "judgments.jsonl"
+    write_verdicts(log, forks, dict.fromkeys(forks, "well-supported"),
+                   judges=("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"))
+    stamped = [dict(json.loads(line), judged_at=time.time()) for line in log.read_text().splitlines()]
+    stamped[0]["judged_at"] = 0.0  # given before its fork ended: not a verdict on it
+    log.write_text("".join(json.dumps(row) + "\n" for row in stamped))
+    pack = tmp_path / "pack"
+    capsys.readouterr()
+    assert cli.main(["dataset", "build-forks", str(study), "--out", str(pack)]) == 0
+    assert "7 verdicts on 4 forks" in capsys.readouterr().out
+    manifest = json.loads((pack / "manifest.json").read_text())
+    (judged,) = manifest["judgments"]
+    assert (judged["verdicts"], judged["judged_forks"], judged["judges"]) == (
+        7, 4, ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"])
+    assert config.resolve(judged["file"]) == log and judged["families"] == ["trace_grounding"]
+    assert judged["command"] in manifest["regenerate"] and "adakit judge" in judged["command"]
+    assert manifest["counts"]["verdicts"] == 7
+    assert cli.main(["dataset", "check", str(pack)]) == 0
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(dict(stamped[1], label="unsupported")) + "\n")
+    capsys.readouterr()
+    assert cli.main(["dataset", "check", str(pack)]) == 1
+    assert "judged again since the pack" in capsys.readouterr().out
+
+
+def test_a_fork_pack_holds_the_judges_replies_its_parent_dataset_does_not(tmp_path):
+    """Unscoped replies of a judge model go into the fork pack unless the dataset the forks'
+    parents come from (``<dataset>/runs.forks``) already ships them."""
+    from adakit.llm.models import Completion, ResponseCache, get_model
+    from adakit.study.fork_dataset import _pack_responses, _parent_reply_keys
+
+    endpoint = get_model("qwen2.5-coder-0.5b").endpoint
+    cache = ResponseCache(tmp_path / "cache" / "responses", "use")
+    keys = [f"{i:064x}" for i in (1, 2, 3)]
+    for key in keys:
+        cache.put(key, Completion(text=f"verdict {key[-1]}"), {"endpoint": endpoint, "messages": []})
+    dataset_dir = tmp_path / "ds"
+    (dataset_dir / "runs.forks" / "p__at4").mkdir(parents=True)
+    (dataset_dir / "responses.jsonl").write_text(json.dumps({"key": keys[0], "completion": {}}) + "\n")
+    rows = [{"run_id": "f1", "file": str(dataset_dir / "runs.forks" / "p__at4" / "f1.jsonl")}]
+    skip = _parent_reply_keys(rows)
+    assert skip == {keys[0]}
+    (tmp_path / "pack").mkdir()
+    assert _pack_responses(tmp_path / "cache", rows, {"qwen2.5-coder-0.5b"}, tmp_path / "pack",
+                           skip=skip) == 2
+    packed = [json.loads(line)["key"] for line in (tmp_path / "pack" / "responses.jsonl").open()]
+    assert sorted(packed) == keys[1:]
+
+
 @pytest.mark.parametrize("block, needle", [
     ("  - at: 0\n    changes: [placebo]\n", "'at' is a turn"),
     ("  - at: 1.5\n    changes: [placebo]\n", "'at' is a turn"),

@@ -45,12 +45,13 @@ def judgments_dir(corpus: str | Path) -> Path:
     """Where the judgments of a corpus live.
 
     A shipped dataset (a folder with ``manifest.json``, its runs in ``runs/``) carries its
-    verdicts in ``judgments/`` beside the runs; any other corpus keeps them in
+    verdicts in ``judgments/`` beside the runs, and the verdicts on the forks made from its
+    runs (``runs.forks/``) in ``judgments.forks/``; any other corpus keeps them in
     ``JUDGMENTS / <corpus folder name>``.
     """
     p = Path(corpus)
-    if p.name == "runs" and (p.parent / "manifest.json").exists():
-        return p.parent / "judgments"
+    if p.name in ("runs", "runs.forks") and (p.parent / "manifest.json").exists():
+        return p.parent / p.name.replace("runs", "judgments", 1)
     name = p.name if p.is_dir() or not p.suffix else p.stem
     return config.JUDGMENTS / name
 

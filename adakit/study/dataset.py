@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -284,16 +284,18 @@ def _registry_models(rows: list[dict[str, Any]], judge_models: set[str],
 
 
 def _pack_responses(cache: str | Path | None, rows: list[dict[str, Any]],
-                    registry_models: set[str], tmp: Path, name: str | None = None) -> int:
-    """Write ``tmp/responses.jsonl``, the cached replies the dataset (named ``name``) needs;
-    how many."""
+                    registry_models: set[str], tmp: Path, name: str | None = None,
+                    skip: Collection[str] = ()) -> int:
+    """Write ``tmp/responses.jsonl``, the cached replies the dataset (named ``name``) needs
+    (leaving out those whose key is in ``skip``: replies another pack already holds); how
+    many."""
     from adakit.llm.models import get_model
 
     model_ids = {get_model(m).model_id for m in registry_models}
-    entries = _cache_entries(
+    entries = [e for e in _cache_entries(
         (config.resolve(cache) if cache else config.cache_dir()) / "responses",
         {r["run_id"] for r in rows}, model_ids, name,
-    )
+    ) if e["key"] not in skip]
     with open(tmp / "responses.jsonl", "w", encoding="utf-8") as fh:
         for entry in entries:
             fh.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
@@ -317,12 +319,13 @@ def _file_digests(tmp: Path) -> dict[str, str | None]:
 
 def _install(tmp: Path, out: Path) -> None:
     """Put the packed folder in place of ``out`` (an earlier version there is replaced); the
-    forks made from the earlier version's runs (``runs.forks``, not part of a dataset) move
-    into the new one, where a fork whose parent changed is set aside and made again."""
+    forks made from the earlier version's runs (``runs.forks``, not part of a dataset) and
+    the verdicts on them (``judgments.forks``) move into the new one, where a fork whose
+    parent changed is set aside and made again."""
     if out.exists():
-        forks = out / "runs.forks"
-        if forks.is_dir():
-            os.replace(forks, tmp / forks.name)
+        for kept in ("runs.forks", "judgments.forks"):
+            if (out / kept).is_dir():
+                os.replace(out / kept, tmp / kept)
         shutil.rmtree(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tmp, out)

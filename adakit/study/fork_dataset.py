@@ -9,9 +9,16 @@ explorer and notebook 21 find them); the pack is a folder beside them, named by 
 - ``study.yaml``: the fork study file;
 - ``manifest.json``: provenance (adakit version and commit, the prompts' and tools' hashes),
   one row per finished fork (file, sha256, content digest, parent, K, change, seed, end),
-  the forks the study declares that are not finished yet, and how to make them again.
+  the forks the study declares that are not finished yet, the lens 3 verdicts on the forks'
+  conclusions when they have been judged, and how to make them again.
 
-:func:`check_forks` compares the fork files with the manifest (``adakit dataset check``).
+The verdicts stay where ``adakit judge`` wrote them (beside the forks: ``judgments.forks/``
+of a dataset's ``runs.forks/``); the manifest names that log with its sha256, how many of its
+verdicts are on the packed forks and by which judges, and the judges' replies go into
+``responses.jsonl`` with the forks' own (those the parent dataset already ships are left out).
+
+:func:`check_forks` compares the fork files and the verdict log with the manifest
+(``adakit dataset check``).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from adakit import __version__, config
-from adakit.record import content_digest, read_run
+from adakit.record import RunFile, content_digest, read_run
 from adakit.study import dataset
 from adakit.study.dataset import (
     MANIFEST,
@@ -37,7 +44,7 @@ from adakit.study.dataset import (
     sha256_file,
     tools_digest,
 )
-from adakit.study.replies import RESPONSES
+from adakit.study.replies import RESPONSES, recorded_replies
 
 #: The manifest's ``format`` of a fork pack (a run dataset's is an integer).
 FORK_FORMAT = "adakit-forks/1"
@@ -65,10 +72,11 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
     out = config.resolve(target)
     forks = study_forks(study)
     rows = []
+    parsed: dict[str, RunFile] = {}
     for sf in forks:
         if sf.status != "finished":
             continue
-        rf = read_run(sf.plan.path)
+        rf = parsed[sf.plan.run_id] = read_run(sf.plan.path)
         rows.append({
             "run_id": sf.plan.run_id, "file": _shown(sf.plan.path),
             "sha256": sha256_file(sf.plan.path), "digest": content_digest(rf),
@@ -81,10 +89,13 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
     if not rows:
         raise DatasetError(f"no fork of {study_path} is finished yet: launch it first")
     models = {r["model"] for r in rows if not r["model"].startswith("baseline-")}
+    verdicts = fork_verdicts(rows, parsed)
+    judges = {j for v in verdicts for j in v["judges"]}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".forks-", dir=out.parent))
     try:
-        n_entries = _pack_responses(cache, rows, models, tmp)
+        n_entries = _pack_responses(cache, rows, models | judges, tmp,
+                                    skip=_parent_reply_keys(rows))
         shutil.copyfile(study_path, tmp / "study.yaml")
         commit, dirty = _git_commit()
         first = read_run(config.resolve(rows[0]["file"])).header
@@ -98,12 +109,17 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
             "models": sorted(models),
             "forks": rows,
             "remaining": [sf.plan.run_id for sf in forks if sf.status != "finished"],
+            "judgments": verdicts,
             "counts": {"forks": len(rows), "declared": len(forks), "responses": n_entries,
-                       "fork_sets": len({(r["parent"], r["at"]) for r in rows})},
+                       "fork_sets": len({(r["parent"], r["at"]) for r in rows}),
+                       "verdicts": sum(v["verdicts"] for v in verdicts),
+                       "judged_forks": sum(v["judged_forks"] for v in verdicts)},
             "files": {name: sha256_file(tmp / name) for name in (RESPONSES, "study.yaml")},
             "wall_time_s": {"turns_after_k": round(sum(r["turn_s"] for r in rows), 1)},
-            "regenerate": (f".venv/bin/adakit launch {_shown(study_path)} && "
-                           f".venv/bin/adakit dataset build-forks {_shown(study_path)}"),
+            "regenerate": " && ".join(
+                [f".venv/bin/adakit launch {_shown(study_path)}",
+                 *(v["command"] for v in verdicts),
+                 f".venv/bin/adakit dataset build-forks {_shown(study_path)}"]),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         _install(tmp, out)
@@ -112,6 +128,44 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
+
+def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> list[dict[str, Any]]:
+    """Per folder of forks that has been judged: its verdict log (file, sha256), how many of
+    its current verdicts are on the packed forks (``rows``; ``parsed``: their run files), on
+    how many forks, by which judges and families, and the judge command that made them."""
+    from adakit.judging.store import LOG, judgments_dir, read_log, verdict_is_current
+
+    out = []
+    for root in sorted({config.resolve(r["file"]).parent.parent for r in rows}):
+        log = judgments_dir(root) / LOG
+        if not log.is_file():
+            continue
+        current = [row for row in read_log(log)
+                   if row.get("run_id") in parsed and verdict_is_current(row, parsed[row["run_id"]])]
+        if not current:
+            continue
+        judges = sorted({str(row.get("judge")) for row in current})
+        families = sorted({str(row.get("family")) for row in current})
+        out.append({
+            "file": _shown(log), "sha256": sha256_file(log), "verdicts": len(current),
+            "judged_forks": len({row["run_id"] for row in current}),
+            "judges": judges, "families": families,
+            "command": (f".venv/bin/adakit judge {_shown(root)} --families {' '.join(families)} "
+                        f"--judges {' '.join(judges)}"),
+        })
+    return out
+
+
+def _parent_reply_keys(rows: list[dict[str, Any]]) -> set[str]:
+    """The reply keys the datasets the forks' parents come from already ship (a fork corpus
+    ``<dataset>/runs.forks`` beside a dataset's ``responses.jsonl``)."""
+    keys: set[str] = set()
+    for root in {config.resolve(r["file"]).parent.parent for r in rows}:
+        responses = root.parent / RESPONSES
+        if root.name.endswith(".forks") and responses.is_file():
+            keys |= {key for _, _, key, _, _ in recorded_replies(responses) if key}
+    return keys
 
 
 def check_forks(path: str | Path) -> list[str]:
@@ -127,6 +181,13 @@ def check_forks(path: str | Path) -> list[str]:
             problems.append(f"{row['file']}: sha256 differs from the manifest (edited after recording?)")
         elif content_digest(read_run(p)) != row["digest"]:
             problems.append(f"{row['file']}: content digest differs from the manifest")
+    for v in manifest.get("judgments", []):
+        p = config.resolve(v["file"])
+        if not p.exists():
+            problems.append(f"{v['file']}: the forks' verdicts are listed in the manifest but absent")
+        elif sha256_file(p) != v["sha256"]:
+            problems.append(f"{v['file']}: sha256 differs from the manifest (judged again since "
+                            "the pack? build the pack again)")
     for name, digest in manifest.get("files", {}).items():
         if not (folder / name).exists():
             problems.append(f"{name}: listed in the manifest but absent")
@@ -152,7 +213,8 @@ def _cmd_build_forks(args: argparse.Namespace) -> int:
         return 1
     c = m["counts"]
     print(f"forks {m['name']}: {c['forks']} of {c['declared']} finished, in {c['fork_sets']} "
-          f"fork set(s), {c['responses']} recorded replies -> {m['folder']}")
+          f"fork set(s), {c['responses']} recorded replies, {c['verdicts']} verdicts on "
+          f"{c['judged_forks']} forks -> {m['folder']}")
     return 0
 
 
