@@ -517,6 +517,16 @@ def test_a_fork_pack_holds_the_judges_replies_its_parent_dataset_does_not(tmp_pa
     assert sorted(packed) == keys[1:]
 
 
+def test_the_judge_command_of_a_fork_pack_keeps_the_parent_studys_reply_limit(tmp_path):
+    from adakit.study.fork_dataset import _parent_judge_tokens
+
+    (tmp_path / "ds" / "runs.forks").mkdir(parents=True)
+    assert _parent_judge_tokens(tmp_path / "ds" / "runs.forks") is None  # no study beside it
+    (tmp_path / "ds" / "study.yaml").write_text("name: x\njudge:\n  max_tokens: 400\n")
+    assert _parent_judge_tokens(tmp_path / "ds" / "runs.forks") == 400
+    assert _parent_judge_tokens(tmp_path / "ds" / "runs") is None  # not a fork corpus
+
+
 @pytest.mark.parametrize("block, needle", [
     ("  - at: 0\n    changes: [placebo]\n", "'at' is a turn"),
     ("  - at: 1.5\n    changes: [placebo]\n", "'at' is a turn"),

@@ -147,14 +147,29 @@ def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> lis
             continue
         judges = sorted({str(row.get("judge")) for row in current})
         families = sorted({str(row.get("family")) for row in current})
+        limit = _parent_judge_tokens(root)
         out.append({
             "file": _shown(log), "sha256": sha256_file(log), "verdicts": len(current),
             "judged_forks": len({row["run_id"] for row in current}),
             "judges": judges, "families": families,
             "command": (f".venv/bin/adakit judge {_shown(root)} --families {' '.join(families)} "
-                        f"--judges {' '.join(judges)}"),
+                        f"--judges {' '.join(judges)}" + (f" --max-tokens {limit}" if limit else "")),
         })
     return out
+
+
+def _parent_judge_tokens(root: Path) -> int | None:
+    """The judges' reply limit of the study whose dataset the forks under ``root`` come from
+    (``<dataset>/study.yaml``, its ``judge: max_tokens``): the forks are judged as their
+    parents were. None when there is no such study or it sets none."""
+    import yaml
+
+    study = root.parent / "study.yaml"
+    if not root.name.endswith(".forks") or not study.is_file():
+        return None
+    doc = yaml.safe_load(study.read_text(encoding="utf-8")) or {}
+    limit = (doc.get("judge") or {}).get("max_tokens") if isinstance(doc, dict) else None
+    return int(limit) if isinstance(limit, int) else None
 
 
 def _parent_reply_keys(rows: list[dict[str, Any]]) -> set[str]:
