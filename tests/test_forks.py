@@ -712,6 +712,24 @@ def test_a_late_budget_counts_the_replies_since_it_was_given():
 FORK_PACK = Path(__file__).resolve().parents[1] / "data" / "reference" / "local-forks"
 
 
+@pytest.mark.skipif(not (FORK_PACK / "manifest.json").exists(), reason="no fork pack shipped")
+def test_the_shipped_forks_are_read_with_their_verdicts_beside_them():
+    """The reference forks' verdicts are found where the pack says they are (judgments.forks
+    beside runs.forks), and every fork the pack counts as judged has a lens 3 score."""
+    from adakit import config
+    from adakit.lenses.forks import LENS3_METRICS, fork_judgments
+
+    manifest = json.loads((FORK_PACK / "manifest.json").read_text())
+    forks_dir = config.resolve(manifest["forks"][0]["file"]).parent.parent
+    judgments, note = fork_judgments(forks_dir)
+    assert judgments is not None, note
+    assert f"{manifest['counts']['judged_forks']} fork(s)" in note
+    corpus = load_corpus(forks_dir)
+    outcomes = fork_outcomes(fork_index(corpus.runs), corpus.runs, corpus.turns, corpus.reads,
+                             judgments)
+    assert outcomes[list(LENS3_METRICS)].notna().all(axis=1).sum() == manifest["counts"]["judged_forks"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not (FORK_PACK / "manifest.json").exists(), reason="no fork pack shipped")
 def test_the_shipped_fork_study_matches_its_pack_and_a_fork_replays_from_it(tmp_path, monkeypatch):
@@ -746,3 +764,17 @@ def test_the_shipped_fork_study_matches_its_pack_and_a_fork_replays_from_it(tmp_
     from adakit.record import content_digest
 
     assert content_digest(again) == row["digest"]
+    # the judges' replies are packed too: the fork's conclusion judged again, no model asked
+    from adakit.judging.run import run_judgments
+    from adakit.judging.store import read_log
+
+    (judged,) = manifest["judgments"]
+    report = run_judgments(config.resolve(row["file"]), families=judged["families"],
+                           judges=judged["judges"], cache_mode="replay", out_dir=tmp_path / "j",
+                           max_tokens=judged["max_tokens"], progress=False)
+    assert report is not None
+    shipped = {(v["family"], v["judge"]): v["label"] for v in read_log(config.resolve(judged["file"]))
+               if v["run_id"] == row["run_id"]}
+    again_labels = {(v["family"], v["judge"]): v["label"]
+                    for v in read_log(tmp_path / "j" / "judgments.jsonl")}
+    assert again_labels == shipped and len(shipped) == 9

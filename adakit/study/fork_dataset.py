@@ -133,7 +133,8 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
 def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> list[dict[str, Any]]:
     """Per folder of forks that has been judged: its verdict log (file, sha256), how many of
     its current verdicts are on the packed forks (``rows``; ``parsed``: their run files), on
-    how many forks, by which judges and families, and the judge command that made them."""
+    how many forks, by which judges and families, the judges' reply limit (the parent study's,
+    :func:`_parent_judge_tokens`) and the judge command that made them."""
     from adakit.judging.store import LOG, judgments_dir, read_log, verdict_is_current
 
     out = []
@@ -151,7 +152,7 @@ def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> lis
         out.append({
             "file": _shown(log), "sha256": sha256_file(log), "verdicts": len(current),
             "judged_forks": len({row["run_id"] for row in current}),
-            "judges": judges, "families": families,
+            "judges": judges, "families": families, "max_tokens": limit,
             "command": (f".venv/bin/adakit judge {_shown(root)} --families {' '.join(families)} "
                         f"--judges {' '.join(judges)}" + (f" --max-tokens {limit}" if limit else "")),
         })
