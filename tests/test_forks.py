@@ -464,6 +464,7 @@ def test_a_judged_fork_study_packs_its_verdicts_and_check_catches_a_later_judgin
     from adakit import config
 
     monkeypatch.setattr(config, "JUDGMENTS", tmp_path / "judgments")
+    monkeypatch.setenv("ADAKIT_CACHE", str(tmp_path / "cache"))  # not the project's replies
     study = tmp_path / "forktest.yaml"
     study.write_text(FORK_STUDY.format(out=tmp_path / "runs"))
     assert cli.main(["launch", str(study), "--yes"]) == 0
@@ -471,9 +472,12 @@ def test_a_judged_fork_study_packs_its_verdicts_and_check_catches_a_later_judgin
     log = tmp_path / "judgments" / "runs.forks" / "judgments.jsonl"
     write_verdicts(log, forks, dict.fromkeys(forks, "well-supported"),
                    judges=("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"))
-    stamped = [dict(json.loads(line), judged_at=time.time()) for line in log.read_text().splitlines()]
+    stamped = [dict(json.loads(line), judged_at=time.time(), max_tokens=400)
+               for line in log.read_text().splitlines()]
     stamped[0]["judged_at"] = 0.0  # given before its fork ended: not a verdict on it
-    log.write_text("".join(json.dumps(row) + "\n" for row in stamped))
+    superseded = dict(stamped[1], label="unsupported", judged_at=stamped[1]["judged_at"] - 1)
+    other = dict(stamped[2], run_id="a-fork-of-another-study", item_id="its-item")  # not packed
+    log.write_text("".join(json.dumps(row) + "\n" for row in [superseded, *stamped, other]))
     pack = tmp_path / "pack"
     capsys.readouterr()
     assert cli.main(["dataset", "build-forks", str(study), "--out", str(pack)]) == 0
@@ -483,14 +487,21 @@ def test_a_judged_fork_study_packs_its_verdicts_and_check_catches_a_later_judgin
     assert (judged["verdicts"], judged["judged_forks"], judged["judges"]) == (
         7, 4, ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"])
     assert config.resolve(judged["file"]) == log and judged["families"] == ["trace_grounding"]
-    assert judged["command"] in manifest["regenerate"] and "adakit judge" in judged["command"]
-    assert manifest["counts"]["verdicts"] == 7
+    assert judged["command"] in manifest["regenerate"] and "--max-tokens 400" in judged["command"]
+    assert manifest["counts"]["verdicts"] == 7 and judged["max_tokens"] == 400
     assert cli.main(["dataset", "check", str(pack)]) == 0
-    with open(log, "a", encoding="utf-8") as fh:
+    with open(log, "a", encoding="utf-8") as fh:  # another study's fork judged: still matches
+        fh.write(json.dumps(dict(other, item_id="another-item")) + "\n")
+    assert cli.main(["dataset", "check", str(pack)]) == 0
+    with open(log, "a", encoding="utf-8") as fh:  # a packed fork judged again: it does not
         fh.write(json.dumps(dict(stamped[1], label="unsupported")) + "\n")
     capsys.readouterr()
     assert cli.main(["dataset", "check", str(pack)]) == 1
     assert "judged again since the pack" in capsys.readouterr().out
+    with open(log, "a", encoding="utf-8") as fh:  # a judge the registry does not know
+        fh.write(json.dumps(dict(stamped[1], judge="judge-nobody-knows")) + "\n")
+    assert cli.main(["dataset", "build-forks", str(study), "--out", str(pack)]) == 1
+    assert "'judge-nobody-knows', which the model registry does not know" in capsys.readouterr().err
 
 
 def test_a_fork_pack_holds_the_judges_replies_its_parent_dataset_does_not(tmp_path):
@@ -506,8 +517,13 @@ def test_a_fork_pack_holds_the_judges_replies_its_parent_dataset_does_not(tmp_pa
         cache.put(key, Completion(text=f"verdict {key[-1]}"), {"endpoint": endpoint, "messages": []})
     dataset_dir = tmp_path / "ds"
     (dataset_dir / "runs.forks" / "p__at4").mkdir(parents=True)
-    (dataset_dir / "responses.jsonl").write_text(json.dumps({"key": keys[0], "completion": {}}) + "\n")
     rows = [{"run_id": "f1", "file": str(dataset_dir / "runs.forks" / "p__at4" / "f1.jsonl")}]
+    shipped = Completion(text="verdict 1").to_dict()
+    (dataset_dir / "responses.jsonl").write_text(
+        json.dumps({"key": keys[0], "completion": shipped}) + "\n"
+        + '{"key": "' + keys[1] + '", "completion": {"text": cut off\n')  # damaged: not shipped
+    assert _parent_reply_keys(rows) == set()  # not a dataset yet: no manifest.json
+    (dataset_dir / "manifest.json").write_text("{}")
     skip = _parent_reply_keys(rows)
     assert skip == {keys[0]}
     (tmp_path / "pack").mkdir()
@@ -521,8 +537,9 @@ def test_the_judge_command_of_a_fork_pack_keeps_the_parent_studys_reply_limit(tm
     from adakit.study.fork_dataset import _parent_judge_tokens
 
     (tmp_path / "ds" / "runs.forks").mkdir(parents=True)
-    assert _parent_judge_tokens(tmp_path / "ds" / "runs.forks") is None  # no study beside it
     (tmp_path / "ds" / "study.yaml").write_text("name: x\njudge:\n  max_tokens: 400\n")
+    assert _parent_judge_tokens(tmp_path / "ds" / "runs.forks") is None  # not a dataset
+    (tmp_path / "ds" / "manifest.json").write_text("{}")
     assert _parent_judge_tokens(tmp_path / "ds" / "runs.forks") == 400
     assert _parent_judge_tokens(tmp_path / "ds" / "runs") is None  # not a fork corpus
 

@@ -574,6 +574,7 @@ def test_invalid_verdicts_are_stored_as_nan(key: None, corpus: Path, tmp_path: P
     assert t["label"].isna().all() and report.n_invalid == 2
     row = json.loads((tmp_path / "out" / "judgments.jsonl").read_text().splitlines()[0])
     assert row["raw"] == "not json at all" and "JSON" in row["error"] and row["attempts"] == 2
+    assert row["max_tokens"] == run.REPLY_MAX_TOKENS  # how it was asked, for a later replay
 
 
 def _panel_reply(req: dict[str, Any]) -> str:

@@ -529,6 +529,7 @@ class _Asker:
             return
         for k, seat in enumerate(seats):
             row = _row(it, seat, res)
+            row["max_tokens"] = self.max_tokens  # beyond the table: how the verdict was asked
             if k:  # a repeated model's further seats copy the verdict
                 row["cached"] = True
                 row["latency_s"] = 0.0

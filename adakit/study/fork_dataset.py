@@ -130,31 +130,79 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
     return manifest
 
 
-def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> list[dict[str, Any]]:
-    """Per folder of forks that has been judged: its verdict log (file, sha256), how many of
-    its current verdicts are on the packed forks (``rows``; ``parsed``: their run files), on
-    how many forks, by which judges and families, the judges' reply limit (the parent study's,
-    :func:`_parent_judge_tokens`) and the judge command that made them."""
-    from adakit.judging.store import LOG, judgments_dir, read_log, verdict_is_current
+def _fork_roots(rows: list[dict[str, Any]]) -> dict[Path, set[str]]:
+    """The folders of forks the rows come from (``<corpus>.forks``), with their forks' run ids."""
+    roots: dict[Path, set[str]] = {}
+    for r in rows:
+        roots.setdefault(config.resolve(r["file"]).parent.parent, set()).add(r["run_id"])
+    return roots
 
+
+def _dataset_of(root: Path) -> Path | None:
+    """The shipped dataset a folder of forks sits in (``<dataset>/runs.forks``), else None."""
+    return root.parent if root.name == "runs.forks" and (root.parent / MANIFEST).is_file() else None
+
+
+def _current_verdicts(log: Path, forks: dict[str, RunFile]) -> list[dict[str, Any]]:
+    """The verdicts of a log that count for ``forks``: the latest per item and judge, on one
+    of those forks, given after it ended."""
+    from adakit.judging.store import latest, read_log, verdict_is_current
+
+    return [row for row in latest(read_log(log))
+            if row.get("run_id") in forks and verdict_is_current(row, forks[row["run_id"]])]
+
+
+def rows_digest(verdicts: list[dict[str, Any]]) -> str:
+    """sha256 of verdict rows, independent of their order in the log."""
+    import hashlib
+
+    lines = sorted(json.dumps(row, sort_keys=True, default=str) for row in verdicts)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> list[dict[str, Any]]:
+    """Per verdict log that judged packed forks (``rows``; ``parsed``: their run files): the
+    log (file, sha256 of the whole file and of the verdicts counted), how many current
+    verdicts it holds on those forks and on how many forks, by which judges and families,
+    with which reply limit (as the rows record it; for verdicts that predate that record, the
+    parent dataset's study's), and the judge command that made them. Raises DatasetError for
+    a judge the model registry does not know."""
+    from adakit.judging.store import LOG, judgments_dir
+    from adakit.llm.models import ModelError, get_model
+
+    by_log: dict[Path, tuple[list[Path], set[str]]] = {}
+    for root, ids in sorted(_fork_roots(rows).items()):
+        roots, forks = by_log.setdefault(judgments_dir(root) / LOG, ([], set()))
+        roots.append(root)
+        forks |= ids
     out = []
-    for root in sorted({config.resolve(r["file"]).parent.parent for r in rows}):
-        log = judgments_dir(root) / LOG
+    for log, (roots, ids) in by_log.items():
         if not log.is_file():
             continue
-        current = [row for row in read_log(log)
-                   if row.get("run_id") in parsed and verdict_is_current(row, parsed[row["run_id"]])]
+        current = _current_verdicts(log, {i: parsed[i] for i in ids})
         if not current:
             continue
         judges = sorted({str(row.get("judge")) for row in current})
+        for judge in judges:
+            try:
+                get_model(judge)
+            except ModelError:
+                raise DatasetError(f"{_shown(log)}: verdicts by {judge!r}, which the model "
+                                   "registry does not know; its replies cannot be packed") from None
         families = sorted({str(row.get("family")) for row in current})
-        limit = _parent_judge_tokens(root)
+        limits = {row["max_tokens"] for row in current if isinstance(row.get("max_tokens"), int)}
+        if len(limits) > 1:
+            raise DatasetError(f"{_shown(log)}: verdicts asked with different reply limits "
+                               f"({sorted(limits)}); judge the forks again with one")
+        limit = next(iter(limits)) if limits else _parent_judge_tokens(roots[0])
         out.append({
-            "file": _shown(log), "sha256": sha256_file(log), "verdicts": len(current),
-            "judged_forks": len({row["run_id"] for row in current}),
+            "file": _shown(log), "sha256": sha256_file(log), "rows_sha256": rows_digest(current),
+            "verdicts": len(current), "judged_forks": len({row["run_id"] for row in current}),
             "judges": judges, "families": families, "max_tokens": limit,
-            "command": (f".venv/bin/adakit judge {_shown(root)} --families {' '.join(families)} "
-                        f"--judges {' '.join(judges)}" + (f" --max-tokens {limit}" if limit else "")),
+            "command": " && ".join(
+                f".venv/bin/adakit judge {_shown(root)} --families {' '.join(families)} "
+                f"--judges {' '.join(judges)}" + (f" --max-tokens {limit}" if limit else "")
+                for root in roots),
         })
     return out
 
@@ -162,25 +210,27 @@ def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> lis
 def _parent_judge_tokens(root: Path) -> int | None:
     """The judges' reply limit of the study whose dataset the forks under ``root`` come from
     (``<dataset>/study.yaml``, its ``judge: max_tokens``): the forks are judged as their
-    parents were. None when there is no such study or it sets none."""
+    parents were. None when the forks are not in a dataset or its study sets none."""
     import yaml
 
-    study = root.parent / "study.yaml"
-    if not root.name.endswith(".forks") or not study.is_file():
+    ds = _dataset_of(root)
+    if ds is None or not (ds / "study.yaml").is_file():
         return None
-    doc = yaml.safe_load(study.read_text(encoding="utf-8")) or {}
+    doc = yaml.safe_load((ds / "study.yaml").read_text(encoding="utf-8")) or {}
     limit = (doc.get("judge") or {}).get("max_tokens") if isinstance(doc, dict) else None
     return int(limit) if isinstance(limit, int) else None
 
 
 def _parent_reply_keys(rows: list[dict[str, Any]]) -> set[str]:
-    """The reply keys the datasets the forks' parents come from already ship (a fork corpus
-    ``<dataset>/runs.forks`` beside a dataset's ``responses.jsonl``)."""
+    """The reply keys the datasets the forks' parents come from already ship intact (forks in
+    ``<dataset>/runs.forks`` beside the dataset's ``responses.jsonl``; a damaged line there
+    does not count as shipped)."""
     keys: set[str] = set()
-    for root in {config.resolve(r["file"]).parent.parent for r in rows}:
-        responses = root.parent / RESPONSES
-        if root.name.endswith(".forks") and responses.is_file():
-            keys |= {key for _, _, key, _, _ in recorded_replies(responses) if key}
+    for root in _fork_roots(rows):
+        ds = _dataset_of(root)
+        if ds is not None and (ds / RESPONSES).is_file():
+            keys |= {key for _, _, key, _, why in recorded_replies(ds / RESPONSES)
+                     if key and why is None}
     return keys
 
 
@@ -197,13 +247,21 @@ def check_forks(path: str | Path) -> list[str]:
             problems.append(f"{row['file']}: sha256 differs from the manifest (edited after recording?)")
         elif content_digest(read_run(p)) != row["digest"]:
             problems.append(f"{row['file']}: content digest differs from the manifest")
+    forks = {row["run_id"]: config.resolve(row["file"]) for row in manifest["forks"]}
     for v in manifest.get("judgments", []):
         p = config.resolve(v["file"])
         if not p.exists():
             problems.append(f"{v['file']}: the forks' verdicts are listed in the manifest but absent")
-        elif sha256_file(p) != v["sha256"]:
-            problems.append(f"{v['file']}: sha256 differs from the manifest (judged again since "
-                            "the pack? build the pack again)")
+            continue
+        if "rows_sha256" not in v:  # packs made before the counted verdicts had a digest
+            if sha256_file(p) != v["sha256"]:
+                problems.append(f"{v['file']}: sha256 differs from the manifest (judged again "
+                                "since the pack? build the pack again)")
+            continue
+        parsed = {i: read_run(f) for i, f in forks.items() if f.exists()}
+        if rows_digest(_current_verdicts(p, parsed)) != v["rows_sha256"]:
+            problems.append(f"{v['file']}: the verdicts on the packed forks differ from the "
+                            "manifest (judged again since the pack? build the pack again)")
     for name, digest in manifest.get("files", {}).items():
         if not (folder / name).exists():
             problems.append(f"{name}: listed in the manifest but absent")
