@@ -456,9 +456,10 @@ def test_a_fork_study_is_packed_with_a_manifest_that_catches_an_edit(flask_world
 
 def test_a_judged_fork_study_packs_its_verdicts_and_check_catches_a_later_judging(
         flask_world, tmp_path, capsys, monkeypatch):
-    """The verdicts on the forks' conclusions are named in the pack's manifest (log, sha256,
-    current verdicts on packed forks, judges, the judge command); a verdict given before its
-    fork ended is not counted, and ``dataset check`` names a log judged again after packing."""
+    """The verdicts on the forks' conclusions are named in the pack's manifest (log, digest of
+    the current verdicts on packed forks, judges, the judge command); a verdict given before
+    its fork ended or replaced by a later one is not counted, and ``dataset check`` names a
+    packed fork judged again after packing, and a log that is gone."""
     import time
 
     from adakit import config
@@ -502,6 +503,9 @@ def test_a_judged_fork_study_packs_its_verdicts_and_check_catches_a_later_judgin
         fh.write(json.dumps(dict(stamped[1], judge="judge-nobody-knows")) + "\n")
     assert cli.main(["dataset", "build-forks", str(study), "--out", str(pack)]) == 1
     assert "'judge-nobody-knows', which the model registry does not know" in capsys.readouterr().err
+    log.unlink()  # the verdicts the pack names are gone
+    assert cli.main(["dataset", "check", str(pack)]) == 1
+    assert "the forks' verdicts are listed in the manifest but absent" in capsys.readouterr().out
 
 
 def test_a_fork_pack_holds_the_judges_replies_its_parent_dataset_does_not(tmp_path):

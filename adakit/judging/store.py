@@ -50,10 +50,19 @@ def judgments_dir(corpus: str | Path) -> Path:
     ``JUDGMENTS / <corpus folder name>``.
     """
     p = Path(corpus)
-    if p.name in ("runs", "runs.forks") and (p.parent / "manifest.json").exists():
+    if shipped_dataset(p) is not None:
         return p.parent / p.name.replace("runs", "judgments", 1)
     name = p.name if p.is_dir() or not p.suffix else p.stem
     return config.JUDGMENTS / name
+
+
+def shipped_dataset(corpus: str | Path) -> Path | None:
+    """The shipped dataset a corpus folder belongs to: its ``runs/`` or the ``runs.forks/``
+    made from them, beside the dataset's ``manifest.json``; None for any other folder."""
+    p = Path(corpus)
+    if p.name in ("runs", "runs.forks") and (p.parent / "manifest.json").exists():
+        return p.parent
+    return None
 
 
 def _in_folder(folder: Path) -> Path:

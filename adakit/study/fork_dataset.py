@@ -13,8 +13,8 @@ explorer and notebook 21 find them); the pack is a folder beside them, named by 
   conclusions when they have been judged, and how to make them again.
 
 The verdicts stay where ``adakit judge`` wrote them (beside the forks: ``judgments.forks/``
-of a dataset's ``runs.forks/``); the manifest names that log with its sha256, how many of its
-verdicts are on the packed forks and by which judges, and the judges' replies go into
+of a dataset's ``runs.forks/``); the manifest names that log with a digest of the verdicts
+it counts (on the packed forks), how many they are and by which judges, and the judges' replies go into
 ``responses.jsonl`` with the forks' own (those the parent dataset already ships are left out).
 
 :func:`check_forks` compares the fork files and the verdict log with the manifest
@@ -24,6 +24,7 @@ verdicts are on the packed forks and by which judges, and the judges' replies go
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -32,7 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from adakit import __version__, config
+from adakit.judging.store import shipped_dataset
 from adakit.record import RunFile, content_digest, read_run
 from adakit.study import dataset
 from adakit.study.dataset import (
@@ -138,11 +142,6 @@ def _fork_roots(rows: list[dict[str, Any]]) -> dict[Path, set[str]]:
     return roots
 
 
-def _dataset_of(root: Path) -> Path | None:
-    """The shipped dataset a folder of forks sits in (``<dataset>/runs.forks``), else None."""
-    return root.parent if root.name == "runs.forks" and (root.parent / MANIFEST).is_file() else None
-
-
 def _current_verdicts(log: Path, forks: dict[str, RunFile]) -> list[dict[str, Any]]:
     """The verdicts of a log that count for ``forks``: the latest per item and judge, on one
     of those forks, given after it ended."""
@@ -154,15 +153,13 @@ def _current_verdicts(log: Path, forks: dict[str, RunFile]) -> list[dict[str, An
 
 def rows_digest(verdicts: list[dict[str, Any]]) -> str:
     """sha256 of verdict rows, independent of their order in the log."""
-    import hashlib
-
     lines = sorted(json.dumps(row, sort_keys=True, default=str) for row in verdicts)
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> list[dict[str, Any]]:
     """Per verdict log that judged packed forks (``rows``; ``parsed``: their run files): the
-    log (file, sha256 of the whole file and of the verdicts counted), how many current
+    log (its file, and the sha256 of the verdicts counted: :func:`rows_digest`), how many current
     verdicts it holds on those forks and on how many forks, by which judges and families,
     with which reply limit (as the rows record it; for verdicts that predate that record, the
     parent dataset's study's), and the judge command that made them. Raises DatasetError for
@@ -196,7 +193,7 @@ def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> lis
                                f"({sorted(limits)}); judge the forks again with one")
         limit = next(iter(limits)) if limits else _parent_judge_tokens(roots[0])
         out.append({
-            "file": _shown(log), "sha256": sha256_file(log), "rows_sha256": rows_digest(current),
+            "file": _shown(log), "rows_sha256": rows_digest(current),
             "verdicts": len(current), "judged_forks": len({row["run_id"] for row in current}),
             "judges": judges, "families": families, "max_tokens": limit,
             "command": " && ".join(
@@ -211,9 +208,7 @@ def _parent_judge_tokens(root: Path) -> int | None:
     """The judges' reply limit of the study whose dataset the forks under ``root`` come from
     (``<dataset>/study.yaml``, its ``judge: max_tokens``): the forks are judged as their
     parents were. None when the forks are not in a dataset or its study sets none."""
-    import yaml
-
-    ds = _dataset_of(root)
+    ds = shipped_dataset(root) if root.name.endswith(".forks") else None
     if ds is None or not (ds / "study.yaml").is_file():
         return None
     doc = yaml.safe_load((ds / "study.yaml").read_text(encoding="utf-8")) or {}
@@ -227,7 +222,7 @@ def _parent_reply_keys(rows: list[dict[str, Any]]) -> set[str]:
     does not count as shipped)."""
     keys: set[str] = set()
     for root in _fork_roots(rows):
-        ds = _dataset_of(root)
+        ds = shipped_dataset(root) if root.name.endswith(".forks") else None
         if ds is not None and (ds / RESPONSES).is_file():
             keys |= {key for _, _, key, _, why in recorded_replies(ds / RESPONSES)
                      if key and why is None}
@@ -239,27 +234,23 @@ def check_forks(path: str | Path) -> list[str]:
     folder = config.resolve(path)
     manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     problems = []
+    parsed: dict[str, RunFile] = {}
     for row in manifest["forks"]:
         p = config.resolve(row["file"])
         if not p.exists():
             problems.append(f"{row['file']}: listed in the manifest but absent")
-        elif sha256_file(p) != row["sha256"]:
+            continue
+        if sha256_file(p) != row["sha256"]:
             problems.append(f"{row['file']}: sha256 differs from the manifest (edited after recording?)")
-        elif content_digest(read_run(p)) != row["digest"]:
+            continue
+        rf = parsed[row["run_id"]] = read_run(p)  # read once: its digest, then its verdicts
+        if content_digest(rf) != row["digest"]:
             problems.append(f"{row['file']}: content digest differs from the manifest")
-    forks = {row["run_id"]: config.resolve(row["file"]) for row in manifest["forks"]}
     for v in manifest.get("judgments", []):
         p = config.resolve(v["file"])
         if not p.exists():
             problems.append(f"{v['file']}: the forks' verdicts are listed in the manifest but absent")
-            continue
-        if "rows_sha256" not in v:  # packs made before the counted verdicts had a digest
-            if sha256_file(p) != v["sha256"]:
-                problems.append(f"{v['file']}: sha256 differs from the manifest (judged again "
-                                "since the pack? build the pack again)")
-            continue
-        parsed = {i: read_run(f) for i, f in forks.items() if f.exists()}
-        if rows_digest(_current_verdicts(p, parsed)) != v["rows_sha256"]:
+        elif rows_digest(_current_verdicts(p, parsed)) != v["rows_sha256"]:
             problems.append(f"{v['file']}: the verdicts on the packed forks differ from the "
                             "manifest (judged again since the pack? build the pack again)")
     for name, digest in manifest.get("files", {}).items():
