@@ -31,20 +31,24 @@ fractions).
 from __future__ import annotations
 
 import codecs
+import functools
 import hashlib
 import json
-import operator
 import os
 import re
 import shutil
 import time
+import types
+import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import numpy as np
 import pandas as pd
+import pydantic_core
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -590,6 +594,104 @@ def read_run(path: str | Path, raw: bytes | None = None) -> RunFile:
     return RunFile(path=path, header=header, turns=turns, end=end, torn_bytes=torn)
 
 
+# --------------------------------------------------------------------------- reading for rows
+#
+# The loader and the corpus store read a run file only to make its tidy rows, and pydantic's
+# validation is most of what that costs. ``read_run_rows`` decodes the records with msgspec
+# into mirrors of the record models (generated from them below, so the two cannot drift): the
+# same values with attribute access, several times faster. msgspec is never laxer than the
+# models: it takes an int for a float as they do, and refuses what they would coerce (a
+# numeric string, 1.0 for an int, NaN). Whatever it refuses, and any file that is not exactly
+# as RunWriter writes it (a torn tail, a NUL byte, records out of order), goes to
+# :func:`read_run`, so the values, the refusals and their messages are read_run's.
+
+
+def _mirror_type(annotation: Any, made: dict[type, Any]) -> Any:
+    """``annotation`` with every record model in it replaced by its msgspec mirror."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _mirror(annotation, made)
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin is None or origin is Literal:
+        return annotation
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[tuple(_mirror_type(a, made) for a in args)]  # noqa: UP007
+    return origin[tuple(_mirror_type(a, made) for a in args)]
+
+
+def _mirror(model: type[BaseModel], made: dict[type, Any]) -> Any:
+    """A msgspec struct with ``model``'s fields, types and defaults (unknown fields refused)."""
+    if model not in made:
+        fields: list[tuple[Any, ...]] = []
+        for name, info in model.model_fields.items():
+            kind = _mirror_type(info.annotation, made)
+            if info.default_factory is not None:
+                fields.append((name, kind, msgspec.field(default_factory=info.default_factory)))
+            elif info.is_required():
+                fields.append((name, kind))
+            else:
+                fields.append((name, kind, info.default))
+        made[model] = msgspec.defstruct(model.__name__, fields, kw_only=True,
+                                        forbid_unknown_fields=True)
+    return made[model]
+
+
+@functools.cache
+def _row_decoders() -> dict[bytes, tuple[str, Any]]:
+    """The line prefix of each record kind RunWriter writes -> (kind, msgspec decoder)."""
+    made: dict[type, Any] = {}
+    return {prefix: (model.model_fields["kind"].default, msgspec.json.Decoder(_mirror(model, made)))
+            for prefix, model in _FAST_KINDS.items()}
+
+
+def read_run_rows(path: str | Path, raw: bytes | None = None) -> RunFile:
+    """A run file read for its tidy rows (:func:`corpus_from_runs`): the records
+    :func:`read_run` gives, with the same values and the same errors, as msgspec structs
+    rather than models (attributes only: no pydantic methods)."""
+    path = Path(path)
+    if raw is None:
+        raw = path.read_bytes()
+    decoders = _row_decoders()
+    if not raw.endswith(b"\n") or b"\0" in raw:
+        return read_run(path, raw)
+    header: Any = None
+    turns: list[Any] = []
+    end: Any = None
+    try:
+        for line in raw.split(b"\n"):
+            line = line.strip()
+            if not line:
+                continue
+            kind, decoder = decoders.get(line[: line.find(b",") + 1], (None, None))
+            if decoder is None or end is not None:
+                return read_run(path, raw)
+            rec = decoder.decode(line)
+            if kind == "turn":
+                if header is None or (turns and rec.turn <= turns[-1].turn):
+                    return read_run(path, raw)
+                turns.append(rec)
+            elif kind == "header":
+                if header is not None or (rec.schema_version.split(".")[0]
+                                          != SCHEMA_VERSION.split(".")[0]):
+                    return read_run(path, raw)
+                header = rec
+            elif header is None:
+                return read_run(path, raw)
+            else:
+                end = rec
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return read_run(path, raw)
+    if header is None:
+        return read_run(path, raw)
+    return RunFile(path=path, header=header, turns=turns, end=end, torn_bytes=0)
+
+
+def call_json(call: ToolCall | Any) -> str:
+    """A tool call as the JSON text ``ToolCall.model_dump_json`` writes (pydantic's serializer
+    on the same two fields), for a model or its mirror (:func:`read_run_rows`)."""
+    return pydantic_core.to_json({"tool": call.tool, "params": call.params}).decode()
+
+
 _DAMAGE = "two launches wrote into this file, or records were appended out of order"
 
 
@@ -758,14 +860,16 @@ def run_agent(header: Header) -> str:
     return header.source.agent or header.source.format
 
 
-def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+Row = tuple[Any, ...]
+
+
+def _run_rows(rf: RunFile) -> tuple[Row, list[Row], list[Row]]:
+    """A run file's rows of the runs, turns and reads tables, as tuples in the order of
+    :data:`RUN_COLUMNS`, :data:`TURN_COLUMNS` and :data:`READ_COLUMNS` (each value below
+    is commented with its column)."""
     h = rf.header
-    axes = {
-        "model": h.model.name,
-        "world": h.world.name,
-        "task": h.task.family,
-        "condition": h.condition.name,
-    }
+    run_id = h.run_id
+    axes = (h.model.name, h.world.name, h.task.family, h.condition.name)  # model .. condition
     t0 = h.started_at
     t_end = rf.end.ended_at if rf.end else (rf.turns[-1].ended_at if rf.turns else t0)
     span = max(t_end - t0, 1e-9)
@@ -775,8 +879,8 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
     active_total = sum(active_s)
     active_before = 0.0
     n = len(rf.turns)
-    turn_rows: list[dict[str, Any]] = []
-    read_rows: list[dict[str, Any]] = []
+    turn_rows: list[Row] = []
+    read_rows: list[Row] = []
     for k, t in enumerate(rf.turns):
         if active_total > 0:
             a_start, a_end = active_before / active_total, (active_before + active_s[k]) / active_total
@@ -785,102 +889,45 @@ def _run_rows(rf: RunFile) -> tuple[dict[str, Any], list[dict[str, Any]], list[d
         active_before += active_s[k]
         m = t.metrics
         first = m.ranges[0] if m.ranges else (None, None)
-        error = m.error_type
-        coach_decision = (t.coach or {}).get("decision") if t.coach else None
-        turn_rows.append(
-            {
-                "run_id": h.run_id,
-                **axes,
-                "turn": t.turn,
-                "tool": m.tool,
-                "tool_name": t.call.tool if t.call else None,
-                "action": m.action,
-                "file": m.file,
-                "start_line": first[0],
-                "end_line": first[1],
-                "lines_viewed": m.lines_viewed,
-                "structural": m.structural,
-                "block": m.block,
-                "symbol": m.symbol,
-                "result_count": m.result_count,
-                "error_type": error,
-                "parse_error": t.parse_error.kind if t.parse_error else None,
-                "finalize": m.finalize,
-                "confidence": m.confidence,
-                "thinking_chars": len(t.thinking),
-                "output_chars": len(t.raw_text),
-                "started_at": t.started_at,
-                "ended_at": t.ended_at,
-                "t_rel_start": (t.started_at - t0) / span,
-                "t_rel_end": (t.ended_at - t0) / span,
-                "duration_s": t.ended_at - t.started_at,
-                "coach_s": coach_s[k],
-                "active_s": active_s[k],
-                "active_rel_start": a_start,
-                "active_rel_end": a_end,
-                "latency_s": t.latency_s,
-                "tokens_in": t.tokens_in,
-                "tokens_out": t.tokens_out,
-                "tokens_reused": t.tokens_reused,
-                "cached": t.cached,
-                "coach_decision": coach_decision,
-                "n_injected": len(t.injected),
-                "dropped_messages": t.dropped_messages,
-                "sidechain": t.sidechain.id if t.sidechain else None,
-                "sidechain_agent": t.sidechain.agent if t.sidechain else None,
-                "sidechain_parent": t.sidechain.parent_turn if t.sidechain else None,
-                "sidechain_depth": t.sidechain.depth if t.sidechain else None,
-                "compaction": any(i.source == "compaction" for i in t.injected),
-            }
-        )
+        side = t.sidechain
+        turn_rows.append((
+            run_id, *axes, t.turn,  # run_id, model, world, task, condition, turn
+            m.tool, t.call.tool if t.call else None, m.action, m.file,  # tool .. file
+            first[0], first[1], m.lines_viewed,  # start_line, end_line, lines_viewed
+            m.structural, m.block, m.symbol, m.result_count, m.error_type,  # structural .. error_type
+            t.parse_error.kind if t.parse_error else None,  # parse_error
+            m.finalize, m.confidence, len(t.thinking), len(t.raw_text),  # finalize .. output_chars
+            t.started_at, t.ended_at,  # started_at, ended_at
+            (t.started_at - t0) / span, (t.ended_at - t0) / span,  # t_rel_start, t_rel_end
+            t.ended_at - t.started_at, coach_s[k], active_s[k],  # duration_s, coach_s, active_s
+            a_start, a_end,  # active_rel_start, active_rel_end
+            t.latency_s, t.tokens_in, t.tokens_out, t.cached,  # latency_s .. cached
+            t.coach.get("decision") if t.coach else None,  # coach_decision
+            len(t.injected), t.dropped_messages, t.tokens_reused,  # n_injected .. tokens_reused
+            side.id if side else None, side.agent if side else None,  # sidechain, sidechain_agent
+            side.parent_turn if side else None, side.depth if side else None,  # .._parent, .._depth
+            any(i.source == "compaction" for i in t.injected),  # compaction
+        ))
         if m.file and m.error_type is None and m.tool not in ACT:  # an edit's lines are not read
             for a, b in m.ranges:
-                read_rows.append(
-                    {
-                        "run_id": h.run_id,
-                        **axes,
-                        "turn": t.turn,
-                        "tool": m.tool,
-                        "file": m.file,
-                        "start_line": a,
-                        "end_line": b,
-                        "n_lines": b - a + 1,
-                    }
-                )
+                # run_id, model .. condition, turn, tool, file, start_line, end_line, n_lines
+                read_rows.append((run_id, *axes, t.turn, m.tool, m.file, a, b, b - a + 1))
     totals = rf.end.totals if rf.end else {}
     conclusion = rf.end.conclusion if rf.end else None
-    run_row = {
-        "run_id": h.run_id,
-        "study": h.study,
-        "model": h.model.name,
-        "model_kind": h.model.kind,
-        "world": h.world.name,
-        "task": h.task.family,
-        "target": h.task.target,
-        "condition": h.condition.name,
-        "repeat": h.repeat,
-        "seed": h.seed,
-        "turn_bound": h.turn_bound,
-        "reason": rf.end.reason if rf.end else None,
-        "finished": rf.finished,
-        "n_turns": len(rf.turns),
-        "started_at": t0,
-        "elapsed_s": t_end - t0,
-        "wall_s": t_end - t0,
-        "active_s": active_total,
-        "coach_s": sum(coach_s),
-        "tokens_in": sum(t.tokens_in for t in rf.turns),
-        "tokens_out": sum(t.tokens_out for t in rf.turns),
-        "cost_usd": totals.get("cost_usd"),
-        "cache_hits": sum(1 for t in rf.turns if t.cached),
-        "errors": sum(1 for t in rf.turns if t.metrics.error_type is not None),
-        "conclusion": conclusion,
-        "conclusion_chars": len(conclusion) if conclusion else 0,
-        "closed": closed_run(rf),
-        "path": str(rf.path),
-        "agent": run_agent(h),
-        "world_source": h.world.source,
-    }
+    run_row = (
+        run_id, h.study, h.model.name, h.model.kind,  # run_id, study, model, model_kind
+        h.world.name, h.task.family, h.task.target, h.condition.name,  # world .. condition
+        h.repeat, h.seed, h.turn_bound,  # repeat, seed, turn_bound
+        rf.end.reason if rf.end else None, rf.finished, len(rf.turns),  # reason, finished, n_turns
+        t0, t_end - t0, t_end - t0,  # started_at, elapsed_s, wall_s
+        active_total, sum(coach_s),  # active_s, coach_s
+        sum(t.tokens_in for t in rf.turns), sum(t.tokens_out for t in rf.turns),  # tokens_in/out
+        totals.get("cost_usd"),  # cost_usd
+        sum(1 for t in rf.turns if t.cached),  # cache_hits
+        sum(1 for t in rf.turns if t.metrics.error_type is not None),  # errors
+        conclusion, len(conclusion) if conclusion else 0,  # conclusion, conclusion_chars
+        closed_run(rf), str(rf.path), run_agent(h), h.world.source,  # closed .. world_source
+    )
     return run_row, turn_rows, read_rows
 
 
@@ -976,11 +1023,13 @@ class CorpusFiles:
     skipped: list[Path]
 
 
-def _readable(paths: Iterable[Path], skipped: list[Path]) -> Iterator[RunFile]:
-    """The run files of ``paths``; header-less ones are appended to ``skipped`` instead."""
+def _readable(paths: Iterable[Path], skipped: list[Path],
+              read: Callable[[Path], RunFile] = read_run) -> Iterator[RunFile]:
+    """The run files of ``paths`` (read by ``read``); header-less ones are appended to
+    ``skipped`` instead."""
     for path in paths:
         try:
-            yield read_run(path)
+            yield read(path)
         except HeaderlessRunFile:
             skipped.append(path)
 
@@ -1011,13 +1060,11 @@ def corpus_from_runs(run_files: Iterable[RunFile]) -> Corpus:
     runs: list[tuple[Any, ...]] = []
     turns: list[tuple[Any, ...]] = []
     reads: list[tuple[Any, ...]] = []
-    pick_run, pick_turn, pick_read = (operator.itemgetter(*cols)
-                                      for cols in (RUN_COLUMNS, TURN_COLUMNS, READ_COLUMNS))
     for rf in run_files:  # rows as tuples: a frame is made from them twice as fast as from dicts
         r, t, d = _run_rows(rf)
-        runs.append(pick_run(r))
-        turns.extend(map(pick_turn, t))
-        reads.extend(map(pick_read, d))
+        runs.append(r)
+        turns.extend(t)
+        reads.extend(d)
     return Corpus(
         runs=pd.DataFrame(runs, columns=RUN_COLUMNS),
         turns=pd.DataFrame(turns, columns=TURN_COLUMNS),
@@ -1077,7 +1124,7 @@ def load_corpus(
             except (OSError, ValueError):  # an unreadable cache: read the runs again
                 shutil.rmtree(cache_dir, ignore_errors=True)
     skipped: list[Path] = []
-    corpus = corpus_from_runs(_readable(paths, skipped))
+    corpus = corpus_from_runs(_readable(paths, skipped, read_run_rows))
     corpus.skipped = tuple(str(p) for p in skipped)
     if cache_dir is not None:
         _write_cache(corpus, cache_dir)

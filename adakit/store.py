@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import operator
 import os
 import shutil
 import zlib
@@ -52,9 +51,10 @@ from adakit.record import (
     Corpus,
     HeaderlessRunFile,
     _run_rows,
+    call_json,
     iter_run_files,
     load_corpus,
-    read_run,
+    read_run_rows,
 )
 
 #: Bumped whenever the store's layout changes; a store of another version is rebuilt.
@@ -152,7 +152,7 @@ def _text_rows(rf: Any) -> list[tuple[Any, ...]]:
     """A run file's rows of the texts table, as tuples in :data:`TEXT_COLUMNS` order."""
     run_id = rf.header.run_id
     return [(run_id, t.turn, t.thinking, t.raw_text,
-             t.call.model_dump_json() if t.call else None, t.observation) for t in rf.turns]
+             call_json(t.call) if t.call else None, t.observation) for t in rf.turns]
 
 
 class _Rows:
@@ -162,16 +162,11 @@ class _Rows:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._pick = operator.itemgetter(*COLUMNS[name])
         self.rows: list[tuple[Any, ...]] = []
         self.fids: list[int] = []
         self.places: list[int] = []
 
-    def add(self, rows: Sequence[dict[str, Any]], fid: int) -> None:
-        """Add one run file's rows, given as dicts with every column of the table."""
-        self.add_tuples(list(map(self._pick, rows)), fid)
-
-    def add_tuples(self, rows: Sequence[tuple[Any, ...]], fid: int) -> None:
+    def add(self, rows: Sequence[tuple[Any, ...]], fid: int) -> None:
         """Add one run file's rows, given as tuples in the table's column order."""
         self.rows += rows
         self.fids += [fid] * len(rows)
@@ -199,7 +194,7 @@ def _parse_segment(folder: str, root: str, segment: str, bucket: int,
         digest = file_digest(path, raw)
         run_id = None
         try:
-            rf = read_run(path, raw)
+            rf = read_run_rows(path, raw)
         except HeaderlessRunFile:
             rf = None
         if rf is not None:
@@ -208,7 +203,7 @@ def _parse_segment(folder: str, root: str, segment: str, bucket: int,
             rows["runs"].add([run_row], fid)
             rows["turns"].add(turn_rows, fid)
             rows["reads"].add(read_rows, fid)
-            rows["texts"].add_tuples(_text_rows(rf), fid)
+            rows["texts"].add(_text_rows(rf), fid)
         manifest.append({"fid": fid, "path": rel, "size": size, "mtime_ns": mtime_ns,
                          "sha256": digest, "run_id": run_id, "bucket": bucket,
                          "segment": segment})

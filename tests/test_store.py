@@ -43,13 +43,13 @@ def synthetic(tmp_path) -> Path:
 def parsed(monkeypatch) -> list[str]:
     """The run files the store parses (it parses in this process with workers=1)."""
     seen: list[str] = []
-    real = store.read_run
+    real = store.read_run_rows
 
     def counting(path, raw=None):
         seen.append(Path(path).name)
         return real(path, raw)
 
-    monkeypatch.setattr(store, "read_run", counting)
+    monkeypatch.setattr(store, "read_run_rows", counting)
     return seen
 
 
@@ -243,12 +243,12 @@ from adakit.store import Store, StoreLocked
 
 folder, role, flag = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 if role == "first":
-    real = store.read_run
+    real = store.read_run_rows
     def slow(path, raw=None):
         flag.touch()  # the lock is held: the second process may start
         time.sleep(0.05)
         return real(path, raw)
-    store.read_run = slow
+    store.read_run_rows = slow
     print("parsed", Store(folder).update().parsed)
 else:
     while not flag.exists():
