@@ -860,10 +860,10 @@ def run_agent(header: Header) -> str:
     return header.source.agent or header.source.format
 
 
-Row = tuple[Any, ...]
+_Row = tuple[Any, ...]
 
 
-def _run_rows(rf: RunFile) -> tuple[Row, list[Row], list[Row]]:
+def _run_rows(rf: RunFile) -> tuple[_Row, list[_Row], list[_Row]]:
     """A run file's rows of the runs, turns and reads tables, as tuples in the order of
     :data:`RUN_COLUMNS`, :data:`TURN_COLUMNS` and :data:`READ_COLUMNS` (each value below
     is commented with its column)."""
@@ -879,8 +879,8 @@ def _run_rows(rf: RunFile) -> tuple[Row, list[Row], list[Row]]:
     active_total = sum(active_s)
     active_before = 0.0
     n = len(rf.turns)
-    turn_rows: list[Row] = []
-    read_rows: list[Row] = []
+    turn_rows: list[_Row] = []
+    read_rows: list[_Row] = []
     for k, t in enumerate(rf.turns):
         if active_total > 0:
             a_start, a_end = active_before / active_total, (active_before + active_s[k]) / active_total
