@@ -600,10 +600,12 @@ def read_run(path: str | Path, raw: bytes | None = None) -> RunFile:
 # validation is most of what that costs. ``read_run_rows`` decodes the records with msgspec
 # into mirrors of the record models (generated from them below, so the two cannot drift): the
 # same values with attribute access, several times faster. msgspec is never laxer than the
-# models: it takes an int for a float as they do, and refuses what they would coerce (a
-# numeric string, 1.0 for an int, NaN). Whatever it refuses, and any file that is not exactly
-# as RunWriter writes it (a torn tail, a NUL byte, records out of order), goes to
-# :func:`read_run`, so the values, the refusals and their messages are read_run's.
+# models but in one thing: it follows JSON nested deeper than pydantic's parser does, so a
+# line with many brackets is validated by pydantic (:data:`_MIRROR_BRACKETS`). Otherwise it
+# takes an int for a float as they do, and refuses what they would coerce (a numeric string,
+# 1.0 for an int, NaN). Whatever it refuses, and any file that is not exactly as RunWriter
+# writes it (a torn tail, a NUL byte, records out of order), goes to :func:`read_run`, so the
+# values, the refusals and their messages are read_run's.
 
 
 def _mirror_type(annotation: Any, made: dict[type, Any]) -> Any:
@@ -636,6 +638,11 @@ def _mirror(model: type[BaseModel], made: dict[type, Any]) -> Any:
     return made[model]
 
 
+#: A line with fewer brackets than this cannot nest as deep as pydantic's JSON parser refuses
+#: (about 200 levels); a line with more is read by pydantic, so that what it refuses is refused.
+_MIRROR_BRACKETS = 150
+
+
 @functools.cache
 def _row_decoders() -> dict[bytes, tuple[str, Any]]:
     """The line prefix of each record kind RunWriter writes -> (kind, msgspec decoder)."""
@@ -665,7 +672,13 @@ def read_run_rows(path: str | Path, raw: bytes | None = None) -> RunFile:
             kind, decoder = decoders.get(line[: line.find(b",") + 1], (None, None))
             if decoder is None or end is not None:
                 return read_run(path, raw)
-            rec = decoder.decode(line)
+            if line.count(b"[") + line.count(b"{") < _MIRROR_BRACKETS:
+                rec = decoder.decode(line)
+            else:  # it may nest deeper than pydantic's parser follows (msgspec goes deeper)
+                try:
+                    rec = _FAST_KINDS[line[: line.find(b",") + 1]].model_validate_json(line)
+                except ValidationError:
+                    return read_run(path, raw)
             if kind == "turn":
                 if header is None or (turns and rec.turn <= turns[-1].turn):
                     return read_run(path, raw)
@@ -689,7 +702,8 @@ def read_run_rows(path: str | Path, raw: bytes | None = None) -> RunFile:
 def call_json(call: ToolCall | Any) -> str:
     """A tool call as the JSON text ``ToolCall.model_dump_json`` writes (pydantic's serializer
     on the same two fields), for a model or its mirror (:func:`read_run_rows`)."""
-    return pydantic_core.to_json({"tool": call.tool, "params": call.params}).decode()
+    return pydantic_core.to_json({"tool": call.tool, "params": call.params},
+                                 inf_nan_mode="null").decode()
 
 
 _DAMAGE = "two launches wrote into this file, or records were appended out of order"

@@ -188,6 +188,26 @@ def test_damaged_files_are_refused_or_read_exactly_as_read_run_does(tmp_path, bo
     same_read(path)
 
 
+@pytest.mark.parametrize("depth", [100, 149, 199, 200, 250, 2000])
+@pytest.mark.parametrize("field", ["coach", "call"])
+def test_deep_nesting_is_refused_where_read_run_refuses_it(tmp_path, depth, field):
+    """pydantic's parser stops at about 200 levels, msgspec's much deeper: the mirror must not
+    take what read_run refuses (and must not fail differently)."""
+    deep = "[" * depth + "]" * depth
+    value = f'{{"a":{deep}}}' if field == "coach" else f'{{"tool":"t","params":{{"a":{deep}}}}}'
+    path = tmp_path / "r.jsonl"
+    path.write_text(f"{LINES['header']}\n" + LINES["turn"][:-1] + f',"{field}":{value}}}\n{LINES["end"]}\n')
+    same_read(path)
+
+
+def test_brackets_inside_strings_are_read_the_same(tmp_path):
+    path = tmp_path / "r.jsonl"
+    text = "x = {[(" * 300
+    path.write_text(f"{LINES['header']}\n" + LINES["turn"][:-1] + f',"observation":"{text}"}}\n')
+    same_read(path)
+    assert read_run_rows(path).turns[0].observation == text
+
+
 def test_bytes_that_are_not_utf8_are_refused_with_read_runs_message(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_bytes(LINES["header"].encode() + b"\n" + LINES["turn"].replace("1.0", '"\xff"').encode("latin-1")
@@ -198,6 +218,8 @@ def test_bytes_that_are_not_utf8_are_refused_with_read_runs_message(tmp_path):
 def test_call_json_is_the_models_own_json():
     from adakit.record import _FAST_KINDS, _row_decoders
     decode = _row_decoders()[next(p for p, m in _FAST_KINDS.items() if m is Turn)][1].decode
+    nan = ToolCall.model_validate_json('{"tool":"t","params":{"x":NaN,"y":1e400,"z":-Infinity}}')
+    assert call_json(nan) == nan.model_dump_json() == '{"tool":"t","params":{"x":null,"y":null,"z":null}}'
     for params in ({}, {"file_path": "a.py", "start_line": 3}, {"x": 1.5e-7, "y": [1e16, 2**70, None]},
                    {"s": "é\u2028\x7f\"\\\n", "nested": {"a": [True, False]}}):
         call = ToolCall(tool="t", params=params)
