@@ -581,10 +581,6 @@ def read_run(path: str | Path, raw: bytes | None = None) -> RunFile:
         _check_order(path, i, rec, header, turns, end_line)
         if isinstance(rec, Header):
             header = rec
-            if header.schema_version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
-                raise RunFileError(
-                    f"{path}: schema {header.schema_version} is not readable by this adakit "
-                    f"(schema {SCHEMA_VERSION})", path, i)
         elif isinstance(rec, Turn):
             turns.append(rec)
         else:
@@ -644,10 +640,11 @@ _MIRROR_BRACKETS = 150
 
 
 @functools.cache
-def _row_decoders() -> dict[bytes, tuple[str, Any]]:
-    """The line prefix of each record kind RunWriter writes -> (kind, msgspec decoder)."""
+def _row_decoders() -> dict[bytes, tuple[type[BaseModel], Any]]:
+    """The line prefix of each record kind RunWriter writes -> (its model, a msgspec decoder
+    of the model's mirror)."""
     made: dict[type, Any] = {}
-    return {prefix: (model.model_fields["kind"].default, msgspec.json.Decoder(_mirror(model, made)))
+    return {prefix: (model, msgspec.json.Decoder(_mirror(model, made)))
             for prefix, model in _FAST_KINDS.items()}
 
 
@@ -658,42 +655,34 @@ def read_run_rows(path: str | Path, raw: bytes | None = None) -> RunFile:
     path = Path(path)
     if raw is None:
         raw = path.read_bytes()
-    decoders = _row_decoders()
     if not raw.endswith(b"\n") or b"\0" in raw:
         return read_run(path, raw)
+    decoders = _row_decoders()
     header: Any = None
     turns: list[Any] = []
     end: Any = None
+    end_line = 0
     try:
-        for line in raw.split(b"\n"):
+        for i, line in enumerate(raw.split(b"\n"), 1):
             line = line.strip()
             if not line:
                 continue
-            kind, decoder = decoders.get(line[: line.find(b",") + 1], (None, None))
-            if decoder is None or end is not None:
+            model, decoder = decoders.get(line[: line.find(b",") + 1], (None, None))
+            if model is None:  # another key order, another kind: read_run reads or refuses it
                 return read_run(path, raw)
             if line.count(b"[") + line.count(b"{") < _MIRROR_BRACKETS:
                 rec = decoder.decode(line)
             else:  # it may nest deeper than pydantic's parser follows (msgspec goes deeper)
-                try:
-                    rec = _FAST_KINDS[line[: line.find(b",") + 1]].model_validate_json(line)
-                except ValidationError:
-                    return read_run(path, raw)
-            if kind == "turn":
-                if header is None or (turns and rec.turn <= turns[-1].turn):
-                    return read_run(path, raw)
+                rec = model.model_validate_json(line)
+            _check_order(path, i, rec, header, turns, end_line)
+            if model is Turn:
                 turns.append(rec)
-            elif kind == "header":
-                if header is not None or (rec.schema_version.split(".")[0]
-                                          != SCHEMA_VERSION.split(".")[0]):
-                    return read_run(path, raw)
+            elif model is Header:
                 header = rec
-            elif header is None:
-                return read_run(path, raw)
             else:
-                end = rec
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return read_run(path, raw)
+                end, end_line = rec, i
+    except (msgspec.DecodeError, msgspec.ValidationError, ValidationError, RunFileError):
+        return read_run(path, raw)  # which gives its values, or refuses with its message
     if header is None:
         return read_run(path, raw)
     return RunFile(path=path, header=header, turns=turns, end=end, torn_bytes=0)
@@ -711,7 +700,9 @@ _DAMAGE = "two launches wrote into this file, or records were appended out of or
 
 def _check_order(path: Path, i: int, rec: Header | Turn | End, header: Header | None,
                  turns: list[Turn], end_line: int) -> None:
-    """Refuse record ``i`` unless it stands where one launch writes it."""
+    """Refuse record ``i`` unless it stands where one launch writes it (a header: also one
+    of another major schema). Read by kind, so it takes the mirrors of :func:`read_run_rows`
+    too."""
     kind = rec.kind
     if end_line:
         what = "a second end record" if kind == "end" else f"a {kind} record"
@@ -723,11 +714,15 @@ def _check_order(path: Path, i: int, rec: Header | Turn | End, header: Header | 
             "first record of a run file)", path, i)
     if header is not None and kind == "header":
         raise RunFileError(f"{path}:{i}: a second header record ({_DAMAGE})", path, i)
-    if isinstance(rec, Turn) and turns and rec.turn <= turns[-1].turn:
+    if kind == "turn" and turns and rec.turn <= turns[-1].turn:
         what = "repeats" if rec.turn == turns[-1].turn else "comes after"
         raise RunFileError(
             f"{path}:{i}: turn {rec.turn} {what} turn {turns[-1].turn}: turn numbers must rise "
             f"({_DAMAGE})", path, i)
+    if kind == "header" and rec.schema_version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
+        raise RunFileError(
+            f"{path}: schema {rec.schema_version} is not readable by this adakit "
+            f"(schema {SCHEMA_VERSION})", path, i)
 
 
 def truncate_torn(path: str | Path) -> int:

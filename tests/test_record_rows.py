@@ -275,11 +275,18 @@ def test_each_column_of_the_tidy_rows_holds_its_own_value(tmp_path):
             for a, b in [(3, 9), (20, 21)]]
 
 
-def test_the_loader_reads_through_the_mirror_and_falls_back_per_file(tmp_path):
+def test_the_loader_reads_through_the_mirror_and_falls_back_per_file(tmp_path, monkeypatch):
+    from adakit import record
+
     write(tmp_path / "a.jsonl", full_run())
     odd = tmp_path / "b.jsonl"  # a hand-edited file pydantic takes and msgspec does not
     odd.write_text(f"{LINES['header']}\n" + LINES["turn"].replace('"turn":1', '"turn":"1"') + "\n")
+    by_pydantic: list[str] = []
+    real = record.read_run
+    monkeypatch.setattr(record, "read_run", lambda path, raw=None: by_pydantic.append(Path(path).name)
+                        or real(path, raw))
     corpus = load_corpus(tmp_path, cache=False)
+    assert by_pydantic == ["b.jsonl"]  # only the file the mirror refuses
     assert sorted(corpus.runs["run_id"]) == ["full", "r"]
     assert corpus.turns.groupby("run_id")["turn"].apply(list).to_dict() == {"full": [1, 3], "r": [1]}
 
