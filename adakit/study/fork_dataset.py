@@ -33,10 +33,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from adakit import __version__, config
-from adakit.judging.store import shipped_dataset
+from adakit.judging.store import (
+    LOG,
+    judgments_dir,
+    latest,
+    read_log,
+    shipped_dataset,
+    verdict_is_current,
+)
 from adakit.record import RunFile, content_digest, read_run
 from adakit.study import dataset
 from adakit.study.dataset import (
@@ -49,6 +54,7 @@ from adakit.study.dataset import (
     tools_digest,
 )
 from adakit.study.replies import RESPONSES, recorded_replies
+from adakit.study.schema import read_study_file
 
 #: The manifest's ``format`` of a fork pack (a run dataset's is an integer).
 FORK_FORMAT = "adakit-forks/1"
@@ -102,7 +108,7 @@ def pack_forks(study_path: str | Path, out: str | Path | None = None,
                                     skip=_parent_reply_keys(rows))
         shutil.copyfile(study_path, tmp / "study.yaml")
         commit, dirty = _git_commit()
-        first = read_run(config.resolve(rows[0]["file"])).header
+        first = parsed[rows[0]["run_id"]].header
         manifest = {
             "format": FORK_FORMAT, "name": study.name,
             "description": study.raw.get("description", ""),
@@ -145,8 +151,6 @@ def _fork_roots(rows: list[dict[str, Any]]) -> dict[Path, set[str]]:
 def _current_verdicts(log: Path, forks: dict[str, RunFile]) -> list[dict[str, Any]]:
     """The verdicts of a log that count for ``forks``: the latest per item and judge, on one
     of those forks, given after it ended."""
-    from adakit.judging.store import latest, read_log, verdict_is_current
-
     return [row for row in latest(read_log(log))
             if row.get("run_id") in forks and verdict_is_current(row, forks[row["run_id"]])]
 
@@ -164,7 +168,6 @@ def fork_verdicts(rows: list[dict[str, Any]], parsed: dict[str, RunFile]) -> lis
     with which reply limit (as the rows record it; for verdicts that predate that record, the
     parent dataset's study's), and the judge command that made them. Raises DatasetError for
     a judge the model registry does not know."""
-    from adakit.judging.store import LOG, judgments_dir
     from adakit.llm.models import ModelError, get_model
 
     by_log: dict[Path, tuple[list[Path], set[str]]] = {}
@@ -208,12 +211,16 @@ def _parent_judge_tokens(root: Path) -> int | None:
     """The judges' reply limit of the study whose dataset the forks under ``root`` come from
     (``<dataset>/study.yaml``, its ``judge: max_tokens``): the forks are judged as their
     parents were. None when the forks are not in a dataset or its study sets none."""
-    ds = shipped_dataset(root) if root.name.endswith(".forks") else None
+    ds = _forks_dataset(root)
     if ds is None or not (ds / "study.yaml").is_file():
         return None
-    doc = yaml.safe_load((ds / "study.yaml").read_text(encoding="utf-8")) or {}
-    limit = (doc.get("judge") or {}).get("max_tokens") if isinstance(doc, dict) else None
-    return int(limit) if isinstance(limit, int) else None
+    limit = (read_study_file(ds / "study.yaml").get("judge") or {}).get("max_tokens")
+    return limit if isinstance(limit, int) else None
+
+
+def _forks_dataset(root: Path) -> Path | None:
+    """The shipped dataset whose ``runs.forks`` folder ``root`` is (None for any other)."""
+    return shipped_dataset(root) if root.name.endswith(".forks") else None
 
 
 def _parent_reply_keys(rows: list[dict[str, Any]]) -> set[str]:
@@ -222,7 +229,7 @@ def _parent_reply_keys(rows: list[dict[str, Any]]) -> set[str]:
     does not count as shipped)."""
     keys: set[str] = set()
     for root in _fork_roots(rows):
-        ds = shipped_dataset(root) if root.name.endswith(".forks") else None
+        ds = _forks_dataset(root)
         if ds is not None and (ds / RESPONSES).is_file():
             keys |= {key for _, _, key, _, why in recorded_replies(ds / RESPONSES)
                      if key and why is None}
