@@ -42,7 +42,10 @@ GROUPS = """(() => {
     /card \\d+ of \\d+ · \\d+ of \\d+ labels by \\S+ · \\d+ of \\d+ cards complete/) || [''])[0];
   const status = [...ui.querySelectorAll('.widget-html-content')].map((h) => h.textContent)
     .find((t) => /saved: /.test(t)) || '';
-  return {position, status, text: ui.textContent, run: window.__runAll,
+  // the card each label group was drawn for (closed groups may linger a moment)
+  const drawn = groups.map((g) => ([...g.classList].find((c) => c.startsWith('adakit-card-'))
+                                    || '').replace('adakit-card-', ''));
+  return {position, status, text: ui.textContent, run: window.__runAll, drawn,
           groups: groups.map((g) => [
             [...g.classList].find((c) => c.startsWith('adakit-label-')) || '',
             [...g.querySelectorAll('button')].map((b) => b.textContent.trim()),
@@ -69,6 +72,13 @@ NEXT_CARD = """(() => {
   button.click();
   return true;
 })()"""
+
+
+def _drawn_for_shown(state: dict) -> bool:
+    """Whether every label group on the page was drawn for the card the header shows (after
+    "next", the old card's groups can stay in the page for a moment; a click on one is lost)."""
+    shown = state["position"].removeprefix("card ").split(" ", 1)[0]
+    return bool(state["drawn"]) and set(state["drawn"]) == {shown}
 
 
 def _judged(corpus: Path) -> pd.DataFrame:
@@ -114,7 +124,7 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
             open_and_run(page, lab, "label.ipynb")
             state = page.wait_for(GROUPS, 60, "the labelling widget",
                                   until=lambda s: bool(s) and s["run"] == "done"
-                                  and bool(s["groups"]))
+                                  and _drawn_for_shown(s))
             assert state["position"].startswith("card 1 of ")
             assert f"0 of {n_items} labels by ana" in state["position"]
             assert plan.note.splitlines()[0] in state["text"]  # how many cards, and why
@@ -141,9 +151,9 @@ def test_label_three_items_reload_and_notebook_13_reads_them(tmp_path: Path, mon
                 else:
                     before = state["position"]
                     page.evaluate(NEXT_CARD)
-                    state = page.wait_for(GROUPS, 20, "the next card",
+                    state = page.wait_for(GROUPS, 20, "the next card and its label rows",
                                           until=lambda s, b=before: bool(s)
-                                          and s["position"] != b)
+                                          and s["position"] != b and _drawn_for_shown(s))
                     assert state["status"] == ""  # the last card's "saved" stays with it
             time.sleep(2.0)  # anything a double click would have written has arrived by now
             rows = log.rows()

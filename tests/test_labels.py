@@ -299,6 +299,9 @@ def test_labelling_widget_saves_each_click_once(corpus, tmp_path):
     done = []
     for k in range(3):  # three cards, one label each
         w.go(k)
+        # each label row says which card drew it, and the header is redrawn after the rows
+        assert all(f"adakit-card-{k + 1}" in b._dom_classes for b in w.buttons.values())
+        assert f"card {k + 1} of" in w.position.value
         family, buttons = next(iter(w.buttons.items()))
         buttons.value = buttons.options[1]
         buttons.value = buttons.options[1]  # clicking the chosen label again: no change

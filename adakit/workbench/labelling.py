@@ -144,7 +144,6 @@ class LabellingWidgets:
 
         card = self.card
         mine = self._mine()
-        self.count()
         self.evidence.value = card_html(card, self._run(card.run_id), self.blind.value)
         self._busy = True
         try:
@@ -158,6 +157,7 @@ class LabellingWidgets:
                                           style={"button_width": "auto"},
                                           layout=w.Layout(width="auto"))
                 buttons.add_class(f"adakit-label-{item.family}")
+                buttons.add_class(f"adakit-card-{self.index + 1}")  # which card drew it
                 buttons.observe(lambda change, it=item: self._on_label(it, change),
                                 names="value")
                 self.buttons[item.family] = buttons
@@ -167,6 +167,7 @@ class LabellingWidgets:
             self.rows.children = rows
         finally:
             self._busy = False
+        self.count()  # last, so a new header means the card's rows were sent before it
 
     def counts(self, mine: dict[tuple[str, str], str] | None = None) -> tuple[int, int]:
         """(labels given, cards complete) by this labeller over the whole deck."""
