@@ -213,11 +213,20 @@ def screenshot(page: Page, path: Path) -> tuple[int, int]:
 
 
 def left_area(page: Page, open_: bool) -> None:
-    """Open or close JupyterLab's left area (the file browser)."""
+    """Open or close JupyterLab's left area (the file browser), and return once the page is
+    laid out for it: the panel shown or hidden, the main area beside it, and the boxes of the
+    panel, the main area and the notebook the same in two reads in a row."""
     page.evaluate(LEFT_AREA.replace("WANT", json.dumps(open_)))
-    page.wait_for("window.jupyterapp.shell.leftCollapsed", 10, "the left area to move",
-                  until=lambda collapsed: collapsed is (not open_))
-    time.sleep(1.0)  # the panel's resize transition
+    seen: list[dict] = []
+
+    def laid_out(drawn: dict | None) -> bool:
+        seen.append(drawn or {})
+        return (bool(drawn) and drawn["collapsed"] is (not open_)
+                and (drawn["stack"][1] > drawn["stack"][0]) is open_
+                and drawn["main"][0] >= drawn["stack"][1] and seen[-2:-1] == [drawn])
+
+    page.wait_for(LEFT_AREA_DRAWN, 10, "the page laid out with the left area "
+                  + ("open" if open_ else "closed"), until=laid_out)
 
 
 LEFT_AREA = """(async (want) => {
@@ -226,6 +235,18 @@ LEFT_AREA = """(async (want) => {
   if (want) app.shell.expandLeft(); else app.shell.collapseLeft();
   return true;
 })(WANT)"""
+
+# The left area as laid out: whether the shell has it collapsed, and the left and right
+# edges of its panel, of the main area and of the notebook shown there.
+LEFT_AREA_DRAWN = """(() => {
+  const stack = document.getElementById('jp-left-stack');
+  const main = document.getElementById('jp-main-dock-panel');
+  const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  if (!window.jupyterapp || !stack || !main || !nb) return null;
+  const edges = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.right].map(Math.round); };
+  return {collapsed: window.jupyterapp.shell.leftCollapsed, stack: edges(stack),
+          main: edges(main), notebook: edges(nb)};
+})()"""
 
 # Where the widgets with CSS class ``cls`` sit inside their output area: every element
 # that sticks out of it, every element that scrolls sideways, each image's drawn against

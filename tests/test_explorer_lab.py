@@ -225,7 +225,7 @@ PRESENT_BOXES = """(async () => {
             button: parseFloat(getComputedStyle(button('next ▶')).fontSize)},
     present: ui.classList.contains('adakit-present'),
     map_src: map ? map.src : '', map_shown: map ? map.naturalWidth : 0,
-    text: ui.textContent,
+    text: ui.textContent, turn: (ui.querySelector('.adakit-turn') || {}).textContent || '',
   };
 })()"""
 
@@ -283,8 +283,9 @@ def test_explorer_in_presentation_size_fits_one_turn_at_1280x720(lab: ExplorerLa
             before = state["map_src"]
             assert page.evaluate(CHOOSE_WORLD % json.dumps("requests"))
             t0 = time.monotonic()
-            page.wait_for(PRESENT_BOXES, 30, "the text of a requests run",
-                          until=lambda s: bool(s) and "· requests ·" in s["text"])
+            # the turn's own header (the run menu lists requests runs from the start)
+            page.wait_for(PRESENT_BOXES, 30, "the turn text of a requests run",
+                          until=lambda s: bool(s) and "· requests ·" in s["turn"])
             t_text = time.monotonic() - t0
             moved = page.wait_for(PRESENT_BOXES, 10, "the map of requests",
                                   until=lambda s: bool(s) and s["map_src"] != before)
@@ -298,11 +299,26 @@ def test_explorer_in_presentation_size_fits_one_turn_at_1280x720(lab: ExplorerLa
             raise
 
 
-# every output area of a notebook: sideways scrollers, and images shown narrower than drawn
+# every output area of a notebook (scrolled to its end): sideways scrollers, and images shown
+# narrower than drawn; how many cells of the notebook's model have outputs and how many of
+# those show them, how many images there are (total) and how many have loaded (images)
 OUTPUTS = """(() => {
+  const app = window.jupyterapp;
+  const panel = app && [...app.shell.widgets('main')].find((w) => w.sessionContext && w.content);
+  if (!panel || !panel.context.isReady) return null;
+  const scroller = document.querySelector('.jp-WindowedPanel-outer');
+  if (scroller) scroller.scrollTop = scroller.scrollHeight;
+  const nb = panel.content;
+  let cells = 0, drawn = 0;
+  for (let i = 0; i < nb.model.cells.length; i++) {
+    if (!(nb.model.cells.get(i).toJSON().outputs || []).length) continue;
+    cells += 1;
+    const cell = nb.widgets[i];
+    if (cell && cell.node.querySelector('.jp-OutputArea-output')) drawn += 1;
+  }
   const outs = [...document.querySelectorAll('.jp-OutputArea-output')];
   const wide = [], scaled = [];
-  let images = 0;
+  let images = 0, total = 0;
   outs.forEach((o, i) => {
     for (const e of [o, ...o.querySelectorAll('*')]) {
       const ox = getComputedStyle(e).overflowX;
@@ -310,20 +326,22 @@ OUTPUTS = """(() => {
         wide.push([i, e.tagName, e.scrollWidth, e.clientWidth]);
     }
     for (const im of o.querySelectorAll('img')) {
-      if (!im.naturalWidth) continue;
+      total += 1;
+      if (!im.complete || !im.naturalWidth) continue;
       images += 1;
       const shown = im.getBoundingClientRect().width;
       if (shown < im.naturalWidth - 0.5) scaled.push([i, im.naturalWidth, Math.round(shown)]);
     }
   });
-  return {outputs: outs.length, images, wide, scaled};
+  return {cells, drawn, outputs: outs.length, total, images, wide, scaled};
 })()"""
 
-SCROLL_ALL = """(() => {
-  const n = document.querySelector('.jp-WindowedPanel-outer');
-  if (n) n.scrollTop = n.scrollHeight;
-  return true;
-})()"""
+
+def _all_drawn(state: dict | None) -> bool:
+    """Whether every cell with outputs shows them and every image in them has loaded (the tour
+    draws at least five figures)."""
+    return (bool(state) and state["cells"] > 0 and state["drawn"] == state["cells"]
+            and state["images"] == state["total"] >= 5)
 
 
 @pytest.mark.slow
@@ -349,14 +367,12 @@ def test_the_executed_tour_reads_at_1280x720(flask_world, tmp_path: Path, monkey
             start_chromium(chromium, tmp_path / "chromium", tmp_path / "chromium.log") as page:
         set_viewport(page, 1280, 720)
         page.navigate(server.notebook_url("tour.ipynb"))
-        page.wait_for(OUTPUT_STATE, 60, "the tour to open", until=bool)
+        # (an output area shows before the notebook's cells have loaded: wait for all of them)
+        page.wait_for(OUTPUTS, 60, "the tour to open with every output", until=_all_drawn)
         for open_ in (True, False):
             left_area(page, open_)
-            for _ in range(40):  # let JupyterLab render every cell
-                page.evaluate(SCROLL_ALL)
-                time.sleep(0.1)
-            state = page.wait_for(OUTPUTS, 30, "the tour's figures",
-                                  until=lambda s: s["images"] >= 5)
+            state = page.wait_for(OUTPUTS, 30, "the tour's outputs and figures",
+                                  until=_all_drawn)
             what = "file browser " + ("open" if open_ else "closed")
             assert state["wide"] == [], f"{what}: outputs scrolling sideways {state}"
             assert state["scaled"] == [], f"{what}: figures shrunk to fit {state}"
