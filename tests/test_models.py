@@ -589,7 +589,7 @@ def test_429s_have_their_own_retry_budget(key: str) -> None:
 
 
 def _two_threads(fake: FakeOpenAI, shared: bool) -> None:
-    """After a warm-up call, thread A meets a 429 asking for 0.4 s; thread B calls 0.1 s later."""
+    """After a warm-up call, thread A meets a 429 asking for 1 s; thread B calls 0.1 s later."""
     import threading
 
     spec = spec_for(fake, model_id=f"pause-{shared}-{fake.port}")
@@ -609,16 +609,16 @@ def test_a_429_pauses_the_whole_endpoint(key: str, shared: bool) -> None:
 
     def script(request: dict) -> object:
         arrivals.append(time.monotonic())
-        return error(429, retry_after=0.4) if len(arrivals) == 2 else "ok"
+        return error(429, retry_after=1.0) if len(arrivals) == 2 else "ok"
 
     with FakeOpenAI(script) as fake:
         _two_threads(fake, shared)
     assert len(arrivals) == 4
     after = sorted(t - arrivals[1] for t in arrivals[2:])  # seconds after the 429
-    if shared:  # B waits out the pause A's 429 started: nothing arrives before 0.4 s
-        assert after[0] >= 0.38
-    else:  # each thread on its own: B goes straight through at ~0.1 s
-        assert after[0] < 0.3
+    if shared:  # B waits out the pause A's 429 started: nothing arrives before 1 s
+        assert after[0] >= 0.98
+    else:  # each thread on its own: B goes straight through at ~0.1 s (a loaded CI machine
+        assert after[0] < 0.8  # may stretch that, so the bound only tells the two apart)
 
 
 def test_max_concurrency_caps_requests_in_flight_across_threads(key: str) -> None:
