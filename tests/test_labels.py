@@ -297,11 +297,18 @@ def test_labelling_widget_saves_each_click_once(corpus, tmp_path):
     assert "labeller id" in w.status.value and first.value is None and not path.exists()
     w.labeller.value = "ana"
     done = []
+    # the label rows shown whenever the header changes: the header is redrawn after the rows
+    rows_at_header: list[set[str]] = []
+    w.position.observe(lambda _: rows_at_header.append(
+        {c for r in w.rows.children for c in r._dom_classes if c.startswith("adakit-card-")}),
+        names="value")
     for k in range(3):  # three cards, one label each
         w.go(k)
-        # each label row says which card drew it, and the header is redrawn after the rows
+        # each label row says which card drew it
         assert all(f"adakit-card-{k + 1}" in b._dom_classes for b in w.buttons.values())
         assert f"card {k + 1} of" in w.position.value
+        if k:  # a new card: its header came with its own rows on the page, not the last card's
+            assert rows_at_header[-1] == {f"adakit-card-{k + 1}"}, rows_at_header
         family, buttons = next(iter(w.buttons.items()))
         buttons.value = buttons.options[1]
         buttons.value = buttons.options[1]  # clicking the chosen label again: no change

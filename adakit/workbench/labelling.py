@@ -167,7 +167,7 @@ class LabellingWidgets:
             self.rows.children = rows
         finally:
             self._busy = False
-        self.count()  # last, so a new header means the card's rows were sent before it
+        self.count(mine)  # last, so a new header means the card's rows were sent before it
 
     def counts(self, mine: dict[tuple[str, str], str] | None = None) -> tuple[int, int]:
         """(labels given, cards complete) by this labeller over the whole deck."""
@@ -175,9 +175,10 @@ class LabellingWidgets:
         given = sum((i.item_id, i.family) in mine for c in self.cards for i in c.items)
         return given, sum(self._done(c, mine) for c in self.cards)
 
-    def count(self) -> None:
-        """Redraw the header line: the card shown and this labeller's counts."""
-        given, done = self.counts()
+    def count(self, mine: dict[tuple[str, str], str] | None = None) -> None:
+        """Redraw the header line: the card shown and this labeller's counts (``mine``: their
+        labels, when already read)."""
+        given, done = self.counts(mine)
         items = sum(len(c.items) for c in self.cards)
         who = html.escape(self.labeller.value.strip() or "(nobody yet)")
         self.position.value = (f"<span style='{WRAP}'>card {self.index + 1} of "
