@@ -196,8 +196,8 @@ class _Session:
             for line in self.subagents.pop(agent):
                 if isinstance(line, dict) and isinstance(line.get("type"), str):
                     self.read({**line, "isSidechain": True, "agentId": agent})
-        for b in results:
-            self.answer(b, rec.get("toolUseResult") if len(results) == 1 else None, stamp)
+        for result in results:
+            self.answer(result, rec.get("toolUseResult") if len(results) == 1 else None, stamp)
         for b in blocks:
             if isinstance(b, dict) and b.get("type") not in _BLOCKS:
                 self.unused[f"block:{b.get('type')}"] += 1
@@ -233,8 +233,9 @@ class _Session:
         model = str(msg.get("model") or "")
         if model and not model.startswith("<") and not self.model:
             self.model = model
-        blocks = msg.get("content") if isinstance(msg.get("content"), list) else [
-            {"type": "text", "text": text_of(msg.get("content"))}]
+        content = msg.get("content")
+        blocks: list[Any] = content if isinstance(content, list) else [
+            {"type": "text", "text": text_of(content)}]
         for b in blocks:
             kind = b.get("type") if isinstance(b, dict) else None
             if kind == "thinking":
@@ -252,9 +253,11 @@ class _Session:
              chain: str, stamp: float | None) -> None:
         msg = rec["message"]
         name = str(block.get("name") or "?")
-        args = block.get("input") if isinstance(block.get("input"), dict) else {}
+        given = block.get("input")
+        args: dict[str, Any] = given if isinstance(given, dict) else {}
         thinking, texts = self.thinking.pop(chain, []), self.texts.pop(chain, [])
-        usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
+        used = msg.get("usage")
+        usage: dict[str, Any] = used if isinstance(used, dict) else {}
         first = str(msg.get("id") or id(msg)) not in self.counted
         self.counted.add(str(msg.get("id") or id(msg)))
         step = SourceStep(

@@ -1222,6 +1222,7 @@ def _find_name(stage: Stage) -> str | None:
 
 def _edit(stage: Stage, rule: str, cwd: str | None, ctx: Context) -> Mapped:
     p = stage.program
+    target: str | None
     if stage.writes:
         target = stage.writes[0]
         action = "write"

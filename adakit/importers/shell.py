@@ -101,7 +101,7 @@ def _tokens(text: str) -> list[str]:
         kind = m.lastgroup
         if kind == "ws":
             continue
-        tok = m.group(kind)
+        tok = m.group(0)  # every alternative is one named group
         if comment:
             if tok == "\n":
                 comment = False

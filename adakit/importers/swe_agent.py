@@ -174,7 +174,8 @@ def parse(data: Any, name: str = "") -> Trajectory:
     function_calling = any(c is not None for c in calls)
     aligned = function_calling and len(calls) == len(raw_steps)
     states = [_state(s.get("state")) for s in raw_steps]
-    root = next((st["working_dir"] for st in states if st.get("working_dir")), None)
+    root = next((st["working_dir"] for st in states
+                 if isinstance(st.get("working_dir"), str) and st["working_dir"]), None)
     if root is None:
         for h in history:
             m = _CURRENT_DIR.search(text_of(h.get("content")) if isinstance(h, dict) else "")
@@ -197,12 +198,13 @@ def parse(data: Any, name: str = "") -> Trajectory:
             args = {"command": action}
         t = raw.get("execution_time")
         timed = timed or isinstance(t, (int, float))
-        open_file = before.get("open_file")
+        open_file, working = before.get("open_file"), before.get("working_dir")
         steps.append(SourceStep(
             tool=tool, args=args, thought=str(raw.get("thought") or ""),
             response=str(raw.get("response") or ""), observation=str(raw.get("observation") or ""),
-            cwd=before.get("working_dir") or root,
-            open_file=open_file if open_file and open_file != "n/a" else None,
+            cwd=(working if isinstance(working, str) else None) or root,
+            open_file=open_file if isinstance(open_file, str) and open_file != "n/a" and open_file
+            else None,
             duration_s=float(t) if isinstance(t, (int, float)) else None,
         ))
     if not steps:
