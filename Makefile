@@ -24,12 +24,18 @@ LLAMA_VERSION := 0.3.36
 WHEELHOUSE ?= $(HOME)/.cache/adakit/wheelhouse
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: help setup git-filter local-model worlds study study-clean ci-replies test chromium lint bench bench-quick bench-models bench-scaffold-record reference-record lab clean
+.PHONY: help setup compiled git-filter local-model worlds study study-clean ci-replies test chromium lint bench bench-quick bench-models bench-scaffold-record reference-record lab clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-setup: $(STAMP) git-filter ## create .venv, install adakit with its notebook and dev extras, and the notebook git filter
+setup: $(STAMP) git-filter compiled ## create .venv, install adakit with its notebook and dev extras, the notebook git filter and the compiled importers
+
+# The importers' hot modules compiled with mypyc (adakit/importers/compiled.py): built once per
+# machine into ~/.cache/adakit/compiled, keyed by a digest of their sources, and loaded only
+# when built from exactly these sources; a failed build leaves them pure Python.
+compiled: $(STAMP) ## build the importers compiled with mypyc (about 50 s, once per machine and source version)
+	@$(PY) -c 'import sys; from adakit.importers.compiled import main; sys.exit(main(["build", "--optional", "--quiet"]))'
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -135,7 +141,7 @@ ci-replies: $(STAMP) $(LOCAL_STAMP) ## record the CI profile's model replies aga
 # the test suite runs in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time
 TEST_WORKERS ?= 2
 
-test: $(STAMP) $(LOCAL_STAMP) chromium ## ruff, unit tests, the CI profile end to end, notebooks under nbval, the index page in headless Chromium
+test: $(STAMP) $(LOCAL_STAMP) chromium compiled ## ruff, unit tests, the CI profile end to end, notebooks under nbval, the index page in headless Chromium
 	$(PY) -m ruff check adakit tests benchmarks notebooks
 	$(MAKE) --no-print-directory study PROFILE=ci
 	ADAKIT_STRICT=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
@@ -157,13 +163,13 @@ define run_benches
 	if [ -n "$$failed" ]; then echo "benchmarks that failed:$$failed" >&2; exit 1; fi
 endef
 
-bench: $(STAMP) $(LOCAL_STAMP) ## every benchmark at full size, printing side-by-side ratios (long: bench_models runs what the reference corpus lacks live)
+bench: $(STAMP) $(LOCAL_STAMP) compiled ## every benchmark at full size, printing side-by-side ratios (long: bench_models runs what the reference corpus lacks live)
 	@command -v rg >/dev/null && command -v ctags >/dev/null || { echo "installing ripgrep and universal-ctags (Debian) for the comparison"; \
 	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q ripgrep universal-ctags) >/dev/null; }
 	$(PY) -m adakit worlds fetch scikit-learn tensorzero flask requests
 	$(call run_benches,)
 
-bench-quick: $(STAMP) ## every benchmark with --quick: tiny sizes, seconds each, offline, no model (what make test checks)
+bench-quick: $(STAMP) compiled ## every benchmark with --quick: tiny sizes, seconds each, offline, no model (what make test checks)
 	$(PY) -m adakit worlds fetch flask
 	$(call run_benches,--quick)
 

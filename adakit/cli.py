@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "adakit.study.dataset",  # adakit dataset build|check|restore-cache
     "adakit.study.fork_dataset",  # adakit dataset build-forks STUDY (after the line above)
     "adakit.importers.batch",  # adakit import FORMAT PATH... --out DIR
+    "adakit.importers.compiled",  # adakit compiled build|status (the importers with mypyc)
     "adakit.importers.atif_export",  # adakit export atif CORPUS --out DIR
     "adakit.diagnostics.diagnosis",  # adakit diagnose CORPUS [--reference RUN_ID] [--calibrate]
     "adakit.study.fork_cli",  # adakit fork RUN_FILE --at K (one change) --seeds N

@@ -78,6 +78,20 @@ def ci_baseline_corpus(tmp_path_factory) -> Path:
     return out
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``pure_python`` patch the importers' internals, which the compiled modules
+    do not let a test patch: where those run, the tests are deselected here and
+    ``tests/test_compiled.py`` runs them in a child process with ``ADAKIT_COMPILED=0``."""
+    from adakit.importers import compiled
+
+    if not compiled.state().compiled:
+        return
+    kept = [it for it in items if it.get_closest_marker("pure_python") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[it for it in items if it not in kept])
+        items[:] = kept
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under ``ADAKIT_STRICT=1`` (set by ``make test``) a skipped test fails: CI must run them all."""

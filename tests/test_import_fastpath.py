@@ -94,10 +94,12 @@ def _check_fixtures(target: Target, counted: dict[str, int]) -> None:
     assert counted["model"] - turns < turns // 2, "the fast path was hardly taken"
 
 
+@pytest.mark.pure_python
 def test_fast_lines_equal_the_validated_records_without_a_world(counted):
     _check_fixtures(Target(), counted)
 
 
+@pytest.mark.pure_python
 def test_fast_lines_equal_the_validated_records_with_the_flask_world(flask_world, counted):
     from adakit.importers.batch import resolve_world
 
@@ -105,6 +107,7 @@ def test_fast_lines_equal_the_validated_records_with_the_flask_world(flask_world
     _check_fixtures(Target(world=world, world_info=info), counted)
 
 
+@pytest.mark.pure_python
 def test_fast_lines_equal_the_validated_records_on_benchmark_files(tmp_path, counted):
     sys.path.insert(0, str(BENCH))
     try:
@@ -131,6 +134,7 @@ def _traj(**step: object) -> Trajectory:
 SOURCE = SourceInfo(format="generic", file="/tmp/x.jsonl", sha256="0" * 64)
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("step", [
     {"tool": "bash", "args": {"command": "ls"}, "duration_s": 2},  # an int time: 2.0 when validated
     {"tool": "bash", "args": {"n": 2 ** 70, "t": (1, 2)}},  # beyond orjson's 64 bits
@@ -149,6 +153,7 @@ def test_fast_lines_equal_the_records_for_loosely_typed_steps(step):
     assert fast[2] == validated[2] and fast[0] == validated[0]
 
 
+@pytest.mark.pure_python
 @pytest.mark.parametrize("step", [
     {"tool": "bash", "args": {"command": "ls"}, "observation": "bad \ud800 text"},
     {"tool": 7, "args": {"command": "ls"}},

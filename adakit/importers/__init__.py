@@ -49,5 +49,11 @@ Modules:
   :mod:`~adakit.importers.generic`, :mod:`~adakit.importers.claude_code`,
   :mod:`~adakit.importers.codex`, :mod:`~adakit.importers.atif`,
   :mod:`~adakit.importers.inspect_log`, :mod:`~adakit.importers.aider`;
-- :mod:`~adakit.importers.atif_export`: runs written as ATIF (``adakit export atif``).
+- :mod:`~adakit.importers.atif_export`: runs written as ATIF (``adakit export atif``);
+- :mod:`~adakit.importers.compiled`: the hot modules compiled with mypyc, loaded here, before
+  any of them is imported, when a build of exactly these sources exists.
 """
+
+from adakit.importers.compiled import install as _install_compiled
+
+_install_compiled()
