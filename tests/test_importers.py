@@ -478,3 +478,19 @@ def test_open_corpora_takes_a_list_of_folders_as_one_argument(tmp_path):
     nested = open_corpora(tmp_path / "a", [str(tmp_path / "b"), tmp_path / "c"], verbose=False)
     assert len(flat.runs) == 3 and sorted(nested.runs["run_id"]) == sorted(flat.runs["run_id"])
     assert len(open_corpora(tmp_path / "a", "", verbose=False).runs) == 1  # "" adds nothing
+
+
+def test_import_workers_freeze_what_they_start_with(tmp_path):
+    """The pool's workers put what they inherited out of the garbage collector's reach; the
+    importing process itself is left as it was."""
+    import gc
+    from concurrent.futures import ProcessPoolExecutor
+
+    from adakit.importers import batch
+
+    before = gc.get_freeze_count()
+    args = ("auto", str(tmp_path), frozenset(), batch.Target())
+    with ProcessPoolExecutor(max_workers=1, initializer=batch._init_worker, initargs=args) as pool:
+        frozen = pool.submit(gc.get_freeze_count).result()
+    assert frozen > 1000
+    assert gc.get_freeze_count() == before

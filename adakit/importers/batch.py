@@ -9,6 +9,7 @@ too, so importing again is idempotent. :class:`ImportReport` counts what happene
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -66,6 +67,15 @@ _FMT: str = AUTO
 def _init(fmt: str, out: str, known: frozenset[str], target: Target) -> None:
     global _TARGET, _KNOWN, _OUT, _FMT
     _FMT, _OUT, _KNOWN, _TARGET = fmt, Path(out), known, target
+
+
+def _init_worker(fmt: str, out: str, known: frozenset[str], target: Target) -> None:
+    """A worker process's :func:`_init`; what the worker inherited or imported so far is
+    frozen out of the garbage collector's reach (``gc.freeze``): it lives as long as the
+    worker, and each collection would otherwise walk all of it again (5-10% of a Claude Code
+    import's time on 2 cores)."""
+    _init(fmt, out, known, target)
+    gc.freeze()
 
 
 def _write(path: Path, lines: Sequence[bytes]) -> None:
@@ -329,7 +339,7 @@ def import_paths(
                 record(res)
             bar.update(1)
     else:
-        with ProcessPoolExecutor(max_workers=jobs, initializer=_init, initargs=args) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=args) as pool:
             for results in pool.map(import_file, files, chunksize=chunk_size(len(files), jobs)):
                 for res in results:
                     record(res)
