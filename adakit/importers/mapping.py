@@ -335,7 +335,7 @@ def _looks_failed(text: str, exit_code: int | None, lines: int = 3) -> bool:
     """A non-zero exit code, or an error message in the first ``lines`` lines."""
     if exit_code not in (None, 0):
         return True
-    head = "\n".join(output_lines(text)[:lines])
+    head = "\n".join(text.split("\n", lines)[:lines])  # a trailing newline matches nothing
     return bool(_READ_ERROR.search(head))
 
 
@@ -509,9 +509,10 @@ def _cli_count(observation: str, counted: Any) -> int | None:
     """A search's result count: the CLI's own count, else the "Found N ..." line, else lines."""
     if isinstance(counted, int) and not isinstance(counted, bool):
         return counted
-    if _NONE_FOUND.search(observation[:200]):
+    head = observation[:200]
+    if "No " in head and _NONE_FOUND.search(head):
         return 0
-    found = _FOUND_CLI.search(observation[:200])
+    found = _FOUND_CLI.search(head) if "Found " in head else None
     if found:
         return int(found.group(1))
     return _count_results(observation) if observation.strip() else 0
