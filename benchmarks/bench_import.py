@@ -18,7 +18,9 @@ files of a synthetic world. Then:
 
 4. ``import_paths("claude-code", ...)`` with 2 processes over ``--claude`` generated Claude Code
    sessions of 200 lines each (Read with offset/limit, Grep, Bash ``sed -n``; issue 27), beside
-   the SWE-agent rate as a ratio.
+   the SWE-agent rate as a ratio; and, when the importers run compiled with mypyc
+   (:mod:`adakit.importers.compiled`, the first line printed says), the same sessions imported
+   again by a child process with ``ADAKIT_COMPILED=0`` (pure Python), as a ratio.
 
 Targets (issues 16 and 27): >= 500 trajectories/s on 2 cores, SWE-agent and Claude Code alike;
 first open <= 10 s. Beside the wall
@@ -46,6 +48,7 @@ from pathlib import Path
 from timing import Ratio, print_ratios
 
 from adakit import config
+from adakit.importers import compiled
 from adakit.importers.batch import import_paths
 from adakit.record import load_corpus
 from adakit.synthetic import world_files
@@ -247,7 +250,29 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
+def _timed_import(fmt: str, src: Path, out: Path) -> tuple[int, float, float]:
+    """(files imported, wall seconds, CPU seconds) of one import with 2 processes."""
+    t0, c0 = time.perf_counter(), _cpu()
+    rep = import_paths(fmt, [src], out, jobs=2, progress=False, echo=False)
+    return len(rep.imported), time.perf_counter() - t0, _cpu() - c0
+
+
+def _pure_python_import(fmt: str, src: Path, out: Path) -> tuple[int, float, float]:
+    """:func:`_timed_import` in a child process whose importers are pure Python."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, __file__, "--import-only", fmt, str(src), str(out)],
+                          capture_output=True, text=True, env={**os.environ, compiled.SWITCH: "0"},
+                          check=True)
+    n, wall, cpu = json.loads(proc.stdout.strip().splitlines()[-1])
+    return int(n), float(wall), float(cpu)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["--import-only"]:  # the child of _pure_python_import
+        fmt, src, out = sys.argv[2:5]
+        print(json.dumps(_timed_import(fmt, Path(src), Path(out))))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--steps", type=int, default=30)
@@ -259,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.files, args.single, args.claude = 200, 100, 100
     config.DATA.mkdir(parents=True, exist_ok=True)
+    print(compiled.state().line())
     work = Path(tempfile.mkdtemp(prefix="bench-import-", dir=config.DATA))
     try:
         src = work / "src"
@@ -324,7 +350,15 @@ def main(argv: list[str] | None = None) -> int:
         rate_cc, idle_cc = n_cc / t_cc, n_cc / (c_cc / 2)
         print(f"\nClaude Code: {n_cc:,} of {args.claude:,} sessions of 200 lines "
               f"({size_cc / 1e6:.0f} MB; skipped {len(rep_cc.skipped)}), "
-              f"{sum(r.turns for r in rep_cc.imported):,} turns, in {t_cc:.1f} s wall, {c_cc:.1f} s CPU")
+              f"{sum(r.turns for r in rep_cc.imported):,} turns, in {t_cc:.1f} s wall, {c_cc:.1f} s CPU"
+              f" ({1000 * c_cc / max(n_cc, 1):.2f} ms CPU a session)")
+        shutil.rmtree(work / "claude-out")
+        pure = None
+        if compiled.state().compiled:
+            n_py, t_py, c_py = _pure_python_import("claude-code", cc_src, work / "claude-out-py")
+            pure = n_py / t_py
+            print(f"Claude Code, pure Python (ADAKIT_COMPILED=0): {n_py:,} sessions in {t_py:.1f} s "
+                  f"wall, {c_py:.1f} s CPU ({1000 * c_py / max(n_py, 1):.2f} ms CPU a session)")
         print_ratios([
             Ratio("import, 2 processes, wall (files/s)", rate2, TARGET_FILES_PER_S, ">=", fmt="{:.0f}"),
             Ratio("import, 2 idle cores by CPU time (files/s)", idle2, TARGET_FILES_PER_S, ">=",
@@ -338,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
             Ratio("Claude Code import, 2 idle cores by CPU time (files/s)", idle_cc,
                   TARGET_FILES_PER_S, ">=", fmt="{:.0f}"),
             Ratio("Claude Code vs SWE-agent import (files/s)", rate_cc, baseline=rate2, fmt="{:.0f}"),
+            *([Ratio("Claude Code import, compiled vs pure Python (files/s)", rate_cc,
+                     baseline=pure, fmt="{:.0f}")] if pure else []),
         ])
     finally:
         shutil.rmtree(work, ignore_errors=True)
