@@ -409,7 +409,7 @@ class _TurnParts:
                     "tokens_reused": None, "cost_usd": c["cost_usd"], "cached": False,
                     "constrained": False, "raw_text": c["raw_text"], "thinking": c["thinking"],
                     "call": {"tool": self.tool, "params": params}, "parse_error": None,
-                    "observation": c["observation"], "metrics": _metrics_record(self.metrics),
+                    "observation": c["observation"], "metrics": self.metrics,
                     "state_changes": [], "injected": [i.model_dump() for i in c["injected"]],
                     "coach": None, "model_calls": [], "dropped_messages": 0,
                     "observation_chars": c["observation_chars"],
@@ -457,15 +457,6 @@ def _str_or_none(value: Any) -> bool:
     return value is None or type(value) is str
 
 
-def _metrics_record(m: dict[str, Any]) -> dict[str, Any]:
-    """``ToolMetrics`` as written: every field, in its order."""
-    return {"tool": m["tool"], "file": m["file"], "ranges": m["ranges"],
-            "lines_viewed": m["lines_viewed"], "structural": m["structural"], "block": None,
-            "symbol": m["symbol"], "action": m["action"], "result_count": m["result_count"],
-            "error_type": m["error_type"], "confidence": None, "finalize": m["finalize"],
-            "exit_code": m["exit_code"], "mapped_by": m["mapped_by"]}
-
-
 def _turns(traj: Trajectory, target: Target, state: _Walk) -> Iterator[_TurnParts]:
     """Each step's turn, mapped, in order (lazily: a step is mapped when its turn is asked
     for, so a bad step fails where it always did)."""
@@ -477,14 +468,16 @@ def _turns(traj: Trajectory, target: Target, state: _Walk) -> Iterator[_TurnPart
     else:
         resolver = PathResolver(root, target.world, target.tree())
     times = _times(traj)
+    cap = target.max_observation_chars
+    is_dir, line_count, read_lines = resolver.is_dir, resolver.line_count, resolver.lines
     for i, (step, (t0, t1)) in enumerate(zip(traj.steps, times, strict=True), 1):
         obs = step.observation or ""
         common = {
             "turn": i, "started_at": t0, "ended_at": t1, "latency_s": step.latency_s,
             "tokens_in": step.tokens_in, "tokens_out": step.tokens_out,
             "cost_usd": step.cost_usd, "raw_text": step.response, "thinking": step.thought,
-            "observation": clip(obs, target.max_observation_chars, marker=_OBSERVATION_CUT,
-                                within=False, space="keep"),
+            "observation": obs if len(obs) <= cap else clip(
+                obs, cap, marker=_OBSERVATION_CUT, within=False, space="keep"),
             "observation_chars": len(obs),
             "sidechain": step.sidechain,
             "injected": [Injection(source="compaction", text=step.compaction)]
@@ -497,15 +490,13 @@ def _turns(traj: Trajectory, target: Target, state: _Walk) -> Iterator[_TurnPart
         ctx = Context(
             cwd=cwd,
             open_file=resolver(step.open_file, cwd) if step.open_file else None,
-            resolve=resolver, is_dir=resolver.is_dir, line_count=resolver.line_count,
-            read_lines=resolver.lines,
+            resolve=resolver, is_dir=is_dir, line_count=line_count, read_lines=read_lines,
             output_complete=step.observation_complete, exit_code=step.exit_code,
             result=step.result,
         )
         m = _mapped_turn(step, ctx, target.tool_names)
         state.submitted = state.submitted or m.tool == "SUB"
-        yield _TurnParts(common, step.tool or "?", step.args,
-                         {**m.metrics(), "exit_code": step.exit_code})
+        yield _TurnParts(common, step.tool or "?", step.args, m.metrics(step.exit_code))
 
 
 def _ends(traj: Trajectory, source: SourceInfo, target: Target, state: _Walk, n_turns: int,
@@ -615,10 +606,13 @@ def seconds(value: Any) -> float | None:
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, str) and value:
-        try:
-            stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        try:  # Python 3.11 reads a "Z" suffix itself
+            stamp = datetime.fromisoformat(value)
         except ValueError:
-            return None
+            try:
+                stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                return None
         if stamp.tzinfo is None:
             stamp = stamp.replace(tzinfo=UTC)
         return stamp.timestamp()

@@ -160,7 +160,9 @@ class _Session:
             self.keys[tuple(rec)] += 1  # counted by key set, spelled out once at the end
             if isinstance(rec.get("message"), dict):
                 self.message_keys[tuple(rec["message"])] += 1
-        self.version = str(rec.get("version") or self.version)
+        version = rec.get("version")
+        if version:
+            self.version = str(version)
         self.session = self.session or str(rec.get("sessionId") or "")
         self.root = self.root or (str(rec["cwd"]) if rec.get("cwd") else None)
         if kind == "user":
@@ -258,8 +260,9 @@ class _Session:
         thinking, texts = self.thinking.pop(chain, []), self.texts.pop(chain, [])
         used = msg.get("usage")
         usage: dict[str, Any] = used if isinstance(used, dict) else {}
-        first = str(msg.get("id") or id(msg)) not in self.counted
-        self.counted.add(str(msg.get("id") or id(msg)))
+        reply = str(msg.get("id") or id(msg))
+        first = reply not in self.counted
+        self.counted.add(reply)
         step = SourceStep(
             tool=name, args=args, thought="\n\n".join([*thinking, *texts]),
             response="\n\n".join(texts), cwd=str(rec["cwd"]) if rec.get("cwd") else None,

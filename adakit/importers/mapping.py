@@ -271,14 +271,15 @@ class Mapped:
     finalize: bool | None = None
     failed: bool = False
 
-    def metrics(self) -> dict[str, Any]:
-        """The ``ToolMetrics`` fields of this mapping."""
+    def metrics(self, exit_code: int | None = None) -> dict[str, Any]:
+        """Every ``ToolMetrics`` field of this mapping, in the record's order (``exit_code``:
+        the step's)."""
         return {
             "tool": self.tool, "file": self.file, "ranges": list(self.ranges),
-            "lines_viewed": self.lines_viewed, "structural": self.structural,
-            "action": self.action, "symbol": self.symbol, "result_count": self.result_count,
-            "finalize": self.finalize, "mapped_by": self.rule,
-            "error_type": "tool_error" if self.failed else None,
+            "lines_viewed": self.lines_viewed, "structural": self.structural, "block": None,
+            "symbol": self.symbol, "action": self.action, "result_count": self.result_count,
+            "error_type": "tool_error" if self.failed else None, "confidence": None,
+            "finalize": self.finalize, "exit_code": exit_code, "mapped_by": self.rule,
         }
 
 
