@@ -241,3 +241,67 @@ def test_the_dev_extra_pins_the_mypy_the_build_installs():
 
     dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
     assert compiled.MYPY in dev
+
+
+_FIELD_VALUES = [7, 2.5, 30.0, "30", "0.003", "abc", True, None, [], {"n": 1}, "", "/repo"]
+
+
+def _with(data: object, path: tuple, value: object) -> object:
+    """A copy of ``data`` with the member at ``path`` (keys and indexes; ``"*"``: every item of
+    a list) set to ``value``."""
+    data = copy.deepcopy(data)
+    targets = [data]
+    for key in path[:-1]:
+        targets = [t[i] for t in targets for i in (range(len(t)) if key == "*" else [key])
+                   if isinstance(t, (dict, list))]
+    for t in targets:
+        if isinstance(t, dict):
+            t[path[-1]] = value
+    return data
+
+
+def _field_cases(folder: Path) -> int:
+    """Each reader's fields that take a folder, a cost or a step limit from the source, set to
+    values of every JSON type: one file a value."""
+    folder.mkdir(parents=True)
+    traj = FIXTURES / "trajectories"
+    generic = [json.loads(ln) for ln in (traj / "generic" / "flask-blueprint-walk.jsonl")
+               .read_text().splitlines() if ln.strip()]
+    mini = json.loads((traj / "mini_swe_agent" / "pallets__flask-5003.traj.json").read_text())
+    swe = json.loads((traj / "swe_agent" / "pallets__flask-5001.traj").read_text())
+    for step in swe["trajectory"]:  # its states are JSON text; the reader takes objects too
+        step["state"] = json.loads(step["state"])
+    oh = json.loads((traj / "openhands" / "pallets__flask-5005.json").read_text())
+    n = 0
+    for k, value in enumerate(_FIELD_VALUES):
+        for role, key in (("meta", "root"), ("meta", "repo"), ("tool", "cwd"), ("assistant", "cost")):
+            lines = [{**r, key: value} if r.get("role") == role else r for r in generic]
+            (folder / f"g-{role}-{key}-{k}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+            n += 1
+        for name, path in (("cost", ("messages", "*", "extra", "cost")),
+                           ("limit", ("info", "config", "agent", "step_limit"))):
+            (folder / f"m-{name}-{k}.traj.json").write_text(json.dumps(_with(mini, path, value)))
+            n += 1
+        for name, path in (("wd", ("trajectory", "*", "state", "working_dir")),
+                           ("open", ("trajectory", "*", "state", "open_file"))):
+            (folder / f"s-{name}-{k}.traj").write_text(json.dumps(_with(swe, path, value)))
+            n += 1
+        oh_case = _with(oh, ("metadata", "max_iterations"), value) if isinstance(oh, dict) else oh
+        (folder / f"o-limit-{k}.json").write_text(json.dumps(oh_case))
+        n += 1
+    return n
+
+
+@needs_build
+def test_compiled_and_pure_python_agree_on_each_readers_typed_fields(tmp_path):
+    """The fields the uncompiled readers hand to the compiled records (folders, costs, step
+    limits) with values of every type: both import the same files and skip the same ones."""
+    n = _field_cases(tmp_path / "src")
+    fast = _probe(tmp_path / "a", [tmp_path / "src"])
+    slow = _probe(tmp_path / "b", [tmp_path / "src"], ADAKIT_COMPILED="0")
+    assert fast["compiled"] is True and slow["compiled"] is False
+    assert len(slow["outcomes"]) == n
+    assert sum(v[0] is None for v in slow["outcomes"].values()) > n // 2
+    differ = {Path(k).name: (fast["outcomes"].get(k), v) for k, v in slow["outcomes"].items()
+              if _outcome(fast["outcomes"].get(k)) != _outcome(v)}
+    assert not differ, json.dumps(dict(list(differ.items())[:5]), indent=1)

@@ -8,6 +8,7 @@ once for every format.
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
 from collections.abc import Iterable, Iterator
@@ -570,6 +571,37 @@ def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+def text_or_none(value: Any) -> str | None:
+    """A folder or name as the record keeps it: non-empty text, else None (a number or a list
+    where a path should be is treated as absent)."""
+    return value if isinstance(value, str) and value else None
+
+
+def number_or_none(value: Any) -> float | None:
+    """A cost or duration as the record reads it: a number (not a bool) as a float, or text
+    that reads as a finite one; None for anything else."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def count_or_none(value: Any) -> int | None:
+    """A step limit or count as the record reads it: an int (not a bool), a float or text with
+    a whole value; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    number = number_or_none(value)
+    return int(number) if number is not None and number.is_integer() else None
 
 
 def text_of(content: Any) -> str:

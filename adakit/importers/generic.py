@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
+from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of, text_or_none
 
 FORMAT = "generic"
 AGENT = "generic"
@@ -113,7 +113,7 @@ def parse(records: list[Any], name: str = "") -> Trajectory:
                                   tokens_in=int(r.get("tokens_in") or 0) if k == 0 else 0,
                                   tokens_out=int(r.get("tokens_out") or 0) if k == 0 else 0,
                                   cost_usd=_num(r.get("cost")) if k == 0 else None,
-                                  cwd=meta.get("root"))
+                                  cwd=text_or_none(meta.get("root")))
                 steps.append(step)
                 pending.append((call_id, step))
             final = None  # a later answer-only message is the final one
@@ -128,7 +128,7 @@ def parse(records: list[Any], name: str = "") -> Trajectory:
             step.observation = text_of(r.get("content"))
             code = r.get("exit_code")
             step.exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
-            step.cwd = r.get("cwd") or step.cwd
+            step.cwd = text_or_none(r.get("cwd")) or step.cwd
             step.ended_at = stamp or step.ended_at
             last_time = stamp or last_time
     if not steps:
@@ -144,6 +144,6 @@ def parse(records: list[Any], name: str = "") -> Trajectory:
         final_message=str(outcome.get("conclusion") or final or "") or None,
         totals={"cost_usd": _num(outcome.get("cost"))},
         started_at=steps[0].started_at, ended_at=steps[-1].ended_at,
-        timing="recorded" if timed else "none", root=meta.get("root"),
-        mode="chat", repo=meta.get("repo"),
+        timing="recorded" if timed else "none", root=text_or_none(meta.get("root")),
+        mode="chat", repo=text_or_none(meta.get("repo")),
     )

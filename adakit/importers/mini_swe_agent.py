@@ -23,7 +23,14 @@ import json
 import re
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
+from adakit.importers.base import (
+    BadInput,
+    SourceStep,
+    Trajectory,
+    count_or_none,
+    number_or_none,
+    text_of,
+)
 
 FORMAT = "mini-swe-agent"
 AGENT = "mini-swe-agent"
@@ -183,7 +190,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
                 steps.append(SourceStep(response=text_of(msg.get("content")), thought=_thought(msg),
                                         parse_error=f"{len(actions)} actions: {err}",
                                         started_at=last_time, ended_at=said,
-                                        cost_usd=extra.get("cost")))
+                                        cost_usd=number_or_none(extra.get("cost"))))
                 last_time = said or last_time
                 i = j
                 continue
@@ -200,7 +207,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
                     observation=out, observation_complete=complete, exit_code=code, cwd=cwd,
                     started_at=last_time, ended_at=ended,
                     latency_s=(said - last_time) if said and last_time and k == 0 else 0.0,
-                    cost_usd=extra.get("cost") if k == 0 else None,
+                    cost_usd=number_or_none(extra.get("cost")) if k == 0 else None,
                     tokens_in=int(usage.get("prompt_tokens") or 0) if k == 0 else 0,
                     tokens_out=int(usage.get("completion_tokens") or 0) if k == 0 else 0,
                 ))
@@ -231,7 +238,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
         totals={"cost_usd": stats.get("instance_cost"), "api_calls": stats.get("api_calls")},
         started_at=steps[0].started_at or steps[0].ended_at, ended_at=steps[-1].ended_at,
         timing="recorded" if timed else "none", root=cwd,
-        step_limit=_get(info, "config", "agent", "step_limit") or None,
+        step_limit=count_or_none(_get(info, "config", "agent", "step_limit")) or None,
         mode="tool_calls" if any(m.get("tool_calls") for m in messages if isinstance(m, dict))
         else "text",
     )

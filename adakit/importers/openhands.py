@@ -30,7 +30,14 @@ import re
 from collections import Counter
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, seconds, text_of
+from adakit.importers.base import (
+    BadInput,
+    SourceStep,
+    Trajectory,
+    count_or_none,
+    seconds,
+    text_of,
+)
 
 FORMAT = "openhands"
 AGENT = "openhands"
@@ -314,7 +321,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
         totals={"cost_usd": meta_cost if meta_cost is not None else (cost_so_far or None)},
         started_at=start, ended_at=steps[-1].ended_at,
         timing="recorded" if any(s.ended_at is not None for s in steps) else "none",
-        root=root, step_limit=((meta.get("metadata") or {}).get("max_iterations")
-                               if isinstance(meta.get("metadata"), dict) else None),
+        root=root, step_limit=count_or_none(meta["metadata"].get("max_iterations"))
+        if isinstance(meta.get("metadata"), dict) else None,
         mode="events",
     )
