@@ -49,7 +49,7 @@ from timing import Ratio, print_ratios
 
 from adakit import config
 from adakit.importers import compiled
-from adakit.importers.batch import import_paths
+from adakit.importers.batch import ImportReport, import_paths
 from adakit.record import load_corpus
 from adakit.synthetic import world_files
 
@@ -250,11 +250,11 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def _timed_import(fmt: str, src: Path, out: Path) -> tuple[int, float, float]:
-    """(files imported, wall seconds, CPU seconds) of one import with 2 processes."""
+def _timed_import(fmt: str, src: Path, out: Path) -> tuple[ImportReport, float, float]:
+    """(the report, wall seconds, CPU seconds) of one import with 2 processes."""
     t0, c0 = time.perf_counter(), _cpu()
     rep = import_paths(fmt, [src], out, jobs=2, progress=False, echo=False)
-    return len(rep.imported), time.perf_counter() - t0, _cpu() - c0
+    return rep, time.perf_counter() - t0, _cpu() - c0
 
 
 def _pure_python_import(fmt: str, src: Path, out: Path) -> tuple[int, float, float]:
@@ -271,7 +271,8 @@ def _pure_python_import(fmt: str, src: Path, out: Path) -> tuple[int, float, flo
 def main(argv: list[str] | None = None) -> int:
     if argv is None and sys.argv[1:2] == ["--import-only"]:  # the child of _pure_python_import
         fmt, src, out = sys.argv[2:5]
-        print(json.dumps(_timed_import(fmt, Path(src), Path(out))))
+        rep, wall, cpu = _timed_import(fmt, Path(src), Path(out))
+        print(json.dumps([len(rep.imported), wall, cpu]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=10_000)
@@ -342,10 +343,7 @@ def main(argv: list[str] | None = None) -> int:
               f"cached open {t_cached:.2f} s")
         cc_src = work / "claude"
         size_cc = generate_claude(cc_src, args.claude, 200)
-        t0, c0 = time.perf_counter(), _cpu()
-        rep_cc = import_paths("claude-code", [cc_src], work / "claude-out", jobs=2, progress=False,
-                              echo=False)
-        t_cc, c_cc = time.perf_counter() - t0, _cpu() - c0
+        rep_cc, t_cc, c_cc = _timed_import("claude-code", cc_src, work / "claude-out")
         n_cc = len(rep_cc.imported)
         rate_cc, idle_cc = n_cc / t_cc, n_cc / (c_cc / 2)
         print(f"\nClaude Code: {n_cc:,} of {args.claude:,} sessions of 200 lines "

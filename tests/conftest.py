@@ -79,9 +79,11 @@ def ci_baseline_corpus(tmp_path_factory) -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``pure_python`` patch the importers' internals, which the compiled modules
-    do not let a test patch: where those run, the tests are deselected here and
-    ``tests/test_compiled.py`` runs them in a child process with ``ADAKIT_COMPILED=0``."""
+    """Tests marked ``pure_python`` patch the importers' internals (which the compiled modules
+    do not let a test patch) or hand their records values of other types than declared (which
+    the compiled records refuse when built, before the code under test runs): where the
+    compiled modules run, the tests are deselected here and ``tests/test_compiled.py`` runs
+    them in a child process with ``ADAKIT_COMPILED=0``."""
     from adakit.importers import compiled
 
     if not compiled.state().compiled:

@@ -3,9 +3,10 @@
 Importing a Claude Code session spends its time in pure-Python reading, mapping and writing
 (benchmarks/README.md, issue 27). mypyc compiles those modules (:data:`MODULES`) to C
 extensions with the same behaviour. The build is optional and made once per machine:
-``adakit compiled build`` (``make setup`` runs it) writes the extensions
-into a cache folder named after the Python, the machine and a digest of the modules' sources
-(:func:`cache_root`, ``ADAKIT_COMPILED_DIR`` overrides).
+``adakit compiled build`` (``make setup`` runs it) writes the extensions into a cache folder
+(:func:`cache_root`, ``ADAKIT_COMPILED_DIR`` overrides) named after the interpreter, a digest
+of the modules and a digest of every adakit module they import; it is made in a temporary
+folder under a lock and renamed into place whole, and never rewritten afterwards.
 
 When :mod:`adakit.importers` is imported, :func:`install` loads that build only if every
 source it was built from, and every adakit module those import, is byte for byte the file in
@@ -22,8 +23,8 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import platform
 import sys
+import sysconfig
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,9 +94,17 @@ def _digest(modules: Sequence[str]) -> str:
     return h.hexdigest()
 
 
+def tag() -> str:
+    """The interpreter and platform a build is for (its extension suffix without ``.so``)."""
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or f".{sys.implementation.cache_tag}.so"
+    return suffix.strip(".").rsplit(".", 1)[0]
+
+
 def key() -> str:
-    """The build's folder name: the Python, the machine and a digest of :data:`MODULES`."""
-    return f"{sys.implementation.cache_tag}-{platform.machine()}-{_digest(MODULES)[:16]}"
+    """The start of a build's folder name: :func:`tag` and a digest of :data:`MODULES`; the
+    name ends with a digest of every adakit module they import (a build never changes once
+    written: other sources make another folder)."""
+    return f"{tag()}-{_digest(MODULES)[:16]}"
 
 
 def dependencies(modules: Sequence[str] = MODULES) -> list[str]:
@@ -110,14 +119,19 @@ def dependencies(modules: Sequence[str] = MODULES) -> list[str]:
         seen.add(name)
         parts = name.split(".")
         todo.extend(".".join(parts[:k]) for k in range(1, len(parts)))  # its packages
+        package = name if source_of(name).name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(source_of(name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 todo.extend(a.name for a in node.names if a.name.split(".")[0] == "adakit")
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
-                    and node.module.split(".")[0] == "adakit":
-                todo.append(node.module)
-                todo.extend(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package, up level - 1 packages
+                    up = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{up}.{base}" if base else up
+                if base.split(".")[0] == "adakit":
+                    todo.append(base)
+                    todo.extend(f"{base}.{a.name}" for a in node.names)
     return sorted(seen)
 
 
@@ -145,22 +159,50 @@ def _check(folder: Path) -> tuple[dict[str, Path] | None, str]:
     """The build's files by module name, or None and why it cannot be used."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        recorded: dict[str, str] = dict(manifest["sources"])
+        files = {str(name): folder / str(f) for name, f in dict(manifest["files"]).items()}
+        sizes = {str(f): int(n) for f, n in dict(manifest["sizes"]).items()}
     except FileNotFoundError:
         return None, "not built for these sources (adakit compiled build)"
-    except (OSError, ValueError) as exc:
-        return None, f"unreadable build manifest: {exc}"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, f"unusable build manifest in {folder.name}: {type(exc).__name__}"
     try:
-        now = _sources(list(manifest["sources"]))
+        now = _sources(list(recorded))
     except OSError as exc:
         return None, f"a source of the build is gone: {exc}"
-    changed = sorted(m for m, sha in manifest["sources"].items() if now[m] != sha)
+    changed = sorted(m for m, sha in recorded.items() if now[m] != sha)
     if changed:
         return None, "built from other sources: " + ", ".join(changed) + " changed since"
-    files = {name: folder / f for name, f in manifest["files"].items()}
-    missing = sorted(str(f) for f in files.values() if not f.exists())
-    if missing or set(MODULES) - set(files):
-        return None, "the build is incomplete: " + ", ".join(missing or sorted(set(MODULES) - set(files)))
+    if set(MODULES) - set(files):
+        return None, "the build is incomplete: " + ", ".join(sorted(set(MODULES) - set(files)))
+    for f in files.values():
+        try:
+            size = f.stat().st_size
+        except OSError:
+            return None, f"the build is incomplete: {f.name} is missing"
+        if size != sizes.get(f.name):
+            return None, f"the build is damaged: {f.name} has {size} bytes, not {sizes.get(f.name)}"
     return files, f"built {manifest.get('built', '?')} with {manifest.get('mypy', '?')}"
+
+
+def _find() -> tuple[dict[str, Path] | None, str, Path | None]:
+    """The newest usable build of these sources: its files, why (or why none), its folder."""
+    root = cache_root()
+    candidates = sorted(root.glob(key() + "-*"), key=_mtime, reverse=True) if root.is_dir() else []
+    reasons = []
+    for folder in candidates:
+        files, why = _check(folder)
+        if files is not None:
+            return files, why, folder
+        reasons.append(why)
+    return None, reasons[0] if reasons else "not built for these sources (adakit compiled build)", None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def install() -> State:
@@ -174,11 +216,10 @@ def install() -> State:
         _STATE = State(False, f"{SWITCH}=0")
         return _STATE
     try:
-        folder = cache_root() / key()
+        files, reason, folder = _find()
     except OSError as exc:
         _STATE = State(False, f"sources unreadable: {exc}")
         return _STATE
-    files, reason = _check(folder)
     loaded = [m for m in MODULES if m in sys.modules]
     if files is not None and loaded:
         files, reason = None, "already imported as Python: " + ", ".join(loaded)
@@ -197,7 +238,7 @@ def state() -> State:
 
 def compiled_now() -> bool:
     """Whether the modules imported so far are the compiled ones (their files are extensions)."""
-    return all(getattr(sys.modules.get(m), "__file__", "").endswith(
+    return all((getattr(sys.modules[m], "__file__", None) or "").endswith(
         tuple(importlib.machinery.EXTENSION_SUFFIXES)) for m in MODULES if m in sys.modules)
 
 
@@ -214,58 +255,72 @@ setup(name="adakit-compiled", script_args=["-q", "build_ext", "--build-lib", lib
 
 
 def build(python: str = sys.executable, quiet: bool = False, force: bool = False) -> Path:
-    """Compile :data:`MODULES` with mypyc (installing :data:`MYPY` into ``python``'s
-    environment if it lacks it) into their cache folder; the folder. Raises RuntimeError with
-    the compiler's last lines when the build fails. A build of the same sources is reused
-    unless ``force`` (``quiet``: say nothing then)."""
+    """Compile :data:`MODULES` with mypyc (installing :data:`MYPY` and setuptools into
+    ``python``'s environment if it lacks them) into a new cache folder; the folder. Raises
+    RuntimeError with the compiler's last lines when the build fails. A usable build of the
+    same sources is reused unless ``force`` (``quiet``: say nothing then). One build runs at
+    a time per cache (a lock); the folder appears whole or not at all."""
+    import fcntl
+
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second build waits, then finds the first one's
+        files, _, folder = _find()
+        if files is not None and folder is not None and not force:
+            if not quiet:
+                print(f"compiled importers: up to date in {folder}")
+            return folder
+        folder = _compile(python, root)
+    _prune(folder)
+    return folder
+
+
+def _compile(python: str, root: Path) -> Path:
+    """Compile into a temporary folder of ``root``, write the manifest last, then rename the
+    folder to its name (sources and dependencies digested)."""
     import shutil
     import subprocess
     import tempfile
 
-    folder = cache_root() / key()
-    if not force and _check(folder)[0] is not None:
-        if not quiet:
-            print(f"compiled importers: up to date in {folder}")
-        return folder
     has = subprocess.run([python, "-c", "import mypyc.build, setuptools"], capture_output=True)
     if has.returncode != 0:
         _run([python, "-m", "pip", "install", "-q", MYPY, "setuptools"], "installing mypy")
     deps = dependencies()
     before = _sources(deps)
     started = time.time()
-    with tempfile.TemporaryDirectory(prefix="adakit-compiled-") as tmp:
+    print(f"compiling {len(MODULES)} importer modules with mypyc (about a minute, once per "
+          "machine and version of their sources)", flush=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=root) as tmp:
         work = Path(tmp)
         paths = [str(source_of(m)) for m in MODULES]
         flags = ["--ignore-missing-imports", "--follow-imports=silent", f"--cache-dir={work / 'mypy'}"]
-        print(f"compiling {len(MODULES)} importer modules with mypyc (about a minute, once per "
-              "machine and version of their sources)", flush=True)
         _run([python, "-c", _SETUP, "\n".join([*flags, *paths]), GROUP, str(work / "c"),
               str(work / "lib"), str(work / "temp")], "mypyc", cwd=work)
-        files = {".".join(p.relative_to(work / "lib").parts[:-1] + (p.name.split(".")[0],)): p
+        built = {".".join(p.relative_to(work / "lib").parts[:-1] + (p.name.split(".")[0],)): p
                  for p in (work / "lib").rglob("*.so")}
-        if set(MODULES) - set(files):
-            raise RuntimeError(f"mypyc built {sorted(files)}, not {list(MODULES)}")
+        if set(MODULES) - set(built):
+            raise RuntimeError(f"mypyc built {sorted(built)}, not {list(MODULES)}")
         if _sources(deps) != before:
             raise RuntimeError("the sources changed while they were compiled; build again")
         out = work / "out"
         out.mkdir()
-        for p in files.values():
+        for p in built.values():
             shutil.copy2(p, out / p.name)
         version = subprocess.run([python, "-c", "import mypy.version; print(mypy.version.__version__)"],
                                  capture_output=True, text=True).stdout.strip()
-        manifest = {"key": key(), "files": {n: p.name for n, p in files.items()},
+        manifest = {"files": {n: p.name for n, p in built.items()},
+                    "sizes": {p.name: (out / p.name).stat().st_size for p in built.values()},
                     "sources": before, "mypy": f"mypy {version}", "python": sys.version.split()[0],
                     "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "seconds": round(time.time() - started, 1)}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        old = folder.with_name(folder.name + f".old-{os.getpid()}")
-        if folder.exists():
-            folder.rename(old)
-        shutil.copytree(out, folder)
-        shutil.rmtree(old, ignore_errors=True)
-    _prune(folder, shutil.rmtree)
-    print(f"compiled importers: {len(files)} modules in {manifest['seconds']} s, in {folder}")
+        digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
+        folder = root / f"{key()}-{digest[:16]}"
+        if folder.exists():  # unusable (a usable one was found under the lock): set aside
+            shutil.rmtree(folder)
+        out.rename(folder)
+    print(f"compiled importers: {len(built)} modules in {manifest['seconds']} s, in {folder}")
     return folder
 
 
@@ -274,13 +329,17 @@ def build(python: str = sys.executable, quiet: bool = False, force: bool = False
 KEEP = 4
 
 
-def _prune(folder: Path, remove: Any) -> None:
-    """Remove all but the :data:`KEEP` newest other builds for this Python and machine."""
-    prefix = folder.name.rsplit("-", 1)[0] + "-"
-    others = sorted((p for p in folder.parent.glob(prefix + "*") if p != folder and p.is_dir()),
-                    key=lambda p: p.stat().st_mtime, reverse=True)
+def _prune(folder: Path) -> None:
+    """Remove all but the :data:`KEEP` newest other builds for this interpreter."""
+    import shutil
+
+    others = sorted((p for p in folder.parent.glob(tag() + "-*") if p != folder and p.is_dir()),
+                    key=_mtime, reverse=True)
     for old in others[KEEP:]:
-        remove(old, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    for left in folder.parent.glob(".build-*"):  # of a build that was killed
+        if time.time() - _mtime(left) > 3600:
+            shutil.rmtree(left, ignore_errors=True)
 
 
 def _run(cmd: list[str], what: str, cwd: Path | None = None) -> None:
