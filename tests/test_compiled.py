@@ -375,3 +375,24 @@ def test_two_builds_at_once_take_turns_and_the_second_uses_the_first(tmp_path, m
         t.join()
     assert most[0] == 1 and len(made) == 1
     assert results == [made[0], made[0]]
+
+
+def test_the_command_says_which_importers_run(capsys):
+    from adakit.cli import main as cli
+
+    assert cli(["compiled", "status"]) == 0
+    assert capsys.readouterr().out.strip() == compiled.state().line()
+
+
+def test_a_failed_build_is_one_line_when_optional_and_an_error_otherwise(tmp_path, monkeypatch, capsys):
+    def failing(python: str, root: Path) -> Path:
+        raise RuntimeError("mypyc failed (exit 1):\nerror: no C compiler")
+
+    monkeypatch.setenv(compiled.FOLDER, str(tmp_path))
+    monkeypatch.setattr(compiled, "_compile", failing)
+    assert compiled.main(["build", "--optional", "--quiet"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["compiled importers not built (mypyc failed (exit 1):); the importers run as "
+                   "pure Python"]
+    assert compiled.main(["build", "--quiet"]) == 1
+    assert "error: no C compiler" in capsys.readouterr().err
