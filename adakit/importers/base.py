@@ -641,10 +641,7 @@ def seconds(value: Any) -> float | None:
         try:  # Python 3.11 reads a "Z" suffix itself
             stamp = datetime.fromisoformat(value)
         except ValueError:
-            try:
-                stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                return None
+            return None
         if stamp.tzinfo is None:
             stamp = stamp.replace(tzinfo=UTC)
         return stamp.timestamp()

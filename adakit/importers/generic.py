@@ -26,7 +26,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of, text_or_none
+from adakit.importers.base import (
+    BadInput,
+    SourceStep,
+    Trajectory,
+    number_or_none,
+    text_of,
+    text_or_none,
+)
 
 FORMAT = "generic"
 AGENT = "generic"
@@ -64,10 +71,6 @@ def _calls(msg: dict[str, Any]) -> list[tuple[str | None, str, dict[str, Any]]]:
     return out
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def parse(records: list[Any], name: str = "") -> Trajectory:
     """The lines of a generic JSONL file (already parsed) as a :class:`Trajectory`."""
     if not records:
@@ -88,10 +91,10 @@ def parse(records: list[Any], name: str = "") -> Trajectory:
     last_time: float | None = None
     for r in records:
         role = r["role"]
-        stamp = _num(r.get("timestamp"))
+        stamp = number_or_none(r.get("timestamp"))
         if role == "meta":
             meta.update({k: v for k, v in r.items() if k != "role"})
-            last_time = _num(meta.get("started_at")) or last_time
+            last_time = number_or_none(meta.get("started_at")) or last_time
         elif role == "outcome":
             outcome.update(r)
         elif role == "system" and not system:
@@ -109,10 +112,10 @@ def parse(records: list[Any], name: str = "") -> Trajectory:
             for k, (call_id, tool, args) in enumerate(calls):
                 step = SourceStep(tool=tool, args=args, thought=text if k == 0 else "",
                                   response=text if k == 0 else "", started_at=last_time,
-                                  ended_at=stamp, latency_s=_num(r.get("latency_s")) or 0.0 if k == 0 else 0.0,
+                                  ended_at=stamp, latency_s=number_or_none(r.get("latency_s")) or 0.0 if k == 0 else 0.0,
                                   tokens_in=int(r.get("tokens_in") or 0) if k == 0 else 0,
                                   tokens_out=int(r.get("tokens_out") or 0) if k == 0 else 0,
-                                  cost_usd=_num(r.get("cost")) if k == 0 else None,
+                                  cost_usd=number_or_none(r.get("cost")) if k == 0 else None,
                                   cwd=text_or_none(meta.get("root")))
                 steps.append(step)
                 pending.append((call_id, step))
@@ -142,7 +145,7 @@ def parse(records: list[Any], name: str = "") -> Trajectory:
         task_prompt=str(meta.get("task") or task), system_prompt=system,
         exit_status=outcome.get("exit_status"), submission=outcome.get("submission") or None,
         final_message=str(outcome.get("conclusion") or final or "") or None,
-        totals={"cost_usd": _num(outcome.get("cost"))},
+        totals={"cost_usd": number_or_none(outcome.get("cost"))},
         started_at=steps[0].started_at, ended_at=steps[-1].ended_at,
         timing="recorded" if timed else "none", root=text_or_none(meta.get("root")),
         mode="chat", repo=text_or_none(meta.get("repo")),

@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of
+from adakit.importers.base import BadInput, SourceStep, Trajectory, text_of, text_or_none
 from adakit.importers.shell import split_words
 
 FORMAT = "swe-agent"
@@ -174,8 +174,7 @@ def parse(data: Any, name: str = "") -> Trajectory:
     function_calling = any(c is not None for c in calls)
     aligned = function_calling and len(calls) == len(raw_steps)
     states = [_state(s.get("state")) for s in raw_steps]
-    root = next((st["working_dir"] for st in states
-                 if isinstance(st.get("working_dir"), str) and st["working_dir"]), None)
+    root = next((st["working_dir"] for st in states if text_or_none(st.get("working_dir"))), None)
     if root is None:
         for h in history:
             m = _CURRENT_DIR.search(text_of(h.get("content")) if isinstance(h, dict) else "")
@@ -202,9 +201,8 @@ def parse(data: Any, name: str = "") -> Trajectory:
         steps.append(SourceStep(
             tool=tool, args=args, thought=str(raw.get("thought") or ""),
             response=str(raw.get("response") or ""), observation=str(raw.get("observation") or ""),
-            cwd=(working if isinstance(working, str) else None) or root,
-            open_file=open_file if isinstance(open_file, str) and open_file != "n/a" and open_file
-            else None,
+            cwd=text_or_none(working) or root,
+            open_file=text_or_none(open_file) if open_file != "n/a" else None,
             duration_s=float(t) if isinstance(t, (int, float)) else None,
         ))
     if not steps:
