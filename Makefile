@@ -35,8 +35,10 @@ setup: $(STAMP) git-filter compiled ## create .venv, install adakit with its not
 # machine into ~/.cache/adakit/compiled, keyed by a digest of their sources, and loaded only
 # when built from exactly these sources; a failed build leaves them pure Python (but `make test`
 # needs the build: its tests compare the compiled and the pure-Python imports).
+COMPILED_BUILD = $(PY) -c 'import sys; from adakit.importers.compiled import main; sys.exit(main(sys.argv[1:]))' build --quiet
+
 compiled: $(STAMP) ## build the importers compiled with mypyc (about 50 s, once per machine and source version)
-	@$(PY) -c 'import sys; from adakit.importers.compiled import main; sys.exit(main(["build", "--optional", "--quiet"]))'
+	@$(COMPILED_BUILD) --optional
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -144,7 +146,7 @@ TEST_WORKERS ?= 2
 
 test: $(STAMP) $(LOCAL_STAMP) chromium compiled ## ruff, unit tests, the CI profile end to end, notebooks under nbval, the index page in headless Chromium
 	$(PY) -m ruff check adakit tests benchmarks notebooks
-	@$(PY) -c 'import sys; from adakit.importers.compiled import main; sys.exit(main(["build", "--quiet"]))'
+	@$(COMPILED_BUILD)
 	$(MAKE) --no-print-directory study PROFILE=ci
 	ADAKIT_STRICT=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --nbval-lax data/study/ci/notebooks

@@ -266,8 +266,8 @@ def build(python: str = sys.executable, quiet: bool = False, force: bool = False
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second build waits, then finds the first one's
-        files, _, folder = _find()
-        if files is not None and folder is not None and not force:
+        _, _, folder = _find()
+        if folder is not None and not force:
             if not quiet:
                 print(f"compiled importers: up to date in {folder}")
             return folder
@@ -317,7 +317,7 @@ def _compile(python: str, root: Path) -> Path:
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
         folder = root / f"{key()}-{digest[:16]}"
-        if folder.exists():  # unusable (a usable one was found under the lock): set aside
+        if folder.exists():  # unusable, or --force: replaced
             shutil.rmtree(folder)
         out.rename(folder)
     print(f"compiled importers: {len(built)} modules in {manifest['seconds']} s, in {folder}")
