@@ -10,15 +10,16 @@
   speed), and the symbols of parsed files (filled per file when a query needs it, or for all
   files at once with ``build(parse=True)``);
 - references by name: a byte prefilter picks candidate files, which are parsed so that only
-  identifiers count (never text in comments or strings). A file whose top-level layout is
+  identifiers count (never text in comments or strings). A parsed file also keeps its
+  vocabulary (:func:`vocabulary`), so a search for a word reads only the files that hold it. A file whose top-level layout is
   known (:func:`ref_layout`, kept with its symbols) is parsed only over the top-level
   statements that hold a hit. Matching is by name, not by type resolution, and the tools say
   so.
 
 Python, TypeScript (TS and TSX), JavaScript and Rust are understood, with our own queries
 (compiled once per language and process); Cython (``.pyx``, ``.pxd``, ``.pxi``) by patterns
-(:func:`cython_symbols`: no Cython grammar installs offline), with references read through the
-Python grammar. Files with syntax errors are still indexed (tree-sitter
+(:func:`cython_symbols`: no Cython grammar installs offline), with references read by a lexer
+(:mod:`~adakit.apparatus.cython_lexer`). Files with syntax errors are still indexed (tree-sitter
 recovers) and are flagged with the lines where errors start.
 """
 
@@ -43,10 +44,11 @@ from typing import Any
 import tree_sitter as ts
 
 from adakit import config
+from adakit.apparatus import cython_lexer
 from adakit.apparatus.world import MAX_FILE_BYTES, SandboxError, World
 
 #: Bumped whenever the symbol extraction changes, so stale on-disk indexes are ignored.
-INDEX_FORMAT = 7
+INDEX_FORMAT = 8
 
 #: File extension -> grammar key.
 GRAMMAR_OF_EXT: dict[str, str] = {
@@ -817,8 +819,9 @@ def definition_names(data: bytes, family: str) -> frozenset[str]:
 # grammars from the network on first use), so Cython files (.pyx, .pxd, .pxi) are indexed by
 # patterns over logical lines: a block runs until the next code line indented no deeper than
 # its header, triple-quoted strings and comments do not count as code lines, and a header
-# continued inside brackets is one logical line. References still use a parse: the Python
-# grammar reads Cython with error recovery, and only identifier nodes count.
+# continued inside brackets is one logical line. References are read by a lexer
+# (adakit.apparatus.cython_lexer); other tools that need a tree (the identifiers of a line)
+# still parse the file with the Python grammar.
 
 _CY_MODS = r"(?:(?:public|api|readonly|extern|packed|inline|final|const|nogil|noexcept)\s+)*"
 _CY_TYPED = re.compile(
@@ -1033,15 +1036,16 @@ def _index_chunk(root: str, jobs: list[tuple[str, str]]) -> tuple[list[tuple], f
             out.append((rel, None))
             continue
         mtime, size, data = got
+        words = vocabulary(data)
         if key == "cython":
-            out.append((rel, (mtime, size, key, False, [], cython_symbols(data), None)))
+            out.append((rel, (mtime, size, key, False, [], cython_symbols(data), None, words)))
             continue
         g = grammar(key)
         tree = g.parser.parse(data)
         syms = extract_symbols(g, tree, data)
         out.append((rel, (mtime, size, key, tree.root_node.has_error,
                           error_lines(tree.root_node), syms,
-                          ref_layout(tree.root_node, g.family, data))))
+                          ref_layout(tree.root_node, g.family, data), words)))
     return out, time.process_time() - cpu
 
 
@@ -1058,6 +1062,8 @@ class _Entry:
     error_lines: list[int]
     #: :func:`ref_layout` of the file's tree (None: parse the whole file for references)
     groups: list[int] | None = None
+    #: :func:`vocabulary` of the file (None: a reference search reads the file)
+    words: bytes | None = None
 
 
 @dataclass
@@ -1077,6 +1083,8 @@ class _Source:
     data: bytes
     lines: list[str] | None = None
     line_starts: list[int] | None = None
+    #: :func:`~adakit.apparatus.cython_lexer.code_view` of a Cython file, once computed
+    code: bytes | None = None
 
 
 def split_lines(data: bytes) -> list[str]:
@@ -1091,6 +1099,29 @@ def split_lines(data: bytes) -> list[str]:
 
 
 _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$")
+#: a word as :func:`word_hits` bounds one: a maximal run of ASCII identifier characters
+_WORD_RUN = re.compile(rb"[A-Za-z0-9_$]+")
+#: every byte but those of a word turned into a space (bytes.translate's table)
+_WORDS_ONLY = bytes(b if b in _WORD_BYTES else 0x20 for b in range(256))
+
+
+def vocabulary(data: bytes) -> bytes:
+    """The distinct words of a file (maximal runs of ASCII identifier characters), sorted,
+    each with a space on either side: ``b" " + name + b" " in vocabulary(data)`` exactly when
+    ``word_hits(data, name)`` finds ``name`` (a name made of such characters)."""
+    words = sorted(set(data.translate(_WORDS_ONLY).split()))
+    return b" " + b" ".join(words) + b" " if words else b" "
+
+
+def _valid_words(rec: Any) -> bytes | None:
+    """A vocabulary read back from the on-disk index if it has :func:`vocabulary`'s shape,
+    else None (a reference search then reads the file)."""
+    if not isinstance(rec, str) or not rec.startswith(" ") or not rec.endswith(" "):
+        return None
+    try:
+        return rec.encode("ascii")
+    except UnicodeEncodeError:
+        return None
 
 
 @lru_cache(maxsize=512)
@@ -1222,6 +1253,10 @@ class CodeIndex:
     ``build(parse=True)`` parses every file up front, in ``workers`` processes when there are
     many. Both tiers are cached on disk and answer identically. :meth:`outline` always
     re-checks its own file's (mtime_ns, size).
+
+    ``cython_references`` says how references in Cython files are read: ``"lexer"`` (the
+    default, :mod:`~adakit.apparatus.cython_lexer`) or ``"python"`` (the Python grammar's
+    tree, as adakit did before 2026-12-06; docs/deviations.md).
     """
 
     def __init__(
@@ -1231,7 +1266,12 @@ class CodeIndex:
         use_disk_cache: bool = True,
         workers: int | None = None,
         tree_cache_bytes: int = 32_000_000,
+        cython_references: str = "lexer",
     ) -> None:
+        if cython_references not in ("lexer", "python"):
+            raise ValueError(
+                f"cython_references must be 'lexer' or 'python', not {cython_references!r}")
+        self.cython_references = cython_references
         self.world = world
         self._root = str(world.root) + os.sep
         self.cache_dir = Path(cache_dir) if cache_dir else config.cache_dir() / "index"
@@ -1424,14 +1464,16 @@ class CodeIndex:
             return ent
         if key == "cython":  # patterns, no parse (see cython_symbols)
             syms = [self._symbol(rel, t) for t in cython_symbols(src.data)]
-            ent = _Entry(src.mtime_ns, src.size, key, syms, False, [])
+            ent = _Entry(src.mtime_ns, src.size, key, syms, False, [], None,
+                         vocabulary(src.data))
         else:
             tree = self.tree(rel)
             assert tree is not None
             g = grammar(key)
             syms = [self._symbol(rel, t) for t in extract_symbols(g, tree, src.data)]
             ent = _Entry(src.mtime_ns, src.size, key, syms, tree.root_node.has_error,
-                         error_lines(tree.root_node), ref_layout(tree.root_node, g.family, src.data))
+                         error_lines(tree.root_node), ref_layout(tree.root_node, g.family, src.data),
+                         vocabulary(src.data))
         self._entries[rel] = ent
         self._unsaved = True
         if self._built:
@@ -1507,7 +1549,7 @@ class CodeIndex:
             parsed = None
             if ent is not None and (ent.mtime_ns, ent.size) == (mtime, size):
                 parsed = [ent.has_errors, ent.error_lines, [s.as_tuple() for s in ent.symbols],
-                          ent.groups]
+                          ent.groups, None if ent.words is None else ent.words.decode("ascii")]
             files[rel] = [mtime, size, grammar_of(rel), sorted(names), parsed]
         blob = {"format": INDEX_FORMAT, "world": self.world.name, "version": self.world.version,
                 "root": str(self.world.root), "files": files}
@@ -1534,9 +1576,10 @@ class CodeIndex:
             names = frozenset(str(n) for n in rec[3])
             entry = None
             if rec[4] is not None:
-                has_err, err_lines, syms, groups = rec[4]
+                has_err, err_lines, syms, groups, words = rec[4]
                 entry = _Entry(now[0], now[1], str(rec[2]), [self._symbol(rel, t) for t in syms],
-                               bool(has_err), [int(x) for x in err_lines], _valid_layout(groups))
+                               bool(has_err), [int(x) for x in err_lines], _valid_layout(groups),
+                               _valid_words(words))
         except (TypeError, ValueError, IndexError):
             return None
         return names, entry
@@ -1597,9 +1640,9 @@ class CodeIndex:
                 if got is None:
                     stats.skipped += 1
                     continue
-                mtime, size, key, has_err, err_lines, syms, groups = got
+                mtime, size, key, has_err, err_lines, syms, groups, words = got
                 ent = _Entry(mtime, size, key, [self._symbol(rel, t) for t in syms],
-                             has_err, err_lines, groups)
+                             has_err, err_lines, groups, words)
                 entries[rel] = ent
                 names[rel] = (mtime, size, frozenset(s.name for s in ent.symbols))
                 stats.parsed += 1
@@ -1756,9 +1799,9 @@ class CodeIndex:
     ) -> RefSearch:
         """Occurrences of ``name`` as an identifier across the world (name matching).
 
-        Files are prefiltered by their bytes, then the word-bounded hits of candidate files
-        are checked against the parse tree, so hits in comments and strings do not count.
-        ``first_file`` is searched and listed first.
+        Files are prefiltered by their vocabulary (unchanged parsed files) or their bytes,
+        then the word-bounded hits of candidate files are checked against the parse tree, so
+        hits in comments and strings do not count. ``first_file`` is searched and listed first.
         """
         t0 = time.perf_counter()
         files = self.source_files()
@@ -1772,7 +1815,10 @@ class CodeIndex:
         candidates = 0
         if not needle:
             return RefSearch(name, [], 0, {}, len(files), 0)
+        word = b" " + needle + b" " if _WORD_RUN.fullmatch(needle) else None
         for rel in order:
+            if word is not None and self._lacks_word(rel, word):
+                continue
             try:
                 src = self.source(rel)
             except (SandboxError, OSError):
@@ -1783,26 +1829,54 @@ class CodeIndex:
             if not hits:
                 continue
             candidates += 1
-            tree = self._ref_tree(rel, src, hits)
-            if tree is None:
-                continue
-            family = _family(grammar_of(rel) or "")
-            root = tree.root_node
             count = 0
-            n = len(needle)
-            for pos in hits:
-                found = reference_at(root, pos, n, family)
-                if found is None:
-                    continue
-                node, kind = found
+            for pos, row, kind in self._roles(rel, src, name, hits):
                 count += 1
                 if len(refs) < limit:
-                    refs.append(self._ref(rel, src, node, kind))
+                    refs.append(self._ref(rel, src, pos, row, kind))
             if count:
                 per_file[rel] = count
                 total += count
         return RefSearch(name, refs, total, per_file, len(files), candidates,
                          time.perf_counter() - t0)
+
+    def _roles(
+        self, rel: str, src: _Source, name: str, hits: list[int]
+    ) -> list[tuple[int, int, str]]:
+        """(offset, 0-based row, role) of each hit of ``name`` in ``rel`` that is an
+        identifier: read off the file's tree, or for Cython by the lexer."""
+        key = grammar_of(rel)
+        if key == "cython" and self.cython_references == "lexer":
+            if src.code is None:
+                src.code = cython_lexer.code_view(src.data)
+            ent = self._entry(rel)
+            rows = [s.name_line for s in ent.symbols if s.name == name] if ent else []
+            kinds = cython_lexer.classify_hits(src.code, name, hits, rows)
+            return [(pos, src.data.count(b"\n", 0, pos), kind)
+                    for pos, kind in zip(hits, kinds, strict=True) if kind is not None]
+        tree = self._ref_tree(rel, src, hits)
+        if tree is None:
+            return []
+        family = _family(key or "")
+        root = tree.root_node
+        out = []
+        for pos in hits:
+            found = reference_at(root, pos, len(name.encode("utf-8")), family)
+            if found is not None:
+                out.append((pos, found[0].start_point.row, found[1]))
+        return out
+
+    def _lacks_word(self, rel: str, word: bytes) -> bool:
+        """Whether an unchanged parsed file's vocabulary lacks ``word`` (so the file need not
+        be read); False when that is not known."""
+        ent = self._entries.get(rel)
+        if ent is None or ent.words is None or word in ent.words:
+            return False
+        try:
+            st = os.lstat(self._root + rel)
+        except OSError:
+            return False  # source() says why
+        return st.st_mtime_ns == ent.mtime_ns and st.st_size == ent.size
 
     @staticmethod
     def _line_starts(src: _Source) -> list[int]:
@@ -1817,14 +1891,14 @@ class CodeIndex:
             src.line_starts = starts
         return src.line_starts
 
-    def _ref(self, rel: str, src: _Source, node: ts.Node, kind: str) -> Ref:
-        row = node.start_point.row
-        lo = src.data.rfind(b"\n", 0, node.start_byte) + 1  # the start of the node's line
+    def _ref(self, rel: str, src: _Source, pos: int, row: int, kind: str) -> Ref:
+        """The reference at byte ``pos``, on 0-based ``row``, with its line's text."""
+        lo = src.data.rfind(b"\n", 0, pos) + 1  # the start of the line
         hi = src.data.find(b"\n", lo)
         text = src.data[lo : hi if hi >= 0 else len(src.data)].decode("utf-8", "replace").strip()
         if len(text) > REF_TEXT_CHARS:
             text = text[: REF_TEXT_CHARS - 1] + "…"
-        return Ref(rel, row + 1, node.start_point.column + 1, kind, text)
+        return Ref(rel, row + 1, pos - lo + 1, kind, text)
 
     def identifiers_on_line(self, rel: str, line: int, cap: int = 12) -> list[str]:
         """Distinct identifiers in the code of one line of an indexed file, left to right.
