@@ -1,6 +1,6 @@
 """Check that find_all_references answers as before: texts across checkouts, partial parses.
 
-Two checks of the reference search (not a bench: `make bench` does not run it):
+Three checks of the reference search (not a bench: `make bench` does not run it):
 
 - ``texts OUT [WORLD ...]`` writes the observation text of ``explore_code
   find_all_references`` for a fixed, seeded set of queries per world (defined names, common
@@ -12,11 +12,15 @@ Two checks of the reference search (not a bench: `make bench` does not run it):
   tail it needs), every fourth unit together and random quarters, and checks that every word
   in what was parsed gets the same answer (identifier or not, kind, position) as in the whole
   file's tree. A path instead of a world name checks the sources under that folder.
+- ``cython [WORLD ...]`` reads every word of every Cython file with the lexer the search uses
+  (``adakit.apparatus.cython_lexer``) and with the Python grammar it used before, and counts
+  where they agree (identifier or not; role) and the disagreements by pair of roles.
 
     PYTHONPATH=/work/main python benchmarks/check_references.py texts /tmp/old.json flask
     PYTHONPATH=. python benchmarks/check_references.py texts /tmp/new.json flask
     python benchmarks/check_references.py diff /tmp/old.json /tmp/new.json
     PYTHONPATH=. python benchmarks/check_references.py units flask scikit-learn
+    python benchmarks/check_references.py cython scikit-learn
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import random
 import re
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import adakit
@@ -134,6 +139,44 @@ def units(worlds: list[str]) -> int:
     return differ
 
 
+def cython(worlds: list[str]) -> Counter:
+    """Agreement of the lexer and the Python grammar on every word of the Cython files
+    (printed): counts under "identifier", "role" and (grammar's role, lexer's role)."""
+    from adakit.apparatus.code_index import cython_symbols, grammar, word_hits
+    from adakit.apparatus.cython_lexer import classify_hits, code_view
+
+    counts: Counter = Counter()
+    for name in worlds:
+        world = world_of(name)
+        for rel in world.files():
+            if not rel.endswith((".pyx", ".pxd", ".pxi")):
+                continue
+            data = (world.root / rel).read_bytes()
+            root = grammar("cython").parser.parse(data).root_node
+            code = code_view(data)
+            symbols = cython_symbols(data)
+            for word in sorted(set(_WORD.findall(data))):
+                if word[:1].isdigit():
+                    continue
+                sym = word.decode()
+                hits = word_hits(data, sym)
+                rows = [s[7] for s in symbols if s[0] == sym]
+                for pos, lexed in zip(hits, classify_hits(code, sym, hits, rows), strict=True):
+                    parsed = _answer(root, pos, len(word), "cython")
+                    role = None if parsed is None else parsed[0]
+                    counts["words"] += 1
+                    counts["identifier"] += (role is None) == (lexed is None)
+                    counts["role"] += role == lexed
+                    if role != lexed:
+                        counts[(role, lexed)] += 1
+    print(f"{counts['words']:,} words of Cython files: identifier or not agrees for "
+          f"{counts['identifier']:,}, the role for {counts['role']:,}")
+    for key, n in counts.most_common():
+        if isinstance(key, tuple):
+            print(f"  grammar {key[0]!s:>10}  lexer {key[1]!s:>10}  {n:6,}")
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -146,7 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("b", type=Path)
     u = sub.add_parser("units", help="partial parses against whole files, word by word")
     u.add_argument("worlds", nargs="*", default=["fixtures", "flask"])
+    c = sub.add_parser("cython", help="the Cython lexer against the Python grammar, word by word")
+    c.add_argument("worlds", nargs="*", default=["fixtures"])
     args = ap.parse_args(argv)
+    if args.cmd == "cython":
+        cython(args.worlds)
+        return 0
     if args.cmd == "texts":
         print(f"adakit from {Path(adakit.__file__).parent}", file=sys.stderr)
         args.out.write_text(json.dumps(texts(args.worlds, args.names), sort_keys=True))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -133,3 +134,35 @@ def test_ratio_table_has_the_shape_the_quick_test_reads() -> None:
         t.ratio_table([])
     with pytest.raises(AssertionError, match="one ratio table"):
         ratio_rows("measure value target ratio verdict\nx 1 2 0.5 met\n")
+
+
+# --------------------------------------------------------------- check_references.py
+
+
+def _check_references(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ADAKIT_CACHE": str(tmp / "cache")}
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "check_references.py"),
+                           *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=QUICK_TIMEOUT_S)
+
+
+def test_check_references_runs_on_the_fixtures(tmp_path: Path) -> None:
+    """The reference checks (not benches, so not in the glob above) stay runnable: texts
+    written twice are the same, partial parses answer as whole files, and the Cython lexer
+    is compared with the grammar word by word."""
+    for out in ("a.json", "b.json"):
+        proc = _check_references("texts", str(tmp_path / out), "fixtures", "--names", "20",
+                                 tmp=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = _check_references("diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                             tmp=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith(": 0 differ"), proc.stdout
+    proc = _check_references("units", "fixtures", tmp=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith(", 0 differ"), proc.stdout
+    proc = _check_references("cython", "fixtures", tmp=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first = proc.stdout.splitlines()[0]
+    words, same = (int(x.replace(",", "")) for x in
+                   re.findall(r"([\d,]+) words .* agrees for ([\d,]+)", first)[0])
+    assert words > 100 and same / words > 0.98, first
+    assert "lexer     import" in proc.stdout  # cimport lines: the grammar calls them references
