@@ -143,7 +143,7 @@ def cython(worlds: list[str]) -> Counter:
     """Agreement of the lexer and the Python grammar on every word of the Cython files
     (printed): counts under "identifier", "role" and (grammar's role, lexer's role)."""
     from adakit.apparatus.code_index import cython_symbols, grammar, word_hits
-    from adakit.apparatus.cython_lexer import classify_hits, code_view
+    from adakit.apparatus.cython_lexer import CodeView, classify_hits
 
     counts: Counter = Counter()
     for name in worlds:
@@ -153,7 +153,7 @@ def cython(worlds: list[str]) -> Counter:
                 continue
             data = (world.root / rel).read_bytes()
             root = grammar("cython").parser.parse(data).root_node
-            code = code_view(data)
+            view = CodeView(data)
             symbols = cython_symbols(data)
             for word in sorted(set(_WORD.findall(data))):
                 if word[:1].isdigit():
@@ -161,7 +161,8 @@ def cython(worlds: list[str]) -> Counter:
                 sym = word.decode()
                 hits = word_hits(data, sym)
                 rows = [s[7] for s in symbols if s[0] == sym]
-                for pos, lexed in zip(hits, classify_hits(code, sym, hits, rows), strict=True):
+                for pos, got in zip(hits, classify_hits(view, sym, hits, rows), strict=True):
+                    lexed = None if got is None else got[1]
                     parsed = _answer(root, pos, len(word), "cython")
                     role = None if parsed is None else parsed[0]
                     counts["words"] += 1

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from adakit.apparatus.code_index import CodeIndex, vocabulary, word_hits
-from adakit.apparatus.cython_lexer import MAX_STATEMENT_LINES, classify_hits, code_view
+from adakit.apparatus.cython_lexer import MAX_STATEMENT_LINES, CodeView, classify_hits, code_view
 from adakit.apparatus.world import World
 
 FIXTURES = Path(__file__).parent / "fixtures" / "code"
@@ -53,10 +53,12 @@ from pkg2 cimport other, \\
 
 def _roles(source: bytes, name: str, definition_rows: list[int] = ()) -> list[tuple[int, str]]:
     """(1-based row, role) of every word-bounded hit of ``name`` that is a reference."""
+    view = CodeView(source)
     hits = word_hits(source, name)
-    roles = classify_hits(code_view(source), name, hits, definition_rows)
-    return [(source.count(b"\n", 0, pos) + 1, role) for pos, role in zip(hits, roles, strict=True)
-            if role is not None]
+    found = classify_hits(view, name, hits, definition_rows)
+    for pos, got in zip(hits, found, strict=True):
+        assert got is None or got[0] == source.count(b"\n", 0, pos)  # the row, 0-based
+    return [(got[0] + 1, got[1]) for got in found if got is not None]
 
 
 def test_code_view_blanks_comments_and_strings_only() -> None:
@@ -77,7 +79,9 @@ def test_code_view_blanks_comments_and_strings_only() -> None:
     (b'a = "esc \\" quote" + b\n', b"a = + b"),
     (b"a = '''multi\nline''' + c\n", b"a = \n + c"),
     (b"a = 'unterminated\nb = 1\n", b"a = \nb = 1"),
-    (b'a = f"{{literal}} {value!r}"\n', b"a = value!r"),
+    (b'a = f"{{literal}} {value!r}"\n', b"a = value"),
+    (b'a = f"{x:{width}.{p}f} {d[\'k\']} {y=}"\n', b"a = x width p d[ ] y"),  # nested fields
+    (b'a = f"""{\n  total\n}"""\n', b"a = \n total"),  # a field over lines
     (b"name'x' + 2\n", b"name + 2"),  # 'name' is not a string prefix
 ])
 def test_code_view_literals(source: bytes, kept: bytes) -> None:
@@ -122,14 +126,37 @@ def test_a_definition_row_counts_once() -> None:
     assert _roles(src, "f", [1]) == [(1, "definition"), (1, "reference"), (2, "reference")]
 
 
-def test_an_unclosed_bracket_is_followed_back_only_so_far() -> None:
-    """A statement continued by an open bracket is followed back to its start (here an
-    import), but an unclosed bracket does not make every later line one statement."""
+def test_an_unbalanced_bracket_spoils_no_later_statement() -> None:
+    """A closer without an opener counts for nothing, and a statement at column 0 ends any
+    bracket left open above it; a statement runs back at most MAX_STATEMENT_LINES lines."""
+    stray = b"x = f(1))\nfrom pkg cimport (\n    target,\n)\n"
+    assert _roles(stray, "target") == [(3, "import")]
+    unclosed = b"import os\nx = f(1,\n" + b"    2,\n" * 5 + b"cdef int y = target + 1\n"
+    assert _roles(unclosed, "target") == [(8, "reference")]
     body = b"".join(b"    name_%d,\n" % i for i in range(MAX_STATEMENT_LINES - 10))
     near = b"from pkg cimport (\n" + body + b"    target)\n"
-    assert _roles(near, "target")[-1] == (near.count(b"\n"), "import")
-    far = b"from pkg cimport (\n" + body * 3 + b"    target)\n"
-    assert _roles(far, "target") == [(far.count(b"\n"), "reference")]
+    assert _roles(near, "target") == [(near.count(b"\n"), "import")]
+    far = b"from pkg cimport (\n" + body * 2 + b"    target)\n"
+    assert _roles(far, "target") == [(far.count(b"\n"), "reference")]  # its own line
+
+
+def test_calls_with_starred_arguments_and_class_keywords() -> None:
+    src = (b"y = zip(*arrays)\nz = build(**options)\ncdef double (*fp)(double)\n"
+           b"class A(Base, metaclass=Meta):\n    pass\n")
+    assert _roles(src, "zip") == [(1, "call")]
+    assert _roles(src, "build") == [(2, "call")]
+    assert _roles(src, "double") == [(3, "reference"), (3, "reference")]
+    assert _roles(src, "Base") == [(4, "base")]
+    assert _roles(src, "metaclass") == [(4, "keyword")]
+    assert _roles(src, "Meta") == [(4, "reference")]
+
+
+def test_words_that_are_no_identifier() -> None:
+    src = "x = 1 + caf\u00e9x + \u00e9x\ncdef int n\n".encode()
+    assert _roles(src, "x") == [(1, "reference")]  # not the x ending caf\u00e9x or \u00e9x
+    assert _roles(src, "1") == []
+    assert _roles(src, "cdef") == []  # a Cython keyword
+    assert _roles("\u00e9t\u00e9 = 1\n".encode(), "\u00e9t\u00e9") == [(1, "reference")]
 
 
 def test_cython_references_through_the_index(world: World, tmp_path: Path) -> None:
@@ -220,6 +247,27 @@ def test_a_damaged_vocabulary_in_the_cache_is_not_trusted(world: World, tmp_path
     assert again.search_references("SplitInfo").per_file == built.search_references(
         "SplitInfo").per_file
     assert len(again._sources) == len(again.source_files())  # every file read, as before
+
+
+def test_every_word_is_found_alike_with_and_without_vocabularies(
+        world: World, tmp_path: Path) -> None:
+    """For every word of the fixtures (and pieces of words), a search that skips files by
+    their vocabularies finds what a search reading every file finds."""
+    skipping = CodeIndex(world, cache_dir=tmp_path / "a", workers=1)
+    skipping.build(parse=True)
+    reading = CodeIndex(world, cache_dir=tmp_path / "b", workers=1)
+    reading.build(parse=True)
+    for ent in reading._entries.values():
+        ent.words = None
+    words: set[str] = set()
+    for rel in skipping.source_files():
+        words |= {w.decode() for w in re.findall(rb"[A-Za-z0-9_$]+",
+                                                 (world.root / rel).read_bytes())}
+    words |= {w[:-1] for w in words if len(w) > 1}
+    assert len(words) > 300
+    for word in sorted(words):
+        a, b = skipping.search_references(word), reading.search_references(word)
+        assert (a.total, a.per_file, a.refs) == (b.total, b.per_file, b.refs), word
 
 
 def test_names_outside_the_vocabulary_alphabet_are_still_searched(

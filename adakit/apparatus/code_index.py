@@ -11,9 +11,9 @@
   files at once with ``build(parse=True)``);
 - references by name: a byte prefilter picks candidate files, which are parsed so that only
   identifiers count (never text in comments or strings). A parsed file also keeps its
-  vocabulary (:func:`vocabulary`), so a search for a word reads only the files that hold it. A file whose top-level layout is
-  known (:func:`ref_layout`, kept with its symbols) is parsed only over the top-level
-  statements that hold a hit. Matching is by name, not by type resolution, and the tools say
+  vocabulary (:func:`vocabulary`), so a search for a word reads only the files that hold
+  it. A file whose top-level layout is known (:func:`ref_layout`, kept with its symbols) is
+  parsed only over the top-level statements that hold a hit. Matching is by name, not by type resolution, and the tools say
   so.
 
 Python, TypeScript (TS and TSX), JavaScript and Rust are understood, with our own queries
@@ -39,7 +39,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tree_sitter as ts
 
@@ -1083,8 +1083,8 @@ class _Source:
     data: bytes
     lines: list[str] | None = None
     line_starts: list[int] | None = None
-    #: :func:`~adakit.apparatus.cython_lexer.code_view` of a Cython file, once computed
-    code: bytes | None = None
+    #: the :class:`~adakit.apparatus.cython_lexer.CodeView` of a Cython file, once computed
+    code: cython_lexer.CodeView | None = None
 
 
 def split_lines(data: bytes) -> list[str]:
@@ -1114,14 +1114,18 @@ def vocabulary(data: bytes) -> bytes:
 
 
 def _valid_words(rec: Any) -> bytes | None:
-    """A vocabulary read back from the on-disk index if it has :func:`vocabulary`'s shape,
-    else None (a reference search then reads the file)."""
+    """A vocabulary read back from the on-disk index if it has :func:`vocabulary`'s shape
+    (words of identifier characters, one space between and around them), else None (a
+    reference search then reads the file)."""
     if not isinstance(rec, str) or not rec.startswith(" ") or not rec.endswith(" "):
         return None
     try:
-        return rec.encode("ascii")
+        words = rec.encode("ascii")
     except UnicodeEncodeError:
         return None
+    if words.translate(_WORDS_ONLY) != words or (words != b" " and b"  " in words):
+        return None
+    return words
 
 
 @lru_cache(maxsize=512)
@@ -1266,7 +1270,7 @@ class CodeIndex:
         use_disk_cache: bool = True,
         workers: int | None = None,
         tree_cache_bytes: int = 32_000_000,
-        cython_references: str = "lexer",
+        cython_references: Literal["lexer", "python"] = "lexer",
     ) -> None:
         if cython_references not in ("lexer", "python"):
             raise ValueError(
@@ -1800,8 +1804,9 @@ class CodeIndex:
         """Occurrences of ``name`` as an identifier across the world (name matching).
 
         Files are prefiltered by their vocabulary (unchanged parsed files) or their bytes,
-        then the word-bounded hits of candidate files are checked against the parse tree, so
-        hits in comments and strings do not count. ``first_file`` is searched and listed first.
+        then the word-bounded hits of candidate files are checked against the parse tree (a
+        Cython file's by :mod:`~adakit.apparatus.cython_lexer`), so hits in comments and
+        strings do not count. ``first_file`` is searched and listed first.
         """
         t0 = time.perf_counter()
         files = self.source_files()
@@ -1848,12 +1853,11 @@ class CodeIndex:
         key = grammar_of(rel)
         if key == "cython" and self.cython_references == "lexer":
             if src.code is None:
-                src.code = cython_lexer.code_view(src.data)
+                src.code = cython_lexer.CodeView(src.data)
             ent = self._entry(rel)
             rows = [s.name_line for s in ent.symbols if s.name == name] if ent else []
-            kinds = cython_lexer.classify_hits(src.code, name, hits, rows)
-            return [(pos, src.data.count(b"\n", 0, pos), kind)
-                    for pos, kind in zip(hits, kinds, strict=True) if kind is not None]
+            found = cython_lexer.classify_hits(src.code, name, hits, rows)
+            return [(pos, *got) for pos, got in zip(hits, found, strict=True) if got is not None]
         tree = self._ref_tree(rel, src, hits)
         if tree is None:
             return []

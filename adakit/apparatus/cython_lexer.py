@@ -6,23 +6,28 @@ that follow its error recovery rather than the code (``cimport`` lines are not i
 ``cdef`` function's name is a call, words of a docstring can count as identifiers). So the
 reference search classifies a word of a Cython file lexically:
 
-- a word inside a comment or a string literal (an f-string's ``{...}`` is code) is not a
-  reference, nor is a Python keyword;
+- a word inside a comment or a string literal is not a reference (the expressions of an
+  f-string's replacement fields are code, their format specs and conversions are not), nor
+  is a Python or Cython keyword, nor a word that is no identifier (``1``, ``x`` of ``cafex``
+  spelled with a non-ASCII letter);
 - a word of an ``import``, ``cimport`` or ``from ... (c)import`` statement is an import;
-- the name a definition line declares (the file's symbols, :func:`cython_symbols`) is a
+- the name a definition line declares (the file's symbols, ``cython_symbols``) is a
   definition, at its first occurrence on that line;
-- a word after ``.`` is an attribute (a call when ``(`` follows), a word before ``(`` a call;
-- inside parentheses: a class's bases are bases, ``name=`` in a call is a keyword;
+- a word after ``.`` is an attribute (a call when ``(`` follows), a word before ``(`` a call
+  (but not the type in ``T (*f)(...)``);
+- inside parentheses: ``name=`` in a call (or a class's parentheses) is a keyword, a class's
+  other arguments are bases, a parameter's default is a reference;
 - anything else is a reference.
 
-:func:`code_view` blanks the comments and string bodies of a file once; the rules then read
-only the statement around each hit.
+:class:`CodeView` blanks the comments and strings of a file and finds where each line's
+statement starts, once per file; a hit then costs a bisect and a look at its statement.
 """
 
 from __future__ import annotations
 
 import keyword
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 
 #: comments and string literals (with their prefixes), in the order a scan meets them
@@ -37,23 +42,31 @@ _STRING_END = {
     b"'": re.compile(rb"(?:[^'\\\n]|\\.)*+(?:'|(?=\n)|\Z)", re.S),
 }
 _PREFIX = re.compile(rb"[rbufc]{1,2}", re.I)
-_INTERPOLATION = re.compile(rb"\{\{|\}\}|\{[^{}\n]*\}")
 _ID_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_$")
+_OPENERS, _CLOSERS = b"([{", b")]}"
 _BRACKET = re.compile(rb"[()\[\]{}]")
 _BRACKETED = re.compile(rb"\[[^\[\]]*\]")  # a buffer type's [...] (its '=' are no assignment)
-_OPEN = frozenset(b"([{")
+_FUNCTION_POINTER = re.compile(rb"\(\s*\*\s*[A-Za-z_]\w*\s*\)\s*\(")  # '(*name)(' after a type
 
-_KEYWORDS = frozenset(keyword.kwlist)
+#: Python's keywords and Cython's reserved words, never a reference (``nogil`` and
+#: ``noexcept`` are left as words: ``prange(n, nogil=True)`` passes one as an argument)
+KEYWORDS = frozenset(keyword.kwlist) | {"cdef", "cpdef", "ctypedef", "cimport"}
 #: how far back a statement continued inside brackets is followed
 MAX_STATEMENT_LINES = 400
 _IMPORT = re.compile(rb"[ \t]*(?:import|cimport|from)\b")
 _CLASS = re.compile(rb"[ \t]*(?:cdef[ \t]+(?:(?:public|api|final|packed)[ \t]+)*)?class\b")
 _DEF = re.compile(rb"[ \t]*(?:async[ \t]+)?(?:def|cdef|cpdef)\b")
+#: a line at column 0 that starts a statement ends any bracket left open above it
+_TOP_STATEMENT = re.compile(
+    rb"(?:def|cdef|cpdef|class|import|from|cimport|ctypedef|async|@|if|for|while|with|try)\b|@")
+
+
+# --------------------------------------------------------------------------- blanking
 
 
 def code_view(data: bytes) -> bytes:
-    """``data`` with every comment and string body blanked to spaces (newlines kept, so
-    offsets and rows stay those of ``data``); an f-string's interpolations stay code."""
+    """``data`` with every comment and string blanked to spaces (newlines kept, so offsets
+    and rows stay those of ``data``); the expressions of an f-string's fields stay code."""
     parts: list[bytes] = []
     at = pos = 0
     n = len(data)
@@ -71,16 +84,12 @@ def code_view(data: bytes) -> bytes:
         lo = m.start()  # a string's prefix (f, r, b, ...) is part of the literal
         if prefix and (not _PREFIX.fullmatch(prefix) or (lo and data[lo - 1] in _ID_BYTES)):
             prefix, lo = b"", m.start("quote")  # the end of a name, not a string prefix
-        hi = _STRING_END[quote].match(data, m.end()).end()
+        end = _STRING_END[quote].match(data, m.end())
+        assert end is not None  # every pattern can match the empty rest of the data
+        hi = end.end()
         parts.append(data[at:lo])
         if b"f" in prefix.lower():
-            body = lo
-            for im in _INTERPOLATION.finditer(data, m.end(), hi):
-                if im.group() in (b"{{", b"}}"):
-                    continue
-                parts += (_blank(data[body:im.start() + 1]), data[im.start() + 1:im.end() - 1])
-                body = im.end() - 1
-            parts.append(_blank(data[body:hi]))
+            parts.append(_f_string(data, lo, m.end(), hi))
         else:
             parts.append(_blank(data[lo:hi]))
         at = pos = hi
@@ -95,38 +104,138 @@ def _blank(text: bytes) -> bytes:
     return b"\n".join(b" " * len(part) for part in text.split(b"\n"))
 
 
-def _statement_start(code: bytes, pos: int) -> int:
-    """Where the statement holding ``pos`` starts: the start of its line, moved back over
-    lines continued by an open bracket or a trailing backslash (at most
-    :data:`MAX_STATEMENT_LINES` lines, so an unclosed bracket costs no more)."""
-    start = code.rfind(b"\n", 0, pos) + 1
-    depth = _net(code, 0, start)
-    for _ in range(MAX_STATEMENT_LINES):
-        if not start:
-            break
-        prev = code.rfind(b"\n", 0, start - 1) + 1
-        if depth <= 0 and not code[prev:start - 1].rstrip().endswith(b"\\"):
-            break
-        depth -= _net(code, prev, start)
-        start = prev
-    return start
+def _f_string(data: bytes, lo: int, body: int, hi: int) -> bytes:
+    """The f-string ``data[lo:hi]`` (its body starting at ``body``) blanked but for the
+    expressions of its replacement fields, themselves blanked by :func:`code_view`."""
+    keep = _fields(data, body, hi)
+    parts: list[bytes] = []
+    at = lo
+    for a, b in keep:
+        parts += (_blank(data[at:a]), code_view(data[a:b]))
+        at = b
+    parts.append(_blank(data[at:hi]))
+    return b"".join(parts)
 
 
-def _net(code: bytes, lo: int, hi: int) -> int:
-    """Brackets opened less brackets closed in ``code[lo:hi]`` (blanked text holds none)."""
-    return sum(code.count(c, lo, hi) for c in (b"(", b"[", b"{")) - sum(
-        code.count(c, lo, hi) for c in (b")", b"]", b"}"))
+def _fields(data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The (start, end) of each replacement field's expression in ``data[lo:hi]``, the
+    fields nested in format specs included, in order."""
+    out: list[tuple[int, int]] = []
+    i = lo
+    while i < hi:
+        if data[i] != 0x7B:  # {
+            i += 1
+            continue
+        if i + 1 < hi and data[i + 1] == 0x7B:  # '{{' is a brace, not a field
+            i += 2
+            continue
+        stop, spec, close = _field(data, i + 1, hi)
+        out.append((i + 1, stop))
+        if spec >= 0:
+            out += _fields(data, spec, close)
+        i = close + 1
+    return out
 
 
-def _innermost_open(code: bytes, start: int, pos: int) -> int:
-    """Offset of the innermost bracket open at ``pos`` since ``start``, or -1."""
-    stack: list[int] = []
-    for m in _BRACKET.finditer(code, start, pos):
-        if code[m.start()] in _OPEN:
-            stack.append(m.start())
-        elif stack:
-            stack.pop()
-    return stack[-1] if stack else -1
+def _field(data: bytes, lo: int, hi: int) -> tuple[int, int, int]:
+    """A replacement field whose expression starts at ``lo``: where the expression ends (a
+    top-level ``=``, ``!``, ``:`` or the closing brace), where its format spec starts (-1:
+    none) and where its closing brace is."""
+    depth, i, stop = 0, lo, -1
+    while i < hi:
+        c = data[i]
+        if c in (0x22, 0x27) and stop < 0:  # a string inside the expression: skip it
+            m = _STRING_END[bytes([c])].match(data, i + 1)
+            i = m.end() if m is not None and m.end() > i + 1 else i + 1
+            continue
+        if c in _OPENERS:
+            depth += 1
+        elif c in _CLOSERS:
+            if depth == 0:  # the field's '}' (or a stray closer: the field ends there)
+                return (i if stop < 0 else stop), -1, i
+            depth -= 1
+        elif depth == 0 and c == 0x3A:  # ':' a format spec runs to the field's '}'
+            return (i if stop < 0 else stop), i + 1, _spec_end(data, i + 1, hi)
+        elif depth == 0 and stop < 0 and c in b"!=":
+            nxt = data[i + 1] if i + 1 < hi else 0
+            if nxt != 0x3D and (c == 0x21 or data[i - 1] not in b"<>!="):
+                stop = i  # a conversion ('!r') or a self-documenting '='
+        i += 1
+    return (hi if stop < 0 else stop), -1, hi
+
+
+def _spec_end(data: bytes, lo: int, hi: int) -> int:
+    """The ``}`` that closes a format spec starting at ``lo`` (nested fields skipped)."""
+    depth = 0
+    for i in range(lo, hi):
+        c = data[i]
+        if c == 0x7B:
+            depth += 1
+        elif c == 0x7D:
+            if depth == 0:
+                return i
+            depth -= 1
+    return hi
+
+
+# --------------------------------------------------------------------------- statements
+
+
+class CodeView:
+    """A Cython file's :func:`code_view`, its line starts and where each line's statement
+    starts (computed once; a hit is then placed by bisection)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.code = code = code_view(data)
+        starts = [0]
+        i = code.find(b"\n")
+        while i >= 0:
+            starts.append(i + 1)
+            i = code.find(b"\n", i + 1)
+        self.line_starts = starts
+        #: index of the line each line's statement starts on
+        self.statement_line = _statement_lines(code, starts)
+
+    def row(self, pos: int) -> int:
+        """The 0-based row of byte ``pos``."""
+        return bisect_right(self.line_starts, pos) - 1
+
+    def statement_start(self, row: int) -> int:
+        """Where the statement holding 0-based ``row`` starts (its own line when the
+        statement would run back more than :data:`MAX_STATEMENT_LINES` lines)."""
+        first = self.statement_line[row]
+        return self.line_starts[row if row - first > MAX_STATEMENT_LINES else first]
+
+
+def _statement_lines(code: bytes, starts: list[int]) -> list[int]:
+    """For each line, the index of the line its statement starts on: lines continue a
+    statement inside open brackets or after a trailing backslash; a closer without an opener
+    counts for nothing, and a top-level keyword at column 0 starts a statement whatever is
+    open above it."""
+    out: list[int] = []
+    depth, first, continued = 0, 0, False
+    ends = starts[1:] + [len(code) + 1]
+    for i, (lo, hi) in enumerate(zip(starts, ends, strict=True)):
+        line = code[lo:hi - 1]
+        if (depth == 0 and not continued) or (
+                line[:1] not in b" \t" and _TOP_STATEMENT.match(line)):
+            first, depth = i, 0
+        out.append(first)
+        opens = line.count(b"(") + line.count(b"[") + line.count(b"{")
+        closes = line.count(b")") + line.count(b"]") + line.count(b"}")
+        if closes <= depth:  # no closer can find the depth at 0: counts will do
+            depth += opens - closes
+        else:  # in order, a closer without an opener counting for nothing
+            for c in line:
+                if c in _OPENERS:
+                    depth += 1
+                elif c in _CLOSERS and depth:
+                    depth -= 1
+        continued = line.rstrip().endswith(b"\\")
+    return out
+
+
+# --------------------------------------------------------------------------- roles
 
 
 def _skip_back(code: bytes, pos: int) -> int:
@@ -145,55 +254,75 @@ def _skip_on(code: bytes, pos: int) -> tuple[int, int]:
     return (code[i] if i < n else -1), i
 
 
+def _innermost_open(code: bytes, start: int, pos: int) -> int:
+    """Offset of the innermost bracket open at ``pos`` since ``start``, or -1."""
+    stack: list[int] = []
+    for m in _BRACKET.finditer(code, start, pos):
+        if code[m.start()] in _OPENERS:
+            stack.append(m.start())
+        elif stack:
+            stack.pop()
+    return stack[-1] if stack else -1
+
+
 def classify_hits(
-    code: bytes, name: str, hits: Iterable[int], definition_rows: Iterable[int]
-) -> list[str | None]:
-    """The role of ``name`` at each offset in ``hits`` (word-bounded occurrences in the file
-    whose :func:`code_view` is ``code``), or None where it is no reference (in a comment or a
-    string, or a keyword). ``definition_rows`` are the 1-based rows on which the file's
+    view: CodeView, name: str, hits: Iterable[int], definition_rows: Iterable[int]
+) -> list[tuple[int, str] | None]:
+    """(0-based row, role) of ``name`` at each offset in ``hits`` (word-bounded occurrences
+    in the file of ``view``), or None where it is no reference (in a comment or a string, a
+    keyword, not an identifier). ``definition_rows`` are the 1-based rows on which the file's
     symbols named ``name`` are declared."""
+    code = view.code
     needle = name.encode("utf-8")
     n = len(needle)
     rows = set(definition_rows)
     defined: set[int] = set()
-    out: list[str | None] = []
+    out: list[tuple[int, str] | None] = []
+    not_a_name = name in KEYWORDS or not name.isidentifier()
     for pos in hits:
-        if code[pos:pos + n] != needle or name in _KEYWORDS:
-            out.append(None)
+        if (not_a_name or code[pos:pos + n] != needle or (pos and code[pos - 1] >= 0x80)
+                or (pos + n < len(code) and code[pos + n] >= 0x80)):
+            out.append(None)  # text, a keyword, or part of a non-ASCII identifier
             continue
-        start = _statement_start(code, pos)
-        if _IMPORT.match(code, start):
-            out.append("import")
-            continue
-        row = code.count(b"\n", 0, pos) + 1
-        if row in rows and row not in defined:
-            defined.add(row)
-            out.append("definition")
-            continue
-        after, at = _skip_on(code, pos + n)
-        if _skip_back(code, pos) == ord("."):
-            out.append("call" if after == ord("(") else "attribute")
-            continue
-        if after == ord("(") and _skip_on(code, at + 1)[0] != ord("*"):
-            out.append("call")  # (not the type before a function pointer: 'T (*f)(...)')
-            continue
-        out.append(_in_brackets(code, start, pos, after, at))
+        row = view.row(pos)
+        out.append((row, _role(view, pos, n, row, rows, defined)))
     return out
 
 
+def _role(view: CodeView, pos: int, n: int, row: int, rows: set[int],
+          defined: set[int]) -> str:
+    """The role of the identifier at ``pos`` (see the module docstring)."""
+    code = view.code
+    start = view.statement_start(row)
+    if _IMPORT.match(code, start):
+        return "import"
+    if row + 1 in rows and row + 1 not in defined:
+        defined.add(row + 1)
+        return "definition"
+    after, at = _skip_on(code, pos + n)
+    if _skip_back(code, pos) == ord("."):
+        return "call" if after == ord("(") else "attribute"
+    if after == ord("(") and not _FUNCTION_POINTER.match(code, at):
+        return "call"
+    return _in_brackets(code, start, pos, after, at)
+
+
 def _in_brackets(code: bytes, start: int, pos: int, after: int, at: int) -> str:
-    """The role of a plain word at ``pos``: a base, a keyword argument or a reference."""
+    """The role of a plain word at ``pos``: a keyword argument, a base or a reference."""
     opened = _innermost_open(code, start, pos)
     if opened < 0 or code[opened] != ord("("):
         return "reference"
     first_paren = code.find(b"(", start) == opened
-    if first_paren and _CLASS.match(code, start):
-        return "base"
-    if after == ord("=") and code[at + 1:at + 2] != b"=":
+    named = after == ord("=") and code[at + 1:at + 2] != b"="
+    if named:
         if first_paren and _DEF.match(code, start) and b"=" not in _BRACKETED.sub(
                 b"", code[start:opened]):
             return "reference"  # a parameter's default, not a keyword argument
         before = _skip_back(code, opened)
         if before != -1 and (before in _ID_BYTES or before in b")]"):
             return "keyword"
+        return "reference"
+    if first_paren and _CLASS.match(code, start) and _skip_back(code, pos) in (
+            ord("("), ord(",")):
+        return "base"  # (a keyword's value in a class's parentheses is a reference)
     return "reference"
