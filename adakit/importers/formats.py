@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
 
 from adakit.importers import (
     aider,
@@ -128,29 +128,21 @@ def _text_format(text: str, fmt: str) -> Any:
 TOO_DEEP = "too deeply nested"
 
 
-#: Every ASCII digit to ``0`` and every other byte to a space: long runs of digits found fast.
-_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
-#: 19 digits in a row may be an integer beyond 64 bits, which orjson reads as a float where
-#: the json module keeps the integer.
-_LONG_NUMBER = b"0" * 19
-
-
-def orjson_exact(raw: bytes) -> bool:
-    """Whether orjson reads this text to the same values as the json module does.
-
-    Where the two differ, orjson refuses the text (NaN, lone surrogates, deeper nesting,
-    numbers beyond a double) and the json module is asked again, except for integers of more
-    than 64 bits, which orjson reads as floats: a file holding a run of 19 digits or more is
-    read by the json module alone."""
-    return _LONG_NUMBER not in raw.translate(_DIGITS)
+#: Whether JSON is read with msgspec first (the json module reads what msgspec refuses);
+#: False reads everything with the json module (the tests compare the two).
+FAST_JSON = True
+#: msgspec reads JSON to the json module's values, integers of any size included, and refuses
+#: what the json module reads otherwise (NaN and Infinity, lone surrogates, numbers beyond a
+#: double), so those go to the json module.
+_FAST = msgspec.json.Decoder()
 
 
 def _json(text: str, fast: bool = False) -> Any:
     if fast:
         try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass  # the json module reads what orjson refuses (NaN, deep nesting) or says why
+            return _FAST.decode(text)
+        except (msgspec.DecodeError, RecursionError):
+            pass  # the json module reads what msgspec refuses (NaN, deep nesting) or says why
     try:
         return json.loads(text)
     except RecursionError:
@@ -187,10 +179,10 @@ def _jsonl(text: str, fast: bool = False) -> list[Any]:
     for i, line in enumerate(lines, 1):
         if fast:
             try:
-                out.append(orjson.loads(line))
+                out.append(_FAST.decode(line))
                 continue
-            except orjson.JSONDecodeError:
-                pass  # the json module reads what orjson refuses (NaN, deep nesting) or says why
+            except (msgspec.DecodeError, RecursionError):
+                pass  # the json module reads what msgspec refuses (NaN, deep nesting) or says why
         try:
             out.append(_line(line))
         except RecursionError:
@@ -250,7 +242,7 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any, str]:
     except OSError as exc:
         raise BadInput("unreadable", exc.strerror or str(exc)) from None
     sha = hashlib.sha256(raw).hexdigest()
-    if not raw.strip():
+    if not raw or raw.isspace():  # (raw.strip() would copy the file)
         raise BadInput("empty trajectory", "the file is empty")
     if raw.startswith(inspect_log.ZIP_MAGIC) and fmt in (AUTO, inspect_log.FORMAT):
         return _inspect(path, raw, None, fmt)
@@ -269,8 +261,7 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any, str]:
         return sha, openhands.FORMAT, read_records(path, raw), found  # one run per line
     if fmt == inspect_log.FORMAT:
         return _inspect(path, raw, text, fmt)
-    fast = orjson_exact(raw)
-    data = _jsonl(text, fast) if lines else _json(text, fast)
+    data = _jsonl(text, FAST_JSON) if lines else _json(text, FAST_JSON)
     if fmt != AUTO:
         return sha, fmt, data, ""
     fmt, found = detect_format(data, lines)
