@@ -253,3 +253,58 @@ def test_the_fast_line_writes_every_field_of_the_turn_record_in_order():
     written = list(orjson.loads(lines[-1]))
     assert written == [name for name in Turn.model_fields if name != "sidechain"]
 
+
+
+@pytest.mark.pure_python  # a compiled class's __init__ shows no signature
+def test_written_out_initialisers_list_every_field():
+    """SourceStep, Mapped, Context, Stage and Segment write their __init__ out (so that the
+    compiled modules build them natively): each takes every field, in the fields' order."""
+    import dataclasses
+    import inspect
+
+    from adakit.importers.base import SourceStep
+    from adakit.importers.mapping import Context, Mapped
+    from adakit.importers.shell import Segment, Stage
+
+    for cls in (SourceStep, Mapped, Context, Stage, Segment):
+        params = list(inspect.signature(cls.__init__).parameters)[1:]
+        assert params == [f.name for f in dataclasses.fields(cls)], cls.__name__
+
+
+def test_written_out_initialisers_keep_every_value():
+    """Every field given by keyword is kept (compiled or not), and a mutable default is a new
+    object each time."""
+    from adakit.importers.base import SourceStep
+    from adakit.importers.mapping import Context, Mapped
+
+    side = Sidechain(id="s1")
+    step = dict(tool="Read", args={"a": 1}, thought="t", response="r", observation="o",
+                observation_complete=False, cwd="/w", open_file="f.py", started_at=1.0,
+                ended_at=2.0, duration_s=1.0, latency_s=0.5, tokens_in=3, tokens_out=4,
+                cost_usd=0.1, exit_code=1, parse_error="p", mapped_as=("x", {}),
+                result={"is_error": True}, sidechain=side, compaction="c")
+    got = SourceStep(**step)
+    assert {k: getattr(got, k) for k in step} == step
+    mapped = dict(tool="READ", rule="r", file="f", ranges=[(1, 2)], lines_viewed=2,
+                  structural=True, action="a", symbol="s", result_count=3, finalize=True,
+                  failed=True)
+    got_m = Mapped(**mapped)
+    assert {k: getattr(got_m, k) for k in mapped} == mapped
+    ctx = dict(cwd="/w", open_file="f", resolve=lambda p, c: p, is_dir=lambda r: True,
+               line_count=lambda r: 3, output_complete=False, exit_code=2, result={"k": 1},
+               read_lines=lambda r: ["x"])
+    got_c = Context(**ctx)
+    assert {k: getattr(got_c, k) for k in ctx} == ctx
+    from adakit.importers.shell import Segment, Stage
+
+    stage = dict(program="sed", args=["-n"], writes=["o"], reads=["i"], heredoc=True,
+                 via_xargs=True)
+    got_s = Stage(**stage)
+    assert {k: getattr(got_s, k) for k in stage} == stage
+    assert Segment([got_s], "/w").stages == [got_s] and Segment([]).cwd is None
+    assert Stage("ls").args == [] and Stage("ls").args is not Stage("ls").args
+    a, b = SourceStep(), SourceStep()
+    assert a.args == {} and a.args is not b.args and a == b
+    assert Mapped("READ", "r").ranges == [] and Mapped("READ", "r").ranges is not Mapped("READ", "r").ranges
+    assert Context().resolve("a.py", "src") == "src/a.py" and Context().line_count("a.py") is None
+    assert "tool='READ'" in repr(Mapped("READ", "r"))  # dataclass's repr and eq are kept
