@@ -394,8 +394,13 @@ def _looks_failed(text: str, exit_code: int | None, lines: int = 3) -> bool:
     """A non-zero exit code, or an error message in the first ``lines`` lines."""
     if exit_code not in (None, 0):
         return True
-    head = "\n".join(text.split("\n", lines)[:lines])  # a trailing newline matches nothing
-    return bool(_READ_ERROR.search(head))
+    end = -1  # the first ``lines`` lines end where the next newline starts (else: all)
+    for _ in range(lines):
+        end = text.find("\n", end + 1)
+        if end < 0:
+            break
+    # searched up to there, as if the text ended there (no copy of the head)
+    return _READ_ERROR.search(text, 0, len(text) if end < 0 else end) is not None
 
 
 # --------------------------------------------------------------------------- named tools
