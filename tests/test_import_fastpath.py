@@ -326,3 +326,23 @@ def test_an_error_is_looked_for_in_the_first_lines_only():
         head = "\n".join(text.split("\n", lines)[:lines])
         assert _looks_failed(text, None, lines) == bool(_READ_ERROR.search(head)), (text, lines)
     assert _looks_failed("", 2) and not _looks_failed("fine", 0)
+
+
+def test_lines_read_in_place_as_one_by_one():
+    """_jsonl with the raw bytes reads the lines where they lie; on every JSONL text above
+    and every fixture it gives what reading them one by one gives (values or the reason)."""
+    texts = [t for name, t in TEXTS.items() if name.endswith(".jsonl")]
+    files, _ = formats.discover(SOURCES, formats.AUTO)
+    texts += [p.read_text(encoding="utf-8") for p in files if p.suffix == ".jsonl"]
+    assert len(texts) >= 20
+
+    def read(text: str, raw: bytes | None) -> object:
+        try:
+            return repr(formats._jsonl(text, True, raw))
+        except BadInput as exc:
+            return ("refused", exc.reason, exc.detail)
+
+    for text in texts:
+        assert read(text, text.encode("utf-8")) == read(text, None), text[:80]
+    assert formats._lines_in_place(b'{"a": 1}\n\n[2]') == [{"a": 1}, [2]]
+    assert formats._lines_in_place(b'{"a": 1}\n \n') is None  # a line of white space

@@ -173,7 +173,32 @@ def _line(line: str) -> Any:
     return value
 
 
-def _jsonl(text: str, fast: bool = False) -> list[Any]:
+def _lines_in_place(raw: bytes) -> list[Any] | None:
+    """Every non-empty line of a JSONL file read by msgspec where it lies in ``raw`` (no
+    line is copied out), or None when msgspec refuses one: a line of white space, two values
+    on a line, what the json module reads differently; :func:`_jsonl` then reads the lines
+    one by one as always, so the values and the errors are the same."""
+    out: list[Any] = []
+    view = memoryview(raw)
+    start, n = 0, len(raw)
+    while start < n:
+        end = raw.find(b"\n", start)
+        if end < 0:
+            end = n
+        if end > start:
+            try:
+                out.append(_FAST.decode(view[start:end]))
+            except (msgspec.DecodeError, RecursionError):
+                return None
+        start = end + 1
+    return out
+
+
+def _jsonl(text: str, fast: bool = False, raw: bytes | None = None) -> list[Any]:
+    if fast and raw is not None:
+        found = _lines_in_place(raw)
+        if found is not None:
+            return found
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
     out = []
     for i, line in enumerate(lines, 1):
@@ -261,7 +286,7 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any, str]:
         return sha, openhands.FORMAT, read_records(path, raw), found  # one run per line
     if fmt == inspect_log.FORMAT:
         return _inspect(path, raw, text, fmt)
-    data = _jsonl(text, FAST_JSON) if lines else _json(text, FAST_JSON)
+    data = _jsonl(text, FAST_JSON, raw) if lines else _json(text, FAST_JSON)
     if fmt != AUTO:
         return sha, fmt, data, ""
     fmt, found = detect_format(data, lines)
