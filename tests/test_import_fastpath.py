@@ -181,6 +181,8 @@ TEXTS = {
     "bom.json": '\ufeff{"a": 1}',
     "lines.jsonl": '{"type": "user", "n": 1e400}\n\x0c{"type": "x"}\n {"s": "\\ud800"}\n',
     "lines_big.jsonl": '{"type": "user", "n": 99999999999999999999}\n{"t": 1}\n',
+    # msgspec before 0.19 read these wrong (2**64 + 10**18 + 1 to 19999999999999999999)
+    "lines_big_u64.jsonl": '{"type": "user", "n": 19933688932870350000}\n{"m": 19999999999999999999}\n',
     "lines_deep.jsonl": '{"type": "user"}\n' + DEEP + "\n",
     "lines_extra.jsonl": '{"type": "user"}\n{"a": 1} 2\n{"b": 3}\n',
     "lines_cut.jsonl": '{"type": "user"}\n{"a": 1',
@@ -221,6 +223,8 @@ def test_integers_of_any_size_keep_their_value():
     float, so such files went to the json module)."""
     big = 2 ** 70 + 1
     assert formats._jsonl(f'{{"n": {big}}}\n{{"m": -{big}}}\n', True) == [{"n": big}, {"m": -big}]
+    for n in (19933688932870350000, 19999999999999999999, 2 ** 64 + 10 ** 18 + 1):
+        assert formats._jsonl(f'{{"n": {n}}}\n', True, f'{{"n": {n}}}\n'.encode()) == [{"n": n}]
     assert formats._json(f'[{big}, 1.5]', True) == [big, 1.5]
 
 
@@ -346,3 +350,16 @@ def test_lines_read_in_place_as_one_by_one():
         assert read(text, text.encode("utf-8")) == read(text, None), text[:80]
     assert formats._lines_in_place(b'{"a": 1}\n\n[2]') == [{"a": 1}, [2]]
     assert formats._lines_in_place(b'{"a": 1}\n \n') is None  # a line of white space
+
+
+def test_an_action_read_from_a_source_is_kept_whatever_it_says():
+    """_rule's default action is an object no source value can be: an action read from a
+    source is kept, even one spelled like a marker."""
+    from adakit.importers.mapping import Context, map_shell, map_tool
+
+    odd = "\x00rule"
+    assert map_tool(odd, {}, "", Context()).action == odd
+    assert map_tool("other", {"name": odd}, "", Context()).action == odd
+    assert map_shell(f"{odd} --x", "", Context()).action == odd
+    grep = map_tool("Grep", {"pattern": "x"}, "", Context())
+    assert grep.rule == "tool:grep" and grep.action == "find_all_references"  # the rule's own

@@ -131,9 +131,11 @@ TOO_DEEP = "too deeply nested"
 #: Whether JSON is read with msgspec first (the json module reads what msgspec refuses);
 #: False reads everything with the json module (the tests compare the two).
 FAST_JSON = True
-#: msgspec reads JSON to the json module's values, integers of any size included, and refuses
-#: what the json module reads otherwise (NaN and Infinity, lone surrogates, numbers beyond a
-#: double), so those go to the json module.
+#: msgspec reads JSON to the json module's values, integers of any size included (since 0.19),
+#: and refuses what the json module reads otherwise (NaN and Infinity, lone surrogates,
+#: numbers beyond a double), so those go to the json module. Nesting within a few levels of
+#: the recursion limit is the one band where the two may differ (a value or "too deeply
+#: nested"); orjson's fixed limit of 1024 differed over a wider band.
 _FAST = msgspec.json.Decoder()
 
 
@@ -141,7 +143,7 @@ def _json(text: str, fast: bool = False) -> Any:
     if fast:
         try:
             return _FAST.decode(text)
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
             pass  # the json module reads what msgspec refuses (NaN, deep nesting) or says why
     try:
         return json.loads(text)
@@ -188,7 +190,7 @@ def _lines_in_place(raw: bytes) -> list[Any] | None:
         if end > start:
             try:
                 out.append(_FAST.decode(view[start:end]))
-            except (msgspec.DecodeError, RecursionError):
+            except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
                 return None
         start = end + 1
     return out
@@ -206,7 +208,7 @@ def _jsonl(text: str, fast: bool = False, raw: bytes | None = None) -> list[Any]
             try:
                 out.append(_FAST.decode(line))
                 continue
-            except (msgspec.DecodeError, RecursionError):
+            except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
                 pass  # the json module reads what msgspec refuses (NaN, deep nesting) or says why
         try:
             out.append(_line(line))

@@ -330,12 +330,17 @@ class Mapped:
         }
 
 
-#: ``_rule``'s default action: the rule's own (an action given, None included, wins)
-_RULE_ACTION = "\x00rule"
+class _RuleAction:
+    """The type of ``_rule``'s default action: the rule's own (an action given, None
+    included, wins; no value read from a source can be this object)."""
+
+
+_RULE_ACTION = _RuleAction()
 
 
 def _rule(rule: str, *, file: str | None = None, ranges: list[tuple[int, int]] | None = None,
-          lines_viewed: int = 0, structural: bool = False, action: str | None = _RULE_ACTION,
+          lines_viewed: int = 0, structural: bool = False,
+          action: str | None | _RuleAction = _RULE_ACTION,
           symbol: str | None = None, result_count: int | None = None,
           finalize: bool | None = None, failed: bool = False) -> Mapped:
     """The mapping a rule gives (its canonical tool, and its action unless ``action`` is
@@ -343,7 +348,7 @@ def _rule(rule: str, *, file: str | None = None, ranges: list[tuple[int, int]] |
     builds the Mapped natively (a ``**kw`` call goes through the generic path)."""
     r = RULES[rule]
     return Mapped(r.canonical, rule, file, ranges, lines_viewed, structural,
-                  r.action if action == _RULE_ACTION else action, symbol, result_count,
+                  r.action if isinstance(action, _RuleAction) else action, symbol, result_count,
                   finalize, failed)
 
 
@@ -394,6 +399,8 @@ def _looks_failed(text: str, exit_code: int | None, lines: int = 3) -> bool:
     """A non-zero exit code, or an error message in the first ``lines`` lines."""
     if exit_code not in (None, 0):
         return True
+    if lines <= 0:
+        return False  # no line to search
     end = -1  # the first ``lines`` lines end where the next newline starts (else: all)
     for _ in range(lines):
         end = text.find("\n", end + 1)
