@@ -13,8 +13,8 @@
   identifiers count (never text in comments or strings). A parsed file also keeps its
   vocabulary (:func:`vocabulary`), so a search for a word reads only the files that hold
   it. A file whose top-level layout is known (:func:`ref_layout`, kept with its symbols) is
-  parsed only over the top-level statements that hold a hit. Matching is by name, not by type resolution, and the tools say
-  so.
+  parsed only over the top-level statements that hold a hit. Matching is by name, not by
+  type resolution, and the tools say so.
 
 Python, TypeScript (TS and TSX), JavaScript and Rust are understood, with our own queries
 (compiled once per language and process); Cython (``.pyx``, ``.pxd``, ``.pxi``) by patterns
@@ -1084,7 +1084,7 @@ class _Source:
     lines: list[str] | None = None
     line_starts: list[int] | None = None
     #: the :class:`~adakit.apparatus.cython_lexer.CodeView` of a Cython file, once computed
-    code: cython_lexer.CodeView | None = None
+    code_view: cython_lexer.CodeView | None = None
 
 
 def split_lines(data: bytes) -> list[str]:
@@ -1852,20 +1852,23 @@ class CodeIndex:
         identifier: read off the file's tree, or for Cython by the lexer."""
         key = grammar_of(rel)
         if key == "cython" and self.cython_references == "lexer":
-            if src.code is None:
-                src.code = cython_lexer.CodeView(src.data)
-            ent = self._entry(rel)
+            if src.code_view is None:
+                src.code_view = cython_lexer.CodeView(src.data, self._line_starts(src))
+            ent = self._entries.get(rel)
+            if ent is None or (ent.mtime_ns, ent.size) != (src.mtime_ns, src.size):
+                ent = self._entry(rel)  # (its symbols give the definition rows)
             rows = [s.name_line for s in ent.symbols if s.name == name] if ent else []
-            found = cython_lexer.classify_hits(src.code, name, hits, rows)
+            found = cython_lexer.classify_hits(src.code_view, name, hits, rows)
             return [(pos, *got) for pos, got in zip(hits, found, strict=True) if got is not None]
         tree = self._ref_tree(rel, src, hits)
         if tree is None:
             return []
         family = _family(key or "")
         root = tree.root_node
+        n = len(name.encode("utf-8"))
         out = []
         for pos in hits:
-            found = reference_at(root, pos, len(name.encode("utf-8")), family)
+            found = reference_at(root, pos, n, family)
             if found is not None:
                 out.append((pos, found[0].start_point.row, found[1]))
         return out
@@ -1886,13 +1889,7 @@ class CodeIndex:
     def _line_starts(src: _Source) -> list[int]:
         """Byte offsets where each line of a source starts (computed once per source)."""
         if src.line_starts is None:
-            starts = [0]
-            data = src.data
-            i = data.find(b"\n")
-            while i >= 0:
-                starts.append(i + 1)
-                i = data.find(b"\n", i + 1)
-            src.line_starts = starts
+            src.line_starts = cython_lexer.line_starts(src.data)
         return src.line_starts
 
     def _ref(self, rel: str, src: _Source, pos: int, row: int, kind: str) -> Ref:

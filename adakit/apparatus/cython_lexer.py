@@ -58,7 +58,7 @@ _CLASS = re.compile(rb"[ \t]*(?:cdef[ \t]+(?:(?:public|api|final|packed)[ \t]+)*
 _DEF = re.compile(rb"[ \t]*(?:async[ \t]+)?(?:def|cdef|cpdef)\b")
 #: a line at column 0 that starts a statement ends any bracket left open above it
 _TOP_STATEMENT = re.compile(
-    rb"(?:def|cdef|cpdef|class|import|from|cimport|ctypedef|async|@|if|for|while|with|try)\b|@")
+    rb"@|(?:def|cdef|cpdef|class|import|from|cimport|ctypedef|async|if|for|while|with|try)\b")
 
 
 # --------------------------------------------------------------------------- blanking
@@ -181,18 +181,24 @@ def _spec_end(data: bytes, lo: int, hi: int) -> int:
 # --------------------------------------------------------------------------- statements
 
 
+def line_starts(data: bytes) -> list[int]:
+    """Byte offsets where each line of ``data`` starts (lines end at ``\\n``)."""
+    starts = [0]
+    i = data.find(b"\n")
+    while i >= 0:
+        starts.append(i + 1)
+        i = data.find(b"\n", i + 1)
+    return starts
+
+
 class CodeView:
     """A Cython file's :func:`code_view`, its line starts and where each line's statement
-    starts (computed once; a hit is then placed by bisection)."""
+    starts (computed once; a hit is then placed by bisection). ``starts``: the file's
+    :func:`line_starts`, when the caller has them (the view keeps every newline)."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, starts: list[int] | None = None) -> None:
         self.code = code = code_view(data)
-        starts = [0]
-        i = code.find(b"\n")
-        while i >= 0:
-            starts.append(i + 1)
-            i = code.find(b"\n", i + 1)
-        self.line_starts = starts
+        self.line_starts = starts = line_starts(data) if starts is None else starts
         #: index of the line each line's statement starts on
         self.statement_line = _statement_lines(code, starts)
 
