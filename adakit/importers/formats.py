@@ -139,10 +139,12 @@ FAST_JSON = True
 _FAST = msgspec.json.Decoder()
 
 
-def _json(text: str, fast: bool = False) -> Any:
+def _json(text: str, fast: bool = False, raw: bytes | None = None) -> Any:
+    """The JSON document ``text`` (``raw``: its UTF-8 bytes, which msgspec reads without
+    encoding the text again)."""
     if fast:
         try:
-            return _FAST.decode(text)
+            return _FAST.decode(text if raw is None else raw)
         except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
             pass  # the json module reads what msgspec refuses (NaN, deep nesting) or says why
     try:
@@ -288,7 +290,7 @@ def read_source(path: Path, fmt: str) -> tuple[str, str, Any, str]:
         return sha, openhands.FORMAT, read_records(path, raw), found  # one run per line
     if fmt == inspect_log.FORMAT:
         return _inspect(path, raw, text, fmt)
-    data = _jsonl(text, FAST_JSON, raw) if lines else _json(text, FAST_JSON)
+    data = _jsonl(text, FAST_JSON, raw) if lines else _json(text, FAST_JSON, raw)
     if fmt != AUTO:
         return sha, fmt, data, ""
     fmt, found = detect_format(data, lines)
